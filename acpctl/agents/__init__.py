@@ -1,0 +1,1 @@
+"""Agents: the built-in catalog, resolution of commands, and version probes."""

@@ -1,0 +1,52 @@
+"""The built-in catalog of well-known agents (data in catalog.json) plus the `demo` agent."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+DEMO_AGENT = "demo"
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    title: str
+    kind: str
+    binaries: tuple[str, ...]
+    args: tuple[str, ...]
+    install: str
+    version_args: tuple[str, ...] = ("--version",)
+    legacy_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    runner: str | None = None
+    package: str | None = None
+
+
+@cache
+def entries() -> dict[str, CatalogEntry]:
+    raw = json.loads(resources.files("acpctl.agents").joinpath("catalog.json").read_text())
+    result: dict[str, CatalogEntry] = {}
+    for item in raw["agents"]:
+        result[item["name"]] = CatalogEntry(
+            name=item["name"],
+            title=item["title"],
+            kind=item["kind"],
+            binaries=tuple(item["binaries"]),
+            args=tuple(item["args"]),
+            install=item["install"],
+            version_args=tuple(item.get("version_args", ["--version"])),
+            legacy_args=tuple(item.get("legacy_args", [])),
+            env=dict(item.get("env", {})),
+            runner=item.get("runner"),
+            package=item.get("package"),
+        )
+    return result
+
+
+def demo_argv() -> list[str]:
+    """The built-in demo agent runs in the same interpreter as acpctl itself."""
+    return [sys.executable, "-m", "acpctl.demo_agent"]

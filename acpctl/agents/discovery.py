@@ -1,0 +1,206 @@
+"""Resolve agent names to command lines, and probe their versions.
+
+Resolution order for a command: config.toml, then the directory holding the running acpctl
+(a venv's bin/ where acpctl and a pip-installed agent live together), then PATH, then, for
+catalog agents and only when `package_runners = true`, npx or uvx.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acpctl import __version__
+from acpctl.agents.catalog import DEMO_AGENT, CatalogEntry, demo_argv, entries
+from acpctl.config import AgentSpec, Config
+from acpctl.errors import UsageError
+
+VERSION_TIMEOUT_S = 2.0
+_VERSION_RE = re.compile(r"\bv?(\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.-]+)?)\b")
+
+
+@dataclass
+class ResolvedAgent:
+    name: str
+    title: str
+    kind: str
+    source: str  # "config", "catalog" or "builtin"
+    argv: list[str] | None  # None when not found
+    env: dict[str, str] = field(default_factory=dict)
+    reason: str = ""  # why it was not found, or how it was found
+    install: str = ""
+    version_args: tuple[str, ...] = ("--version",)
+    version: str | None = None
+    version_error: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.argv is not None
+
+    def as_spec(self) -> AgentSpec:
+        if self.argv is None:
+            raise UsageError(f"agent {self.name!r} is not installed: {self.reason}",
+                             hint=self.install or None)
+        return AgentSpec(self.name, self.argv[0], tuple(self.argv[1:]), self.env, self.kind)
+
+
+def acpctl_bin_dir() -> Path:
+    """The directory of the running acpctl (its console script, or the interpreter's)."""
+    script = Path(sys.argv[0])
+    if script.name == "acpctl" and script.parent != Path():
+        return script.resolve().parent
+    return Path(sys.executable).parent
+
+
+def which(name: str) -> str | None:
+    """Find a command: a path as given, else acpctl's own directory, else PATH."""
+    if os.sep in name or (os.altsep and os.altsep in name):
+        candidate = Path(name).expanduser()
+        return str(candidate.absolute()) if os.access(candidate, os.X_OK) else None
+    return shutil.which(name, path=str(acpctl_bin_dir())) or shutil.which(name)
+
+
+def _explain_missing(command: str) -> str:
+    candidate = Path(command).expanduser()
+    if os.sep in command and candidate.exists():
+        return f"{command} is not executable (chmod +x it)"
+    return f"{command} not found on PATH or beside acpctl"
+
+
+def _from_config(spec: AgentSpec, title: str, install: str) -> ResolvedAgent:
+    found = which(spec.command)
+    return ResolvedAgent(
+        name=spec.name, title=title, kind=spec.kind, source="config",
+        argv=[found, *spec.args] if found else None, env=dict(spec.env),
+        reason="" if found else _explain_missing(spec.command), install=install,
+    )
+
+
+def _from_catalog(entry: CatalogEntry, package_runners: bool) -> ResolvedAgent:
+    agent = ResolvedAgent(
+        name=entry.name, title=entry.title, kind=entry.kind, source="catalog", argv=None,
+        env=dict(entry.env), install=entry.install, version_args=entry.version_args,
+    )
+    for binary in entry.binaries:
+        found = which(binary)
+        if found:
+            agent.argv = [found, *entry.args]
+            return agent
+    if package_runners and entry.runner and entry.package:
+        runner = shutil.which(entry.runner)
+        if runner:
+            if entry.runner == "npx":
+                agent.argv = [runner, "--yes", entry.package, *entry.args]
+            else:
+                agent.argv = [runner, "--from", entry.package, entry.binaries[0], *entry.args]
+            agent.reason = f"through {entry.runner}"
+            return agent
+    agent.reason = f"none of {', '.join(entry.binaries)} found on PATH or beside acpctl"
+    return agent
+
+
+def _demo() -> ResolvedAgent:
+    return ResolvedAgent(
+        name=DEMO_AGENT, title="acpctl demo", kind="acp", source="builtin", argv=demo_argv(),
+        reason="built in", version=__version__, version_args=(),
+    )
+
+
+def all_agents(config: Config) -> list[ResolvedAgent]:
+    """Configured agents first, then catalog agents not shadowed by config, then demo."""
+    catalog = entries()
+    result: list[ResolvedAgent] = []
+    for name, spec in config.agents.items():
+        entry = catalog.get(name)
+        result.append(_from_config(spec, entry.title if entry else name,
+                                   entry.install if entry else ""))
+    for name, entry in catalog.items():
+        if name not in config.agents:
+            result.append(_from_catalog(entry, config.package_runners))
+    if DEMO_AGENT not in config.agents:
+        result.append(_demo())
+    return result
+
+
+def known_names(config: Config) -> list[str]:
+    return sorted({*config.agents, *entries(), DEMO_AGENT})
+
+
+def resolve(config: Config, name: str | None) -> ResolvedAgent:
+    """The agent to run: `name`, else the configured default, else the demo agent."""
+    name = name or config.default_agent or DEMO_AGENT
+    if name in config.agents:
+        entry = entries().get(name)
+        return _from_config(config.agents[name], entry.title if entry else name,
+                            entry.install if entry else "")
+    if name in entries():
+        return _from_catalog(entries()[name], config.package_runners)
+    if name == DEMO_AGENT:
+        return _demo()
+    raise UsageError(f"unknown agent {name!r}; known agents: {', '.join(known_names(config))}",
+                     hint="add your own with: acpctl agents add NAME -- COMMAND [ARGS...]")
+
+
+def parse_version(output: str) -> str | None:
+    for line in output.splitlines():
+        match = _VERSION_RE.search(line)
+        if match:
+            return match.group(1)
+    return None
+
+
+def probe_version(agent: ResolvedAgent, timeout: float = VERSION_TIMEOUT_S) -> None:
+    """Fill in agent.version or agent.version_error; never raises."""
+    if agent.argv is None or agent.version is not None or not agent.version_args:
+        return
+    if agent.reason.startswith("through "):
+        agent.version_error = f"not probed (runs {agent.reason})"
+        return
+    argv = [agent.argv[0], *agent.version_args]
+    try:
+        # A session of its own, so a hung probe is killed with all its children.
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        agent.version_error = f"cannot run {argv[0]}: {exc.strerror or exc}"
+        return
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        agent.version_error = f"version probe timed out after {timeout:g}s"
+        return
+    text = output.decode("utf-8", "replace")
+    version = parse_version(text[:4096])
+    if version is None:
+        first = text.strip().splitlines()[0][:60] if text.strip() else "(no output)"
+        agent.version_error = f"unrecognised version output: {first!r}"
+    else:
+        agent.version = version
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.communicate()
+
+
+def probe_versions(agents: Iterable[ResolvedAgent], timeout: float = VERSION_TIMEOUT_S) -> None:
+    """Probe concurrently: the whole batch takes about as long as the slowest probe."""
+    todo = [a for a in agents if a.argv is not None and a.version is None]
+    if not todo:
+        return
+    with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+        list(pool.map(lambda a: probe_version(a, timeout), todo))

@@ -1,0 +1,54 @@
+"""The typer application: one module per command group, each thin (parse, call, print).
+
+Command modules import their heavy dependencies inside the command functions, so
+`acpctl --help` and `acpctl agents list --json` load only what they use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from acpctl import __version__
+from acpctl.cli import agents, ps, run
+from acpctl.errors import AcpctlError
+
+app = typer.Typer(
+    name="acpctl",
+    help="Wire ACP coding agents into editors, run them supervised, keep their history.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(agents.app, name="agents")
+app.command("run", context_settings={"help_option_names": ["-h", "--help"]})(run.run)
+app.command("ps")(ps.ps)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"acpctl {__version__} (Python {sys.version.split()[0]})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """acpctl: ACP agents for every editor."""
+
+
+def run_app() -> None:
+    try:
+        app()
+    except AcpctlError as exc:
+        if os.environ.get("ACPCTL_DEBUG"):
+            raise
+        print(f"acpctl: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,154 @@
+"""config.toml: the user's agents and defaults, edited with tomlkit so comments survive.
+
+Layout:
+
+    default_agent = "claude"
+    package_runners = false        # allow npx/uvx fallbacks for catalog agents
+
+    [agents.claude]
+    command = "claude-agent-acp"
+    args = []
+    env = { ANTHROPIC_API_KEY = "..." }
+    kind = "acp"                    # or "pi-rpc"
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+from tomlkit.toml_document import TOMLDocument
+
+from acpctl import paths
+from acpctl.errors import UsageError
+
+AGENT_KINDS = ("acp", "pi-rpc")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How to launch one agent, from config.toml or the catalog."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    kind: str = "acp"
+
+
+@dataclass
+class Config:
+    path: Path
+    document: TOMLDocument
+    default_agent: str | None
+    package_runners: bool
+    agents: dict[str, AgentSpec]
+
+
+def _fail(path: Path, message: str) -> UsageError:
+    return UsageError(f"{path}: {message}", hint="fix the file by hand; acpctl wrote nothing")
+
+
+def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
+    if not isinstance(table, dict):
+        raise _fail(path, f"[agents.{name}] must be a table")
+    command = table.get("command")
+    if not isinstance(command, str) or not command:
+        raise _fail(path, f"[agents.{name}] needs command = \"...\" (a non-empty string)")
+    args = table.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise _fail(path, f"[agents.{name}] args must be a list of strings")
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise _fail(path, f"[agents.{name}] env must be a table of strings")
+    kind = table.get("kind", "acp")
+    if kind not in AGENT_KINDS:
+        raise _fail(path, f"[agents.{name}] kind must be one of {', '.join(AGENT_KINDS)}")
+    return AgentSpec(
+        name=name,
+        command=command,
+        args=tuple(str(a) for a in args),
+        env={str(k): str(v) for k, v in env.items()},
+        kind=str(kind),
+    )
+
+
+def load(path: Path | None = None) -> Config:
+    """Read config.toml; a missing file is an empty config, a broken one a UsageError."""
+    path = path or paths.config_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(path, f"cannot read: {exc}") from exc
+    try:
+        document = tomlkit.parse(text)
+    except ParseError as exc:
+        raise _fail(path, f"line {exc.line}, column {exc.col}: {exc}") from exc
+    plain = document.unwrap()
+    default_agent = plain.get("default_agent")
+    if default_agent is not None and not isinstance(default_agent, str):
+        raise _fail(path, "default_agent must be a string")
+    package_runners = plain.get("package_runners", False)
+    if not isinstance(package_runners, bool):
+        raise _fail(path, "package_runners must be true or false")
+    agents_table = plain.get("agents", {})
+    if not isinstance(agents_table, dict):
+        raise _fail(path, "[agents] must be a table")
+    agents = {name: _agent_from_table(path, name, t) for name, t in agents_table.items()}
+    return Config(path, document, default_agent, package_runners, agents)
+
+
+def save(config: Config) -> None:
+    """Write the document back atomically (same directory, fsync, rename)."""
+    path = config.path
+    paths.ensure_private_dir(path.parent)
+    text = tomlkit.dumps(config.document)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, paths.PRIVATE_FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def set_agent(config: Config, spec: AgentSpec) -> None:
+    agents = config.document.get("agents")
+    if agents is None:
+        agents = tomlkit.table(is_super_table=True)
+        config.document["agents"] = agents
+    table = tomlkit.table()
+    table["command"] = spec.command
+    table["args"] = list(spec.args)
+    if spec.env:
+        env = tomlkit.inline_table()
+        env.update(spec.env)
+        table["env"] = env
+    table["kind"] = spec.kind
+    agents[spec.name] = table
+    config.agents[spec.name] = spec
+
+
+def remove_agent(config: Config, name: str) -> None:
+    agents = config.document.get("agents")
+    if agents is not None and name in agents:
+        del agents[name]
+    config.agents.pop(name, None)
+    if config.default_agent == name:
+        del config.document["default_agent"]
+        config.default_agent = None
+
+
+def set_default_agent(config: Config, name: str) -> None:
+    config.document["default_agent"] = name
+    config.default_agent = name

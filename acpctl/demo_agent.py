@@ -1,0 +1,250 @@
+"""The built-in `demo` agent: a small, real ACP agent that needs no model and no network.
+
+It answers every prompt by echoing it back in streamed chunks. Words in the prompt ask for
+more of the protocol, so editors, tests, `doctor` and the benchmarks can exercise it:
+
+    think       a thought before the answer
+    plan        a plan update
+    edit        a tool call with a diff that asks for permission first
+    title       a session_info_update with a title
+    slow        a slow stream (20 chunks, 100 ms apart), good for trying cancel
+    crash       dies in the middle of the turn (exit status 3)
+    flood N     N tiny message chunks as fast as possible (benchmarks)
+
+It supports session/resume (an echo has no context to lose) but not session/load.
+Run it directly with `python -m acpctl.demo_agent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+import sys
+import uuid
+from typing import Any
+
+from acpctl import __version__, jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, RpcError
+
+
+class DemoAgent:
+    def __init__(self, output: jsonrpc.Output) -> None:
+        self.out = output
+        self.sessions: dict[str, asyncio.Event] = {}  # session id -> its cancel flag
+        self.waiting: dict[int, asyncio.Future[JsonObject]] = {}
+        self.ids = itertools.count(1)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def update(self, session_id: str, update: JsonObject) -> None:
+        self.out.send(jsonrpc.notification(acp.SESSION_UPDATE,
+                                           {"sessionId": session_id, "update": update}))
+
+    def chunk(self, session_id: str, text: str, kind: str = acp.AGENT_MESSAGE_CHUNK) -> None:
+        self.update(session_id, {"sessionUpdate": kind,
+                                 "content": {"type": "text", "text": text}})
+
+    async def call_client(self, method: str, params: JsonObject) -> JsonObject:
+        msg_id = next(self.ids)
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self.waiting[msg_id] = future
+        self.out.send(jsonrpc.request(msg_id, method, params))
+        await self.out.drain()
+        return await future
+
+    # -- methods ----------------------------------------------------------------------
+
+    async def initialize(self, params: JsonObject) -> JsonObject:
+        return {
+            "protocolVersion": acp.PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "sessionCapabilities": {"resume": {}, "close": {}},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "acpctl-demo", "title": "acpctl demo", "version": __version__},
+        }
+
+    def _session(self, params: JsonObject) -> str:
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str) or session_id not in self.sessions:
+            raise RpcError(acp.RESOURCE_NOT_FOUND, f"unknown session {session_id!r}")
+        return session_id
+
+    async def new_session(self, params: JsonObject) -> JsonObject:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcError(acp.INVALID_PARAMS, "cwd must be an absolute path")
+        session_id = f"demo-{uuid.uuid4().hex}"
+        self.sessions[session_id] = asyncio.Event()
+        return {"sessionId": session_id}
+
+    async def resume_session(self, params: JsonObject) -> JsonObject:
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise RpcError(acp.INVALID_PARAMS, "sessionId is required")
+        self.sessions.setdefault(session_id, asyncio.Event())
+        return {}
+
+    async def close_session(self, params: JsonObject) -> JsonObject:
+        session_id = self._session(params)
+        self.sessions.pop(session_id).set()
+        return {}
+
+    async def cancel(self, params: JsonObject) -> None:
+        flag = self.sessions.get(params.get("sessionId", ""))
+        if flag is not None:
+            flag.set()
+
+    async def prompt(self, params: JsonObject) -> JsonObject:
+        session_id = self._session(params)
+        cancelled = self.sessions[session_id]
+        cancelled.clear()
+        text = " ".join(
+            block.get("text", "") if block.get("type") == "text"
+            else block.get("resource", {}).get("text", "") if block.get("type") == "resource"
+            else block.get("uri", "") if block.get("type") == "resource_link" else ""
+            for block in params.get("prompt", []) if isinstance(block, dict)
+        ).strip()
+        words = set(re.findall(r"[a-z]+", text.lower()))
+        if flood := re.search(r"\bflood (\d+)", text):
+            for _ in range(int(flood.group(1))):
+                self.chunk(session_id, ".")
+            return {"stopReason": acp.END_TURN}
+        if "title" in words:
+            self.update(session_id, {"sessionUpdate": acp.SESSION_INFO_UPDATE,
+                                     "title": f"Demo: {text[:40]}"})
+        if "think" in words:
+            self.chunk(session_id, "The user wants an echo; I will echo.",
+                       acp.AGENT_THOUGHT_CHUNK)
+        if "plan" in words:
+            self.update(session_id, {"sessionUpdate": acp.PLAN, "entries": [
+                {"content": "Read the prompt", "priority": "high", "status": "completed"},
+                {"content": "Echo it back", "priority": "medium", "status": "in_progress"},
+            ]})
+        if "edit" in words:
+            stop = await self.edit(session_id)
+            if stop is not None:
+                return {"stopReason": stop}
+        pieces = re.findall(r"\S+\s*", f"You said: {text}") or ["You said nothing."]
+        slow = "slow" in words
+        if slow:
+            pieces = (pieces * 20)[:20]
+        for index, piece in enumerate(pieces):
+            if cancelled.is_set():
+                return {"stopReason": acp.CANCELLED}
+            self.chunk(session_id, piece)
+            if "crash" in words and index == 0:
+                await self.out.drain()
+                print("demo agent: crashing on request", file=sys.stderr, flush=True)
+                os._exit(3)
+            if slow:
+                await self.out.drain()
+                try:
+                    await asyncio.wait_for(cancelled.wait(), 0.1)
+                except asyncio.TimeoutError:
+                    pass
+        return {"stopReason": acp.CANCELLED if cancelled.is_set() else acp.END_TURN}
+
+    async def edit(self, session_id: str) -> str | None:
+        """A tool call with a diff, gated by a permission request. Returns a stop reason
+        when the turn must end early."""
+        tool_id = f"edit-{next(self.ids)}"
+        diff = {"type": "diff", "path": "/tmp/demo.txt", "oldText": "hello\n",
+                "newText": "hello, world\n"}
+        self.update(session_id, {"sessionUpdate": acp.TOOL_CALL, "toolCallId": tool_id,
+                                 "title": "Edit /tmp/demo.txt", "kind": "edit",
+                                 "status": "pending", "content": [diff],
+                                 "locations": [{"path": "/tmp/demo.txt", "line": 1}]})
+        answer = await self.call_client(acp.REQUEST_PERMISSION, {
+            "sessionId": session_id,
+            "toolCall": {"toolCallId": tool_id, "title": "Edit /tmp/demo.txt", "kind": "edit"},
+            "options": [
+                {"optionId": "allow", "name": "Allow", "kind": acp.ALLOW_ONCE},
+                {"optionId": "reject", "name": "Reject", "kind": acp.REJECT_ONCE},
+            ],
+        })
+        outcome = answer.get("result", {}).get("outcome", {}) if "result" in answer else {}
+        if outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow":
+            status = "completed"
+        else:
+            status = "failed"
+        self.update(session_id, {"sessionUpdate": acp.TOOL_CALL_UPDATE,
+                                 "toolCallId": tool_id, "status": status})
+        if outcome.get("outcome") == "cancelled" or self.sessions[session_id].is_set():
+            return acp.CANCELLED
+        return None
+
+    # -- dispatch ---------------------------------------------------------------------
+
+    async def handle(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            self.out.send(jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request"))
+            return
+        method = message.get("method")
+        if method is None:  # a response to one of our requests
+            future = self.waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
+            if future is not None and not future.done():
+                future.set_result(message)
+            return
+        handlers = {
+            acp.INITIALIZE: self.initialize, acp.SESSION_NEW: self.new_session,
+            acp.SESSION_RESUME: self.resume_session, acp.SESSION_CLOSE: self.close_session,
+            acp.SESSION_PROMPT: self.prompt, acp.SESSION_CANCEL: self.cancel,
+            "_demo/ping": self.ping,
+        }
+        handler = handlers.get(method)
+        if "id" not in message:
+            if handler is not None:
+                await handler(message.get("params") or {})
+            return
+        msg_id = message["id"]
+        if handler is None:
+            self.out.send(jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND,
+                                        f"method not found: {method}"))
+            return
+        try:
+            value = await handler(message.get("params") or {})
+            self.out.send(jsonrpc.result(msg_id, value))
+        except RpcError as exc:
+            self.out.send({"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()})
+        await self.out.drain()
+
+    async def ping(self, params: JsonObject) -> JsonObject:
+        return {}
+
+
+async def serve() -> None:
+    output = await jsonrpc.Output.open(sys.stdout.fileno())
+    reader = await jsonrpc.open_input(sys.stdin.fileno())
+    agent = DemoAgent(output)
+    tasks: set[asyncio.Task[None]] = set()
+    async for batch in jsonrpc.read_batches(reader):
+        for line in batch:
+            if isinstance(line, jsonrpc.OversizedLine):
+                output.send(jsonrpc.error(None, acp.PARSE_ERROR, "message too large"))
+                continue
+            try:
+                message = jsonrpc.parse_line(line)
+            except RpcError as exc:
+                output.send({"jsonrpc": "2.0", "id": None, "error": exc.to_error()})
+                continue
+            task = asyncio.create_task(agent.handle(message))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await output.drain()
+    for flag in agent.sessions.values():
+        flag.set()
+
+
+def main() -> None:
+    print(f"acpctl demo agent {__version__} ready", file=sys.stderr, flush=True)
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""`acpctl run`: the ACP server the editor talks to, and the agents behind it."""

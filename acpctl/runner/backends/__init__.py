@@ -1,0 +1,1 @@
+"""Backends: how acpctl talks to the real agent (native ACP relay, pi's RPC)."""

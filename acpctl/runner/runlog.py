@@ -1,0 +1,76 @@
+"""The run's log (stderr plus a size-capped, rotated file) and its runtime record.
+
+Every log line goes to stderr, so an editor's own log still shows it, and to
+<state>/logs/<agent>-<time>-<pid>.log, which `acpctl doctor` and `acpctl logs` read.
+The runtime record <state>/runs/<pid>.json lets `acpctl ps` find live runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from acpctl import paths
+
+LOG_MAX_BYTES = 2 * 1024 * 1024
+LOG_BACKUPS = 3
+LOGGER_NAME = "acpctl.run"
+
+
+class _PrivateRotatingHandler(logging.handlers.RotatingFileHandler):
+    """Log files may hold conversation fragments from agent stderr: create them 0600."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                     paths.PRIVATE_FILE_MODE)
+        return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors="replace")
+
+
+def open_log(agent: str) -> tuple[logging.Logger, Path]:
+    directory = paths.ensure_private_dir(paths.logs_dir())
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    path = directory / f"{agent}-{stamp}-{os.getpid()}.log"
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.handlers.clear()
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    file_handler = _PrivateRotatingHandler(path, maxBytes=LOG_MAX_BYTES,
+                                           backupCount=LOG_BACKUPS, encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    stderr_handler = logging.StreamHandler(sys.stderr)
+    stderr_handler.setFormatter(logging.Formatter("acpctl: %(message)s"))
+    logger.addHandler(file_handler)
+    logger.addHandler(stderr_handler)
+    return logger, path
+
+
+class RunRecord:
+    """<state>/runs/<pid>.json, rewritten when sessions open or close, removed on exit."""
+
+    def __init__(self, agent: str, command: list[str], log_file: Path) -> None:
+        self.path = paths.ensure_private_dir(paths.runs_dir()) / f"{os.getpid()}.json"
+        self.data: dict[str, Any] = {
+            "pid": os.getpid(), "agent": agent, "command": command,
+            "started": time.time(), "log": str(log_file), "agentPid": None, "sessions": [],
+        }
+        self.write()
+
+    def write(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, paths.PRIVATE_FILE_MODE)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.data, handle)
+        os.replace(tmp, self.path)
+
+    def update(self, **changes: Any) -> None:
+        self.data.update(changes)
+        self.write()
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)

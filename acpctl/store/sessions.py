@@ -1,0 +1,258 @@
+"""Session history on disk.
+
+Layout, under paths.sessions_dir():
+
+    <id>/session.json    metadata, replaced atomically (temp file + rename)
+    <id>/events.jsonl    append-only: one complete JSON object a line
+
+Event lines:
+
+    {"ts": 1732912345.123, "type": "update", "update": {"sessionUpdate": ...}}
+    {"ts": 1732912345.456, "type": "turn_end", "stopReason": "end_turn"}
+
+User prompts are stored as `user_message_chunk` updates, so a replay is nothing but the
+stored updates in order. Appends are buffered in memory and written with one os.write()
+on an O_APPEND descriptor, so a line is never split between two writes (and two processes
+appending to one session interleave whole lines). Durability: buffers are written after
+every batch of agent output, and events.jsonl and session.json are fsynced at every turn
+end and when a session is closed. A crash can leave a torn last line; readers skip it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from acpctl import paths
+
+SESSION_FILE = "session.json"
+EVENTS_FILE = "events.jsonl"
+STORE_VERSION = 1
+MAX_ID_LENGTH = 128
+TITLE_LENGTH = 120
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def valid_session_id(session_id: object) -> bool:
+    """Whether a session id from the wire may name a directory: no separators, no '..',
+    no leading dot, bounded length."""
+    return (
+        isinstance(session_id, str)
+        and 0 < len(session_id) <= MAX_ID_LENGTH
+        and _ID_RE.match(session_id) is not None
+        and ".." not in session_id
+    )
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def title_from_prompt(prompt: list[Any]) -> str | None:
+    for block in prompt:
+        if isinstance(block, dict) and block.get("type") == "text":
+            for line in str(block.get("text", "")).splitlines():
+                if line.strip():
+                    return line.strip()[:TITLE_LENGTH]
+    return None
+
+
+@dataclass
+class SessionMeta:
+    id: str
+    agent: str
+    command: list[str]
+    cwd: str
+    additional_directories: list[str] = field(default_factory=list)
+    title: str | None = None
+    created: str = field(default_factory=utc_now)
+    updated: str = field(default_factory=utc_now)
+    agent_session_id: str | None = None
+    turns: int = 0
+    last_stop_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        record = asdict(self)
+        return {
+            "version": STORE_VERSION,
+            "id": record["id"],
+            "agent": record["agent"],
+            "command": record["command"],
+            "cwd": record["cwd"],
+            "additionalDirectories": record["additional_directories"],
+            "title": record["title"],
+            "created": record["created"],
+            "updated": record["updated"],
+            "agentSessionId": record["agent_session_id"],
+            "turns": record["turns"],
+            "lastStopReason": record["last_stop_reason"],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionMeta:
+        return cls(
+            id=str(data["id"]),
+            agent=str(data.get("agent", "")),
+            command=list(data.get("command") or []),
+            cwd=str(data.get("cwd", "")),
+            additional_directories=list(data.get("additionalDirectories") or []),
+            title=data.get("title"),
+            created=str(data.get("created", "")),
+            updated=str(data.get("updated", "")),
+            agent_session_id=data.get("agentSessionId"),
+            turns=int(data.get("turns", 0)),
+            last_stop_reason=data.get("lastStopReason"),
+        )
+
+
+class CorruptSession(Exception):
+    """session.json is missing or unreadable."""
+
+
+class HistoryWriter:
+    """Appends events to one session's events.jsonl (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
+        self._buffer: list[bytes] = []
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._buffer)
+
+    def append(self, event: dict[str, Any]) -> None:
+        self._buffer.append(
+            json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        )
+
+    def update(self, update: Any) -> None:
+        self.append({"ts": round(time.time(), 3), "type": "update", "update": update})
+
+    def turn_end(self, stop_reason: str) -> None:
+        self.append({"ts": round(time.time(), 3), "type": "turn_end",
+                     "stopReason": stop_reason})
+
+    def turn_error(self, message: str) -> None:
+        self.append({"ts": round(time.time(), 3), "type": "turn_error", "message": message})
+
+    def flush(self) -> None:
+        if self._buffer and self._fd >= 0:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+
+    def sync(self) -> None:
+        self.flush()
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _atomic_write_json(path: Path, data: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".session.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, ensure_ascii=False, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class SessionStore:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or paths.sessions_dir()
+
+    def session_dir(self, session_id: str) -> Path:
+        if not valid_session_id(session_id):
+            raise ValueError(f"invalid session id {session_id!r}")
+        return self.root / session_id
+
+    def exists(self, session_id: str) -> bool:
+        return valid_session_id(session_id) and (self.root / session_id / SESSION_FILE).is_file()
+
+    def create(self, meta: SessionMeta) -> HistoryWriter:
+        paths.ensure_private_dir(self.root)
+        directory = self.session_dir(meta.id)
+        directory.mkdir(mode=paths.PRIVATE_DIR_MODE, exist_ok=True)
+        self.write_meta(meta)
+        return HistoryWriter(directory / EVENTS_FILE)
+
+    def open_writer(self, session_id: str) -> HistoryWriter:
+        return HistoryWriter(self.session_dir(session_id) / EVENTS_FILE)
+
+    def write_meta(self, meta: SessionMeta) -> None:
+        _atomic_write_json(self.session_dir(meta.id) / SESSION_FILE, meta.to_json())
+
+    def read_meta(self, session_id: str) -> SessionMeta:
+        path = self.session_dir(session_id) / SESSION_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return SessionMeta.from_json(data)
+        except FileNotFoundError as exc:
+            raise CorruptSession(f"{path}: missing") from exc
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptSession(f"{path}: {exc}") from exc
+
+    def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
+        path = self.session_dir(session_id) / EVENTS_FILE
+        try:
+            handle = path.open("rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    return  # a torn last line: the writer died mid-append
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+
+    def list(self, cwd: str | None = None) -> list[SessionMeta]:
+        """Every readable session, newest update first; unreadable ones are left out."""
+        result: list[SessionMeta] = []
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return result
+        for name in names:
+            if not valid_session_id(name):
+                continue
+            try:
+                meta = self.read_meta(name)
+            except CorruptSession:
+                continue
+            if cwd is None or meta.cwd == cwd:
+                result.append(meta)
+        result.sort(key=lambda m: (m.updated, m.id), reverse=True)
+        return result
+
+    def delete(self, session_id: str) -> bool:
+        directory = self.session_dir(session_id)
+        if not directory.is_dir():
+            return False
+        shutil.rmtree(directory)
+        return True
