@@ -144,7 +144,7 @@ class AcpServer:
             return jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request: bad id")
         if method is None:
             if not has_id or ("result" not in message and "error" not in message):
-                return jsonrpc.error(None, acp.INVALID_REQUEST,
+                return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
                                      "invalid request: no method, and not a response")
             self._editor_response(message)
             return None

@@ -1,0 +1,87 @@
+"""A real ACP client (the official Python SDK) that records what an agent sends it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    RequestPermissionResponse,
+)
+
+ACPCTL_VARIABLES = ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR",
+                    "ACPCTL_SESSION_DIR", "ACPCTL_DEBUG", "PYTHONPATH")
+
+
+class RecordingClient:
+    """Records session updates per session; answers permission requests by policy:
+    a dict session_id -> option id to select, "hold" to never answer (until cancelled)."""
+
+    def __init__(self) -> None:
+        self.updates: dict[str, list[Any]] = defaultdict(list)
+        self.permission_requests: list[tuple[str, Any]] = []
+        self.answers: dict[str, str] = {}
+        self.default_answer = "allow"
+        self.permission_asked = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates[session_id].append(update)
+
+    async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                 **kwargs: Any) -> RequestPermissionResponse:
+        self.permission_requests.append((session_id, tool_call))
+        self.permission_asked.set()
+        answer = self.answers.get(session_id, self.default_answer)
+        if answer == "hold":
+            await asyncio.Event().wait()
+        if answer == "cancel":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=answer,
+                                                                outcome="selected"))
+
+    def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
+        return "".join(u.content.text for u in self.updates[session_id]
+                       if u.session_update == kind and hasattr(u.content, "text"))
+
+    def kinds(self, session_id: str) -> list[str]:
+        return [u.session_update for u in self.updates[session_id]]
+
+
+def acpctl_env(**extra: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ACPCTL_VARIABLES if k in os.environ}
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def connect(*args: str, client: RecordingClient | None = None,
+                  stderr_file: Path | None = None, **env: str,
+                  ) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process, RecordingClient]]:
+    """Start `acpctl run --acp ARGS` and connect the SDK's client side to it."""
+    client = client or RecordingClient()
+    stderr = open(stderr_file, "ab") if stderr_file else None  # noqa: SIM115
+    try:
+        async with acp.spawn_agent_process(
+            client, sys.executable, "-m", "acpctl", "run", "--acp", *args,
+            env=acpctl_env(**env),
+            transport_kwargs={"stderr": stderr.fileno() if stderr else asyncio.subprocess.DEVNULL,
+                              "limit": 64 * 1024 * 1024},
+            use_unstable_protocol=True,
+        ) as (conn, process):
+            yield conn, process, client
+    finally:
+        if stderr:
+            stderr.close()
+
+
+async def initialized(conn: Any) -> Any:
+    return await conn.initialize(protocol_version=1)

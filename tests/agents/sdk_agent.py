@@ -1,0 +1,100 @@
+"""An ACP agent written with the official Python SDK's agent side, for tests.
+
+Behaviour is chosen with environment variables:
+  SDK_AGENT_LOAD=1     advertise loadSession and replay history on session/load
+                       (acpctl must suppress that replay)
+  SDK_AGENT_STATE=DIR  remember each session's prompts in DIR (so a load can replay them)
+
+Each prompt is answered with "sdk: <text>" in one chunk; "ask" asks for permission first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import (
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    text_block,
+    update_agent_message,
+    update_user_message,
+)
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    PermissionOption,
+    ToolCallUpdate,
+)
+
+LOAD = os.environ.get("SDK_AGENT_LOAD") == "1"
+STATE = Path(os.environ.get("SDK_AGENT_STATE", "/nonexistent"))
+
+
+class SdkAgent:
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.cancelled: dict[str, asyncio.Event] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
+                         client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_capabilities=AgentCapabilities(load_session=LOAD),
+            agent_info=Implementation(name="sdk-test-agent", version="1.0.0"),
+        )
+
+    async def new_session(self, cwd: str, additional_directories: Any = None,
+                          mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+        session_id = f"sdk-{uuid.uuid4().hex[:12]}"
+        self.cancelled[session_id] = asyncio.Event()
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           additional_directories: Any = None,
+                           **kwargs: Any) -> LoadSessionResponse | None:
+        path = STATE / f"{session_id}.json"
+        if not path.exists():
+            raise acp.RequestError(-32002, f"no such session {session_id}")
+        for text in json.loads(path.read_text()):
+            await self.conn.session_update(session_id, update_user_message(text_block(text)))
+            await self.conn.session_update(session_id,
+                                           update_agent_message(text_block(f"sdk: {text}")))
+        self.cancelled[session_id] = asyncio.Event()
+        return LoadSessionResponse()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        text = " ".join(getattr(b, "text", "") for b in prompt)
+        if session_id not in self.cancelled:
+            raise acp.RequestError(-32002, f"unknown session {session_id}")
+        if "ask" in text:
+            answer = await self.conn.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(tool_call_id="t1", title="ask"),
+                options=[PermissionOption(option_id="ok", name="OK", kind="allow_once")],
+            )
+            text += f" [{answer.outcome.outcome}]"
+        if STATE.is_dir():
+            path = STATE / f"{session_id}.json"
+            done = json.loads(path.read_text()) if path.exists() else []
+            path.write_text(json.dumps([*done, text]))
+        await self.conn.session_update(session_id, update_agent_message(text_block(f"sdk: {text}")))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if session_id in self.cancelled:
+            self.cancelled[session_id].set()
+
+
+if __name__ == "__main__":
+    asyncio.run(acp.run_agent(SdkAgent()))

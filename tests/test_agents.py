@@ -1,0 +1,158 @@
+"""Issue 2: config, catalog, discovery and `acpctl agents`, with real files and processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, write_executable
+
+
+def _path_with(directory: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{directory}{os.pathsep}/usr/bin:/bin"}
+
+
+def test_version_names_acpctl_and_python(home: Path) -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("acpctl 0.") and "Python 3." in result.stdout
+
+
+def test_list_json_with_empty_home(home: Path) -> None:
+    result = run_cli("agents", "list", "--json")
+    assert result.returncode == 0, result.stderr
+    agents = {a["name"]: a for a in json.loads(result.stdout)}
+    assert {"claude", "codex", "gemini", "goose", "pi", "demo"} <= set(agents)
+    assert agents["demo"]["found"] is True and agents["demo"]["command"]
+    assert agents["pi"]["kind"] == "pi-rpc"
+    for agent in agents.values():
+        assert {"name", "kind", "command", "found", "version"} <= set(agent)
+    assert not (home / "config" / "config.toml").exists()  # listing writes nothing
+
+
+def test_discovery_finds_binaries_and_probes_versions(home: Path, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_executable(bin_dir / "goose", "#!/bin/sh\necho 'goose 1.9.3'\n")
+    write_executable(bin_dir / "opencode", "#!/bin/sh\nsleep 30\n")  # hangs
+    write_executable(bin_dir / "kimi", "#!/bin/sh\nprintf '\\377\\376garbage'\n")
+    started = time.monotonic()
+    result = run_cli("agents", "list", "--json", env=_path_with(bin_dir))
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    agents = {a["name"]: a for a in json.loads(result.stdout)}
+    assert agents["goose"]["found"] and agents["goose"]["version"] == "1.9.3"
+    assert agents["goose"]["command"] == [str(bin_dir / "goose"), "acp"]
+    assert agents["opencode"]["found"] and agents["opencode"]["version"] is None
+    assert "timed out" in agents["opencode"]["version_error"]
+    assert agents["kimi"]["version"] is None
+    assert "unrecognised" in agents["kimi"]["version_error"]
+    assert agents["claude"]["found"] is False and agents["claude"]["install"]
+    # The hung probe is killed at 2 s; probes run concurrently, not one after another.
+    assert elapsed < 15
+
+
+def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path: Path) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("# my agents\npackage_runners = false  # keep npx out\n")
+    agent = write_executable(tmp_path / "my-goose", "#!/bin/sh\necho v2.0.1\n")
+    result = run_cli("agents", "add", "goose", "--env", "TOKEN=s3cret", "--", str(agent),
+                     "acp", "--flag")
+    assert result.returncode == 0, result.stderr
+    text = config.read_text()
+    assert text.startswith("# my agents\npackage_runners = false  # keep npx out\n")
+    shown = json.loads(run_cli("agents", "show", "goose", "--json").stdout)
+    assert shown["source"] == "config" and shown["command"] == [str(agent), "acp", "--flag"]
+    assert shown["version"] == "2.0.1"
+    assert shown["env"] == ["TOKEN"]  # names only: values may be secrets
+    assert run_cli("agents", "default", "goose").returncode == 0
+    listed = json.loads(run_cli("agents", "list", "--json").stdout)
+    assert [a for a in listed if a["name"] == "goose"][0]["default"] is True
+    assert run_cli("agents", "remove", "goose").returncode == 0
+    after = config.read_text()
+    assert after.startswith("# my agents\npackage_runners = false  # keep npx out\n")
+    assert "goose" not in after
+    assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
+
+
+def test_unknown_agent_exits_2_listing_known_names(home: Path) -> None:
+    result = run_cli("agents", "show", "nosuch")
+    assert result.returncode == 2
+    assert "unknown agent 'nosuch'" in result.stderr and "claude" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_broken_config_exits_2_with_line_and_column(home: Path) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    broken = "default_agent = \"x\"\n[agents.a\ncommand = 1\n"
+    config.write_text(broken)
+    result = run_cli("agents", "add", "b", "--", "/bin/true")
+    assert result.returncode == 2
+    assert str(config) in result.stderr and "line 2" in result.stderr
+    assert "column" in result.stderr
+    assert config.read_text() == broken  # nothing written
+
+
+def test_invalid_config_values_are_explained(home: Path) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[agents.x]\ncommand = \"x\"\nkind = \"grpc\"\n")
+    result = run_cli("agents", "list", "--json")
+    assert result.returncode == 2 and "kind must be one of acp, pi-rpc" in result.stderr
+
+
+def test_missing_and_non_executable_commands(home: Path, tmp_path: Path) -> None:
+    not_exec = tmp_path / "agent.sh"
+    not_exec.write_text("#!/bin/sh\n")
+    assert run_cli("agents", "add", "a", "--", str(not_exec)).returncode == 0
+    assert run_cli("agents", "add", "b", "--", "no-such-agent-binary").returncode == 0
+    agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json").stdout)}
+    assert agents["a"]["found"] is False and "not executable" in agents["a"]["reason"]
+    assert agents["b"]["found"] is False and "not found" in agents["b"]["reason"]
+
+
+def test_package_runner_fallback_is_opt_in(home: Path, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_executable(bin_dir / "npx", "#!/bin/sh\nexit 0\n")
+    env = _path_with(bin_dir)
+    agents = {a["name"]: a for a in json.loads(
+        run_cli("agents", "list", "--json", env=env).stdout)}
+    assert agents["claude"]["found"] is False
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("package_runners = true\n")
+    agents = {a["name"]: a for a in json.loads(
+        run_cli("agents", "list", "--json", env=env).stdout)}
+    assert agents["claude"]["command"][:3] == [str(bin_dir / "npx"), "--yes",
+                                               "@zed-industries/claude-agent-acp"]
+
+
+def test_env_overrides_move_every_directory(home: Path, tmp_path: Path) -> None:
+    from acpctl import paths
+
+    assert paths.config_file() == home / "config" / "config.toml"
+    assert paths.sessions_dir() == home / "data" / "sessions"
+    assert paths.logs_dir() == home / "state" / "logs"
+    os.environ["ACPCTL_SESSION_DIR"] = str(tmp_path / "elsewhere")
+    try:
+        assert paths.sessions_dir() == tmp_path / "elsewhere"
+    finally:
+        del os.environ["ACPCTL_SESSION_DIR"]
+
+
+@pytest.mark.parametrize("output,expected", [
+    ("goose 1.9.3\n", "1.9.3"), ("v0.23.1", "0.23.1"), ("Gemini CLI 0.61.0-nightly", "0.61.0-nightly"),
+    ("no digits here", None), ("", None),
+])
+def test_parse_version(output: str, expected: str | None) -> None:
+    from acpctl.agents.discovery import parse_version
+
+    assert parse_version(output) == expected

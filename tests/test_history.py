@@ -1,0 +1,335 @@
+"""Issue 5: the session store and session/list, load, resume, close and delete."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from acp import RequestError, text_block
+
+from acpctl.store.sessions import SessionMeta, SessionStore, valid_session_id
+from tests.acp_peer import RecordingClient, connect, initialized
+from tests.conftest import TEST_AGENTS, run_cli, write_executable
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def sessions_root(home: Path) -> Path:
+    return home / "data" / "sessions"
+
+
+def add_sdk_agent(tmp_path: Path, name: str = "sdk", **env: str) -> None:
+    exports = "".join(f"export {k}={v}\n" for k, v in env.items())
+    agent = write_executable(tmp_path / f"{name}-agent", (
+        f"#!/bin/sh\n{exports}exec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"))
+    assert run_cli("agents", "add", name, "--", str(agent)).returncode == 0
+
+
+async def new_session_with_turn(conn: Any, cwd: Path, text: str) -> str:
+    await initialized(conn)
+    sid = (await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+    result = await conn.prompt(session_id=sid, prompt=[text_block(text)])
+    assert result.stop_reason == "end_turn"
+    return str(sid)
+
+
+def transcript(client: RecordingClient, sid: str) -> list[tuple[str, str]]:
+    return [(u.session_update, getattr(u.content, "text", ""))
+            for u in client.updates[sid] if hasattr(u, "content")
+            and not isinstance(u.content, list)]
+
+
+def test_store_layout_permissions_and_metadata(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> str:
+        async with connect() as (conn, _, _):
+            return await new_session_with_turn(conn, tmp_path, "first line\nsecond line")
+    sid = run(scenario())
+    directory = sessions_root(home) / sid
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE(sessions_root(home).stat().st_mode) == 0o700
+    for name in ("session.json", "events.jsonl"):
+        assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600
+    meta = json.loads((directory / "session.json").read_text())
+    assert meta["title"] == "first line" and meta["turns"] == 1
+    assert meta["lastStopReason"] == "end_turn" and meta["cwd"] == str(tmp_path)
+    assert meta["agent"] == "demo" and meta["agentSessionId"] == sid
+    events = [json.loads(line) for line in (directory / "events.jsonl").read_text().splitlines()]
+    assert events[0]["update"]["sessionUpdate"] == "user_message_chunk"
+    assert events[-1] == {**events[-1], "type": "turn_end", "stopReason": "end_turn"}
+    assert all("ts" in e for e in events)
+
+
+def test_list_load_and_resume_in_a_new_process(home: Path, tmp_path: Path) -> None:
+    async def first() -> tuple[str, list[tuple[str, str]]]:
+        async with connect() as (conn, _, client):
+            sid = await new_session_with_turn(conn, tmp_path, "think about title")
+            return sid, transcript(client, sid)
+
+    sid, live = run(first())
+
+    async def second() -> None:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            listed = await conn.list_sessions(cwd=str(tmp_path))
+            assert [s.session_id for s in listed.sessions] == [sid]
+            assert listed.sessions[0].title.startswith("Demo: think about title")
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            replayed = transcript(client, sid)
+            assert replayed == [("user_message_chunk", "think about title"), *live]
+            result = await conn.prompt(session_id=sid, prompt=[text_block("more")])
+            assert result.stop_reason == "end_turn"
+
+    run(second())
+
+    async def third() -> None:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            await conn.resume_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            assert client.updates[sid] == []  # resume does not replay
+            await conn.prompt(session_id=sid, prompt=[text_block("again")])
+            assert client.text(sid) == "You said: again"
+
+    run(third())
+    meta = SessionStore(sessions_root(home)).read_meta(sid)
+    assert meta.turns == 3
+
+
+def test_agent_without_load_gets_fresh_context_and_a_note(home: Path, tmp_path: Path) -> None:
+    add_sdk_agent(tmp_path)
+
+    async def first() -> str:
+        async with connect("--agent", "sdk") as (conn, _, _):
+            return await new_session_with_turn(conn, tmp_path, "remember me")
+
+    sid = run(first())
+
+    async def second() -> None:
+        async with connect("--agent", "sdk") as (conn, _, client):
+            await initialized(conn)
+            response = await conn.load_session(cwd=str(tmp_path), session_id=sid,
+                                               mcp_servers=[])
+            assert response.field_meta["acpctl"]["contextRestored"] is False
+            assert transcript(client, sid) == [("user_message_chunk", "remember me"),
+                                               ("agent_message_chunk", "sdk: remember me")]
+            await conn.prompt(session_id=sid, prompt=[text_block("next")])
+            assert client.text(sid).endswith("sdk: next")  # under the stable id
+
+    run(second())
+    meta = SessionStore(sessions_root(home)).read_meta(sid)
+    assert meta.agent_session_id != sid  # the agent handed out a new id; ours is stable
+
+
+def test_agent_replay_on_load_is_suppressed(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    add_sdk_agent(tmp_path, SDK_AGENT_LOAD="1", SDK_AGENT_STATE=str(state))
+
+    async def first() -> str:
+        async with connect("--agent", "sdk") as (conn, _, _):
+            return await new_session_with_turn(conn, tmp_path, "only once")
+
+    sid = run(first())
+
+    async def second() -> None:
+        async with connect("--agent", "sdk") as (conn, _, client):
+            await initialized(conn)
+            response = await conn.load_session(cwd=str(tmp_path), session_id=sid,
+                                               mcp_servers=[])
+            assert not (response and response.field_meta)  # context restored: no note
+            assert transcript(client, sid) == [("user_message_chunk", "only once"),
+                                               ("agent_message_chunk", "sdk: only once")]
+            await conn.prompt(session_id=sid, prompt=[text_block("twice")])
+            assert client.text(sid) == "sdk: only oncesdk: twice"
+
+    run(second())
+    # The agent kept its own session (loaded, not recreated).
+    assert (state / f"{sid}.json").exists()
+    assert json.loads((state / f"{sid}.json").read_text()) == ["only once", "twice"]
+
+
+def test_load_after_the_agent_was_killed(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with connect() as (conn, process, client):
+            sid = await new_session_with_turn(conn, tmp_path, "before")
+            for child in psutil.Process(process.pid).children():
+                child.send_signal(signal.SIGKILL)
+            await asyncio.sleep(0.5)
+            client.updates.clear()
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            assert transcript(client, sid)[0] == ("user_message_chunk", "before")
+            result = await conn.prompt(session_id=sid, prompt=[text_block("after")])
+            assert result.stop_reason == "end_turn"
+
+    run(scenario())
+
+
+def test_ids_stay_stable_when_a_restarted_agent_hands_out_new_ones(home: Path,
+                                                                     tmp_path: Path) -> None:
+    add_sdk_agent(tmp_path)
+
+    async def scenario() -> None:
+        async with connect("--agent", "sdk") as (conn, process, client):
+            sid = await new_session_with_turn(conn, tmp_path, "one")
+            for child in psutil.Process(process.pid).children(recursive=True):
+                child.send_signal(signal.SIGKILL)
+            await asyncio.sleep(0.5)
+            await conn.prompt(session_id=sid, prompt=[text_block("two")])
+            assert client.text(sid) == "sdk: onesdk: two"
+
+    run(scenario())
+
+
+def test_concurrent_loads_from_two_clients(home: Path, tmp_path: Path) -> None:
+    async def make() -> list[str]:
+        async with connect() as (conn, _, _):
+            return [await new_session_with_turn(conn, tmp_path, f"s{i}") for i in range(2)]
+
+    a, b = run(make())
+
+    async def load(sid: str) -> list[tuple[str, str]]:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            return transcript(client, sid)
+
+    async def together() -> None:
+        same = await asyncio.gather(load(a), load(a))
+        assert same[0] == same[1] and same[0][0] == ("user_message_chunk", "s0")
+        different = await asyncio.gather(load(a), load(b))
+        assert different[0][0][1] == "s0" and different[1][0][1] == "s1"
+
+    run(together())
+
+
+def test_kill_9_mid_stream_leaves_a_loadable_history(home: Path, tmp_path: Path) -> None:
+    async def doomed() -> str:
+        async with connect() as (conn, process, client):
+            await initialized(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow one")]))
+            while len(client.updates[sid]) < 5:
+                await asyncio.sleep(0.05)
+            agents = psutil.Process(process.pid).children(recursive=True)
+            os.kill(process.pid, signal.SIGKILL)
+            for agent in agents:
+                agent.kill()
+            return str(sid)
+
+    sid = asyncio.run(doomed())
+    events = sessions_root(home) / sid / "events.jsonl"
+    with events.open("ab") as handle:
+        handle.write(b'{"ts": 1, "type": "update", "update": {"sessionUpd')  # a torn line
+
+    async def reload() -> None:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            replayed = transcript(client, sid)
+            assert replayed[0] == ("user_message_chunk", "slow one")
+            assert len(replayed) >= 5  # chunks flushed before the kill
+            await conn.prompt(session_id=sid, prompt=[text_block("next")])
+
+    run(reload())
+
+
+def test_corrupt_line_is_skipped(home: Path, tmp_path: Path) -> None:
+    async def make() -> str:
+        async with connect() as (conn, _, _):
+            return await new_session_with_turn(conn, tmp_path, "hello")
+
+    sid = run(make())
+    events = sessions_root(home) / sid / "events.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True)
+    events.write_bytes(lines[0] + b"{corrupt\n" + b"".join(lines[1:]))
+
+    async def load() -> None:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            assert client.text(sid) == "You said: hello"
+
+    run(load())
+
+
+def test_unknown_and_malicious_ids(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with connect() as (conn, _, _):
+            await initialized(conn)
+            with pytest.raises(RequestError) as unknown:
+                await conn.load_session(cwd=str(tmp_path), session_id="nope", mcp_servers=[])
+            assert unknown.value.code == -32002 and "nope" in str(unknown.value)
+            for bad in ("../../etc/passwd", "a/b", "..", ".hidden", "x" * 200):
+                with pytest.raises(RequestError) as invalid:
+                    await conn.resume_session(cwd=str(tmp_path), session_id=bad, mcp_servers=[])
+                assert invalid.value.code == -32602
+    run(scenario())
+    assert not (home / "etc").exists()
+
+
+def test_close_keeps_history_and_delete_removes_it(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with connect() as (conn, _, _):
+            sid = await new_session_with_turn(conn, tmp_path, "x")
+            await conn.close_session(session_id=sid)
+            assert (sessions_root(home) / sid / "events.jsonl").exists()
+            with pytest.raises(RequestError):
+                await conn.prompt(session_id=sid, prompt=[text_block("closed")])
+            await conn.resume_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            await conn._conn.send_request("session/delete", {"sessionId": sid})
+            assert not (sessions_root(home) / sid).exists()
+            listed = await conn.list_sessions()
+            assert listed.sessions == []
+    run(scenario())
+
+
+def test_list_filters_by_cwd_and_pages(home: Path, tmp_path: Path) -> None:
+    store = SessionStore(sessions_root(home))
+    for i in range(130):
+        meta = SessionMeta(id=f"s{i:03d}", agent="demo", command=[],
+                           cwd="/a" if i % 2 else "/b", updated=f"2026-01-01T00:{i // 60:02d}:"
+                           f"{i % 60:02d}.000Z")
+        store.create(meta).close()
+
+    async def scenario() -> None:
+        async with connect() as (conn, _, _):
+            await initialized(conn)
+            first = await conn.list_sessions()
+            assert len(first.sessions) == 100 and first.next_cursor
+            assert first.sessions[0].session_id == "s129"  # newest first
+            rest = await conn.list_sessions(cursor=first.next_cursor)
+            assert len(rest.sessions) == 30 and rest.next_cursor is None
+            only_a = await conn.list_sessions(cwd="/a")
+            assert len(only_a.sessions) == 65 and {s.cwd for s in only_a.sessions} == {"/a"}
+            with pytest.raises(RequestError):
+                await conn.list_sessions(cursor="garbage!")
+    run(scenario())
+
+
+@pytest.mark.parametrize("candidate,ok", [
+    ("abc", True), ("0f3e-4a.b_c", True), ("", False), ("..", False), ("a/b", False),
+    ("a\\b", False), (".x", False), ("a..b", False), ("x" * 128, True), ("x" * 129, False),
+    (None, False), (5, False),
+])
+def test_session_id_validation(candidate: object, ok: bool) -> None:
+    assert valid_session_id(candidate) is ok
+
+
+def test_reader_tolerates_torn_last_line(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    writer = store.create(SessionMeta(id="s", agent="a", command=[], cwd="/"))
+    writer.update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text",
+                                                                      "text": "a"}})
+    writer.close()
+    with (tmp_path / "s" / "events.jsonl").open("ab") as handle:
+        handle.write(b'{"ts":1,"type":"upd')
+    assert [e["update"]["content"]["text"] for e in store.iter_events("s")] == ["a"]
