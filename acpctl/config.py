@@ -15,16 +15,17 @@ Layout:
 from __future__ import annotations
 
 import os
-import tempfile
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomlkit
-from tomlkit.exceptions import ParseError
-from tomlkit.toml_document import TOMLDocument
+from typing import TYPE_CHECKING, Any
 
 from acpctl import paths
 from acpctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from tomlkit.toml_document import TOMLDocument
 
 AGENT_KINDS = ("acp", "pi-rpc")
 
@@ -43,10 +44,20 @@ class AgentSpec:
 @dataclass
 class Config:
     path: Path
-    document: TOMLDocument
+    text: str
     default_agent: str | None
     package_runners: bool
     agents: dict[str, AgentSpec]
+    _document: TOMLDocument | None = None
+
+    @property
+    def document(self) -> TOMLDocument:
+        """The file as a tomlkit document, parsed only when it is about to be edited."""
+        if self._document is None:
+            import tomlkit
+
+            self._document = tomlkit.parse(self.text)
+        return self._document
 
 
 def _fail(path: Path, message: str) -> UsageError:
@@ -86,11 +97,7 @@ def load(path: Path | None = None) -> Config:
         text = ""
     except (OSError, UnicodeDecodeError) as exc:
         raise _fail(path, f"cannot read: {exc}") from exc
-    try:
-        document = tomlkit.parse(text)
-    except ParseError as exc:
-        raise _fail(path, f"line {exc.line}, column {exc.col}: {exc}") from exc
-    plain = document.unwrap()
+    plain = _parse(path, text)
     default_agent = plain.get("default_agent")
     if default_agent is not None and not isinstance(default_agent, str):
         raise _fail(path, "default_agent must be a string")
@@ -101,11 +108,36 @@ def load(path: Path | None = None) -> Config:
     if not isinstance(agents_table, dict):
         raise _fail(path, "[agents] must be a table")
     agents = {name: _agent_from_table(path, name, t) for name, t in agents_table.items()}
-    return Config(path, document, default_agent, package_runners, agents)
+    return Config(path, text, default_agent, package_runners, agents)
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    """Plain values of the file. tomllib (3.11+) is fast to import; tomlkit, needed only
+    to edit, is the fallback on 3.10."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            where = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+            position = f"line {where[1]}, column {where[2]}: " if where else ""
+            raise _fail(path, f"{position}{str(exc).split(' (at ')[0]}") from exc
+    import tomlkit
+    from tomlkit.exceptions import ParseError
+
+    try:
+        return tomlkit.parse(text).unwrap()
+    except ParseError as exc:
+        raise _fail(path, f"line {exc.line}, column {exc.col}: {exc}") from exc
 
 
 def save(config: Config) -> None:
     """Write the document back atomically (same directory, fsync, rename)."""
+    import tempfile
+
+    import tomlkit
+
     path = config.path
     paths.ensure_private_dir(path.parent)
     text = tomlkit.dumps(config.document)
@@ -123,6 +155,8 @@ def save(config: Config) -> None:
 
 
 def set_agent(config: Config, spec: AgentSpec) -> None:
+    import tomlkit
+
     agents = config.document.get("agents")
     if agents is None:
         agents = tomlkit.table(is_super_table=True)

@@ -18,6 +18,7 @@ Run it directly with `python -m acpctl.demo_agent`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -144,10 +145,8 @@ class DemoAgent:
                 os._exit(3)
             if slow:
                 await self.out.drain()
-                try:
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(cancelled.wait(), 0.1)
-                except asyncio.TimeoutError:
-                    pass
         return {"stopReason": acp.CANCELLED if cancelled.is_set() else acp.END_TURN}
 
     async def edit(self, session_id: str) -> str | None:

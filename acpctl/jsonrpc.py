@@ -7,6 +7,7 @@ and an output that writes whole lines to a pipe or a plain file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import stat
@@ -121,11 +122,16 @@ def parse_line(line: bytes) -> Any:
 
 
 class Output:
-    """Whole-line writes to a pipe (non-blocking, with backpressure) or a regular file."""
+    """Whole-line writes to a pipe (non-blocking, with backpressure) or a regular file.
+
+    Writes made in one turn of the event loop are joined into one system call: a stream
+    of small notifications would otherwise cost a write() each."""
 
     def __init__(self, writer: asyncio.StreamWriter | None, fd: int) -> None:
         self._writer = writer
         self._fd = fd
+        self._pending: list[bytes] = []
+        self._scheduled = False
 
     @classmethod
     async def open(cls, fd: int) -> Output:
@@ -140,6 +146,20 @@ class Output:
         return cls(writer, fd)
 
     def write(self, data: bytes) -> None:
+        self._pending.append(data)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def send(self, message: Any) -> None:
+        self.write(encode(message))
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
         if self._writer is None:
             view = memoryview(data)
             while view:
@@ -147,17 +167,14 @@ class Output:
         elif not self._writer.is_closing():
             self._writer.write(data)
 
-    def send(self, message: Any) -> None:
-        self.write(encode(message))
-
     async def drain(self) -> None:
+        self.flush()
         if self._writer is not None and not self._writer.is_closing():
-            try:
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
                 await self._writer.drain()
-            except (ConnectionResetError, BrokenPipeError):
-                pass
 
     def close(self) -> None:
+        self.flush()
         if self._writer is not None:
             self._writer.close()
 

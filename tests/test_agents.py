@@ -73,7 +73,7 @@ def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path:
     assert shown["env"] == ["TOKEN"]  # names only: values may be secrets
     assert run_cli("agents", "default", "goose").returncode == 0
     listed = json.loads(run_cli("agents", "list", "--json").stdout)
-    assert [a for a in listed if a["name"] == "goose"][0]["default"] is True
+    assert next(a for a in listed if a["name"] == "goose")["default"] is True
     assert run_cli("agents", "remove", "goose").returncode == 0
     after = config.read_text()
     assert after.startswith("# my agents\npackage_runners = false  # keep npx out\n")
@@ -149,7 +149,8 @@ def test_env_overrides_move_every_directory(home: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("output,expected", [
-    ("goose 1.9.3\n", "1.9.3"), ("v0.23.1", "0.23.1"), ("Gemini CLI 0.61.0-nightly", "0.61.0-nightly"),
+    ("goose 1.9.3\n", "1.9.3"), ("v0.23.1", "0.23.1"),
+    ("Gemini CLI 0.61.0-nightly", "0.61.0-nightly"),
     ("no digits here", None), ("", None),
 ])
 def test_parse_version(output: str, expected: str | None) -> None:

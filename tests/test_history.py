@@ -216,13 +216,15 @@ def test_kill_9_mid_stream_leaves_a_loadable_history(home: Path, tmp_path: Path)
         async with connect() as (conn, process, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow one")]))
+            turn = asyncio.create_task(conn.prompt(session_id=sid,
+                                                   prompt=[text_block("slow one")]))
             while len(client.updates[sid]) < 5:
                 await asyncio.sleep(0.05)
             agents = psutil.Process(process.pid).children(recursive=True)
             os.kill(process.pid, signal.SIGKILL)
             for agent in agents:
                 agent.kill()
+            turn.cancel()
             return str(sid)
 
     sid = asyncio.run(doomed())

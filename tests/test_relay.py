@@ -17,7 +17,6 @@ from tests.acp_peer import connect, initialized
 from tests.conftest import TEST_AGENTS, acpctl_argv, run_cli, write_executable
 
 
-
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 60))
 
@@ -110,7 +109,7 @@ def test_permission_requests_are_routed_to_their_session(home: Path, tmp_path: P
                 return [u for u in client.updates[sid]
                         if u.session_update == "tool_call_update"][-1].status
             assert final_status(a) == "completed" and final_status(b) == "failed"
-            diff = [u for u in client.updates[a] if u.session_update == "tool_call"][0]
+            diff = next(u for u in client.updates[a] if u.session_update == "tool_call")
             assert diff.content[0].new_text == "hello, world\n"
     run(scenario())
 
@@ -229,7 +228,7 @@ def test_runtime_record_and_ps(home: Path, tmp_path: Path) -> None:
 def test_terminal_on_stdin_gets_a_hint(home: Path) -> None:
     import pty
 
-    leader, follower = pty.openpty()
+    _leader, follower = pty.openpty()
     result = subprocess.run(acpctl_argv("run", "--acp"), stdin=follower, capture_output=True,
                             text=True, timeout=20)
     assert result.returncode == 2 and "acpctl install zed" in result.stderr

@@ -7,6 +7,7 @@ catalog agents and only when `package_runners = true`, npx or uvx.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -190,10 +191,8 @@ def probe_version(agent: ResolvedAgent, timeout: float = VERSION_TIMEOUT_S) -> N
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     process.communicate()
 
 

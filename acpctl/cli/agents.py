@@ -11,21 +11,16 @@ from acpctl.errors import UsageError
 app = typer.Typer(help="Discover, add and remove agents.", no_args_is_help=True)
 
 
-def _load_config():  # type: ignore[no-untyped-def]
-    from acpctl import config
-
-    return config.load()
-
-
 @app.command("list")
 def list_agents(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Skip the version probes."),
 ) -> None:
     """Show configured and catalog agents, whether each is installed, and its version."""
+    from acpctl import config
     from acpctl.agents import discovery
 
-    cfg = _load_config()
+    cfg = config.load()
     agents = discovery.all_agents(cfg)
     if not no_probe:
         discovery.probe_versions(agents)
@@ -107,9 +102,10 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show how an agent resolves: command, kind, env names, version."""
+    from acpctl import config
     from acpctl.agents import discovery
 
-    cfg = _load_config()
+    cfg = config.load()
     agent = discovery.resolve(cfg, name)
     discovery.probe_version(agent)
     record = {
@@ -124,7 +120,7 @@ def show(
         return
     for key, value in record.items():
         if value not in (None, [], ""):
-            shown = " ".join(value) if key == "command" else value
+            shown = " ".join(value) if isinstance(value, list) else value
             typer.echo(f"{key:>13}: {shown}")
 
 

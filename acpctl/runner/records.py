@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -32,10 +33,8 @@ def live_runs() -> list[dict[str, Any]]:
             continue
         rss = 0
         for member in [process, *process.children(recursive=True)]:
-            try:
+            with contextlib.suppress(psutil.Error):
                 rss += member.memory_info().rss
-            except psutil.Error:
-                pass
         record["rss"] = rss
         runs.append(record)
     return runs

@@ -25,7 +25,9 @@ from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.backends.acp import AcpBackend, unwrap
 from acpctl.runner.runlog import RunRecord
 from acpctl.runner.session import SessionRecord
+from acpctl.runner.supervisor import AgentProcess
 from acpctl.store.sessions import (
+    DiscardedHistory,
     HistoryWriter,
     SessionMeta,
     SessionStore,
@@ -53,15 +55,17 @@ class _ReverseRequest:
 class AcpServer:
     def __init__(self, agent_name: str, argv: list[str], env: dict[str, str],
                  store: SessionStore, log: logging.Logger, output: jsonrpc.Output,
-                 record: RunRecord | None = None) -> None:
+                 record: RunRecord | None = None, history: bool = True,
+                 agent_process: AgentProcess | None = None) -> None:
         self.agent_name = agent_name
+        self.history = history
         self.argv = argv
         self.store = store
         self.log = log
         self.out = output
         self.run_record = record
         self.debug = bool(os.environ.get("ACPCTL_DEBUG"))
-        self.backend = AcpBackend(argv, env, log, self)
+        self.backend = AcpBackend(argv, env, log, self, agent_process)
         self.sessions: dict[str, SessionRecord] = {}
         self.by_agent_id: dict[str, SessionRecord] = {}
         self.reverse: dict[int, _ReverseRequest] = {}
@@ -109,6 +113,8 @@ class AcpServer:
         response = self._dispatch(message)
         if isinstance(response, dict):
             self.out.send(response)
+        elif isinstance(response, asyncio.Future):
+            response.add_done_callback(lambda done: self.out.send(done.result()))
         elif response is not None:
             self._spawn(self._answer(response))
 
@@ -162,7 +168,25 @@ class AcpServer:
         if not has_id:
             self._spawn(self._notification(method, params or {}))
             return None
+        if (method not in self.handlers and self.backend.alive
+                and not (isinstance(params, dict) and "sessionId" in params)):
+            return self._relay_now(method, params, msg_id)
         return self._request(method, params, msg_id)
+
+    def _relay_now(self, method: str, params: Any, msg_id: Any) -> asyncio.Future[JsonObject]:
+        """A request that needs no session routing goes to the agent at once, without a
+        task: this is the path whose round trip the relay benchmark measures."""
+        key = json.dumps(msg_id)
+        upstream = self.backend.call(method, params)
+        self.forwarded[key] = upstream
+        answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+
+        def relay(done: asyncio.Future[JsonObject]) -> None:
+            self.forwarded.pop(key, None)
+            answer.set_result({**done.result(), "jsonrpc": "2.0", "id": msg_id})
+
+        upstream.add_done_callback(relay)
+        return answer
 
     async def _request(self, method: str, params: Any, msg_id: Any) -> JsonObject:
         try:
@@ -192,7 +216,7 @@ class AcpServer:
             return
         self.reverse_by_agent_id.pop(entry.agent_id, None)
         if entry.session is not None:
-            entry.session.permission_requests.discard(msg_id)  # type: ignore[arg-type]
+            entry.session.permission_requests.discard(msg_id)
         if entry.generation != self.backend.generation:
             return  # the agent that asked has died since
         answer = dict(message)
@@ -240,9 +264,11 @@ class AcpServer:
         if self.run_record is not None:
             self.run_record.update(sessions=sorted(self.sessions), agentPid=self.backend.pid)
 
-    def _save_meta(self, record: SessionRecord) -> None:
-        record.meta.updated = utc_now()
-        self.store.write_meta(record.meta)
+    def _save_meta(self, record: SessionRecord, touch: bool = True) -> None:
+        if touch:
+            record.meta.updated = utc_now()
+        if not isinstance(record.writer, DiscardedHistory):
+            self.store.write_meta(record.meta)
 
     async def _ensure_agent(self) -> None:
         if self.backend.initialize_params is None:
@@ -350,7 +376,7 @@ class AcpServer:
                 additional_directories=list(extra) if isinstance(extra, list) else [],
                 agent_session_id=agent_id,
             )
-            writer = self.store.create(meta)
+            writer = self.store.create(meta) if self.history else DiscardedHistory()
             self._register(self._new_record(meta, writer, attach_params))
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
@@ -413,7 +439,8 @@ class AcpServer:
         attached = False
         if agent_id and isinstance(session_caps.get("resume"), dict):
             self.by_agent_id[agent_id] = record
-            response = await self.backend.call(acp.SESSION_RESUME, {**params, "sessionId": agent_id})
+            response = await self.backend.call(acp.SESSION_RESUME,
+                                               {**params, "sessionId": agent_id})
             attached = "result" in response
             result = response.get("result")
             if not attached:
@@ -486,7 +513,7 @@ class AcpServer:
                            {"sessionId": session_id})
         await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
         self._unregister(record)
-        self._save_meta(record)
+        self._save_meta(record, touch=False)
         return jsonrpc.result(None, {})
 
     async def delete_session(self, params: JsonObject, msg_id: Any) -> JsonObject:
@@ -604,6 +631,7 @@ class AcpServer:
         if record.id == agent_session:
             self.out.write(raw + b"\n")
         else:
+            assert isinstance(params, dict)
             self.out.send({**message, "params": {**params, "sessionId": record.id}})
 
     def on_agent_request(self, message: JsonObject, generation: int) -> None:
@@ -664,7 +692,7 @@ class AcpServer:
         await self.backend.stop()
         for record in list(self.sessions.values()):
             self._unregister(record)
-            self.store.write_meta(record.meta)
+            self._save_meta(record, touch=False)
         for task in list(self.tasks):
             task.cancel()
         await self.out.drain()
@@ -707,12 +735,18 @@ def _decode_cursor(cursor: Any) -> int:
 
 
 async def run_server(agent_name: str, argv: list[str], env: dict[str, str],
-                     log: logging.Logger, record: RunRecord, store: SessionStore) -> None:
+                     log: logging.Logger, record: RunRecord, store: SessionStore,
+                     history: bool = True, agent_process: AgentProcess | None = None) -> None:
     """Serve the editor on stdin/stdout until EOF, SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
     output = await jsonrpc.Output.open(1)
     reader = await jsonrpc.open_input(0)
-    server = AcpServer(agent_name, argv, env, store, log, output, record)
+    server = AcpServer(agent_name, argv, env, store, log, output, record, history,
+                       agent_process)
+    # Start the agent now, while the editor is still sending initialize: its start-up
+    # overlaps ours. A failure here is reported in the answer to initialize.
+    early_start = asyncio.create_task(server.backend.ensure_running())
+    early_start.add_done_callback(lambda task: task.cancelled() or task.exception())
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

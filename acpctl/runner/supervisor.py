@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -20,52 +22,63 @@ MAX_RESTARTS_PER_MINUTE = 5
 
 
 class AgentProcess:
-    """One agent child process: its pipes, a stderr pump into the run log, its teardown."""
+    """One agent child process: its pipes, a stderr pump into the run log, its teardown.
 
-    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger,
-                 cwd: str | None = None) -> None:
+    The process is spawned with plain subprocess (so `acpctl run --acp` can start the agent
+    before it has even imported asyncio) and its pipes are then adopted by the event loop.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None,
+                 popen: subprocess.Popen[bytes] | None = None) -> None:
         self.argv = argv
         self.env = env
         self.cwd = cwd
-        self.log = log
-        self.process: asyncio.subprocess.Process | None = None
+        self.popen = popen
+        self.stdout = asyncio.StreamReader()  # replaced by attach()
+        self.log = logging.getLogger(__name__)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._stdin: asyncio.WriteTransport | None = None
+        self._stdin_protocol: asyncio.BaseProtocol | None = None
         self._stderr_task: asyncio.Task[None] | None = None
+        self._exited: asyncio.Future[int] | None = None
 
-    async def start(self) -> None:
-        environment = {**os.environ, **self.env}
-        # A session of its own: the whole tree can be signalled even after reparenting.
-        self.process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=environment, cwd=self.cwd,
-            start_new_session=True, limit=MAX_LINE_BYTES,
-        )
-        self.log.info("started agent pid %d: %s", self.process.pid, " ".join(self.argv))
-        self._stderr_task = asyncio.create_task(self._pump_stderr())
+    def spawn(self) -> None:
+        """Start the process (raises OSError). Needs no event loop."""
+        from acpctl.runner.main import spawn_agent
+
+        self.popen = spawn_agent(self.argv, self.env, self.cwd)
+
+    async def attach(self, log: logging.Logger) -> None:
+        """Adopt the pipes into the running event loop and start watching the process."""
+        assert self.popen is not None
+        assert self.popen.stdin and self.popen.stdout and self.popen.stderr
+        loop = asyncio.get_running_loop()
+        self.log = log
+        self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self.stdout),
+                                     self.popen.stdout)
+        stderr = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stderr),
+                                     self.popen.stderr)
+        self._stdin, self._stdin_protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, self.popen.stdin)
+        self._exited = loop.run_in_executor(None, self.popen.wait)
+        log.info("started agent pid %d: %s", self.popen.pid, " ".join(self.argv))
+        self._stderr_task = asyncio.create_task(self._pump_stderr(stderr))
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process else None
+        return self.popen.pid if self.popen else None
 
     @property
-    def stdout(self) -> asyncio.StreamReader:
-        assert self.process is not None and self.process.stdout is not None
-        return self.process.stdout
+    def returncode(self) -> int | None:
+        return self.popen.poll() if self.popen else None
 
     def write(self, data: bytes) -> None:
-        if self.process and self.process.stdin and not self.process.stdin.is_closing():
-            self.process.stdin.write(data)
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.write(data)
 
-    async def drain(self) -> None:
-        if self.process and self.process.stdin and not self.process.stdin.is_closing():
-            try:
-                await self.process.stdin.drain()
-            except (ConnectionResetError, BrokenPipeError):
-                pass
-
-    async def _pump_stderr(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        stream = self.process.stderr
+    async def _pump_stderr(self, stream: asyncio.StreamReader) -> None:
         while True:
             try:
                 raw = await stream.readline()
@@ -78,13 +91,11 @@ class AgentProcess:
             self.log.info("agent stderr: %s", line)
 
     async def wait(self) -> int:
-        assert self.process is not None
-        code = await self.process.wait()
+        assert self._exited is not None
+        code = await asyncio.shield(self._exited)
         if self._stderr_task is not None:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
-            except asyncio.TimeoutError:
-                pass
         return code
 
     def describe_exit(self, code: int | None) -> str:
@@ -103,30 +114,29 @@ class AgentProcess:
 
     async def terminate(self, grace: float = TERMINATE_GRACE_S) -> None:
         """Close stdin, then SIGTERM the whole tree, SIGKILL what is left after `grace`."""
-        process = self.process
-        if process is None:
+        popen = self.popen
+        if popen is None:
             return
-        tree = _process_tree(process.pid)
-        if process.stdin and not process.stdin.is_closing():
-            process.stdin.close()
-        if process.returncode is None:
-            try:
-                await asyncio.wait_for(asyncio.shield(process.wait()), min(0.2, grace))
-            except asyncio.TimeoutError:
-                pass
-        tree = [p for p in {*tree, *_process_tree(process.pid)} if _alive(p)]
-        _signal_all(process.pid, tree, signal.SIGTERM)
+        tree = _process_tree(popen.pid)
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
+        deadline = time.monotonic() + min(0.2, grace)
+        while popen.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        tree = [p for p in {*tree, *_process_tree(popen.pid)} if _alive(p)]
+        _signal_all(popen.pid, tree, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and (
-            process.returncode is None or any(_alive(p) for p in tree)
+            popen.poll() is None or any(_alive(p) for p in tree)
         ):
             await asyncio.sleep(0.05)
         leftovers = [p for p in tree if _alive(p)]
-        if process.returncode is None or leftovers:
-            _signal_all(process.pid, leftovers, signal.SIGKILL)
+        if popen.poll() is None or leftovers:
+            _signal_all(popen.pid, leftovers, signal.SIGKILL)
             self.log.info("killed %d agent processes that ignored SIGTERM",
                           len(leftovers) or 1)
-        await process.wait()
+        if self._exited is not None:
+            await asyncio.shield(self._exited)
         if self._stderr_task is not None:
             self._stderr_task.cancel()
 
@@ -148,15 +158,11 @@ def _alive(process: psutil.Process) -> bool:
 
 def _signal_all(group: int, processes: list[psutil.Process], sig: signal.Signals) -> None:
     if sys.platform != "win32":
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
     for process in processes:
-        try:
+        with contextlib.suppress(psutil.Error):
             process.send_signal(sig)
-        except psutil.Error:
-            pass
 
 
 class RestartPolicy:

@@ -165,6 +165,18 @@ class HistoryWriter:
             self._fd = -1
 
 
+class DiscardedHistory(HistoryWriter):
+    """The writer of a session that is not recorded (`acpctl run --acp --no-history`)."""
+
+    def __init__(self) -> None:
+        self.path = Path(os.devnull)
+        self._fd = -1
+        self._buffer = []
+
+    def append(self, event: dict[str, Any]) -> None:
+        pass
+
+
 def _atomic_write_json(path: Path, data: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".session.", suffix=".tmp")
     try:

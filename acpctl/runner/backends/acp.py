@@ -8,6 +8,7 @@ agent are parsed only to route them; notifications keep their original bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -50,7 +51,8 @@ def unwrap(response: JsonObject) -> Any:
 
 class AcpBackend:
     def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger,
-                 events: AgentEvents) -> None:
+                 events: AgentEvents, prespawned: AgentProcess | None = None) -> None:
+        self.prespawned = prespawned
         self.argv = argv
         self.env = env
         self.log = log
@@ -87,9 +89,12 @@ class AcpBackend:
                 if delay:
                     await asyncio.sleep(delay)
                 self.log.info("restarting the agent")
-            process = AgentProcess(self.argv, self.env, self.log)
+            process, self.prespawned = self.prespawned, None
             try:
-                await process.start()
+                if process is None or process.popen is None:
+                    process = AgentProcess(self.argv, self.env)
+                    process.spawn()
+                await process.attach(self.log)
             except OSError as exc:
                 raise RpcError(acp.INTERNAL_ERROR,
                                f"cannot start agent {self.argv[0]}: {exc.strerror or exc}") from exc
@@ -105,13 +110,12 @@ class AcpBackend:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self.process is not None:
-            await self.process.terminate()
+        async with self._starting:  # an agent being started is ended too, once it is up
+            if self.process is not None:
+                await self.process.terminate()
         if self._reader is not None:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self._reader, 2.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
 
     @property
     def pid(self) -> int | None:

@@ -1,0 +1,104 @@
+"""Start-up of `acpctl run --acp`, shared by the typer command and the fast path in
+__main__ (editors wait for `initialize`, so the hot path skips typer's import)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from acpctl.errors import AcpctlError, UsageError
+
+if TYPE_CHECKING:
+    import subprocess
+
+TTY_HINT = ("acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
+            "editor; register it with `acpctl install zed` (or another client).")
+
+
+def parse_fast_args(args: list[str]) -> tuple[str | None, bool] | None:
+    """(agent, history) for the plain `run --acp [--agent NAME] [--no-history]` forms;
+    None for anything else, which typer then parses."""
+    agent: str | None = None
+    history = True
+    seen_acp = False
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--acp":
+            seen_acp = True
+        elif arg == "--no-history":
+            history = False
+        elif arg in ("--agent", "-a") and rest:
+            agent = rest.pop(0)
+        elif arg.startswith("--agent="):
+            agent = arg.split("=", 1)[1]
+        else:
+            return None
+    return (agent, history) if seen_acp else None
+
+
+def serve(agent: str | None, history: bool) -> int:
+    """Run the ACP server on stdio until the editor goes away. Returns the exit code."""
+    if sys.stdin.isatty():
+        print(f"acpctl: {TTY_HINT}", file=sys.stderr)
+        return 2
+
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    spec = discovery.resolve(config.load(), agent).as_spec()
+    if spec.kind != "acp":
+        raise UsageError(f"agent {spec.name!r} has kind {spec.kind!r}; this version relays "
+                         "native ACP agents only")
+    argv = [spec.command, *spec.args]
+    # Spawn first, import the rest while the agent boots: editors time initialize.
+    popen: subprocess.Popen[bytes] | None
+    try:
+        popen = spawn_agent(argv, spec.env)
+    except OSError:
+        popen = None  # spawned again, and reported, when initialize arrives
+
+    import asyncio
+
+    from acpctl.runner.runlog import RunRecord, open_log
+    from acpctl.runner.server import run_server
+    from acpctl.runner.supervisor import AgentProcess
+    from acpctl.store.sessions import SessionStore
+
+    agent_process = AgentProcess(argv, spec.env, popen=popen)
+
+    log, log_path = open_log(spec.name)
+    log.info("acpctl run --acp: agent %s (%s), log %s", spec.name, " ".join(argv), log_path)
+    record = RunRecord(spec.name, argv, log_path)
+    try:
+        asyncio.run(run_server(spec.name, argv, spec.env, log, record, SessionStore(),
+                               history=history, agent_process=agent_process))
+    finally:
+        record.remove()
+    return 0
+
+
+def spawn_agent(argv: list[str], env: dict[str, str],
+                cwd: str | None = None) -> subprocess.Popen[bytes]:
+    """Start an agent with pipes on all three streams. A session of its own, so the whole
+    tree can be signalled even after its members are reparented."""
+    import os
+    import subprocess
+
+    return subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, **env}, cwd=cwd, start_new_session=True, bufsize=0,
+    )
+
+
+def fast_main(args: list[str]) -> int | None:
+    parsed = parse_fast_args(args)
+    if parsed is None:
+        return None
+    try:
+        return serve(*parsed)
+    except AcpctlError as exc:
+        print(f"acpctl: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code

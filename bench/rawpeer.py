@@ -1,0 +1,70 @@
+"""A minimal line-level JSON-RPC peer for benchmarks: no SDK, so it measures the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+DEMO = [sys.executable, "-m", "acpctl.demo_agent"]
+ACPCTL = [sys.executable, "-m", "acpctl", "run", "--acp", "--agent", "demo"]
+LIMIT = 64 * 1024 * 1024
+
+
+class Peer:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.next_id = 0
+
+    @classmethod
+    async def start(cls, argv: list[str], env: dict[str, str] | None = None) -> Peer:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env={**os.environ, **(env or {})}, limit=LIMIT)
+        return cls(process)
+
+    def send(self, method: str, params: Any) -> int:
+        assert self.process.stdin is not None
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                           "params": params})
+        self.process.stdin.write(line.encode() + b"\n")
+        return self.next_id
+
+    async def response(self, msg_id: int) -> tuple[dict[str, Any], int]:
+        """Read until the response to msg_id; returns it and how many lines came before."""
+        assert self.process.stdout is not None
+        before = 0
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("peer closed its stdout")
+            if b'"id":' in line and b'"method"' not in line:
+                message = json.loads(line)
+                if message.get("id") == msg_id:
+                    return message, before
+            before += 1
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        message, _ = await self.response(self.send(method, params))
+        return message
+
+    async def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), 10)
+        except asyncio.TimeoutError:
+            self.process.kill()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def now() -> float:
+    return time.perf_counter()
