@@ -65,6 +65,8 @@ def test_store_layout_permissions_and_metadata(home: Path, tmp_path: Path) -> No
     assert meta["agent"] == "demo" and meta["agentSessionId"] == sid
     events = [json.loads(line) for line in (directory / "events.jsonl").read_text().splitlines()]
     assert events[0]["update"]["sessionUpdate"] == "user_message_chunk"
+    agent = [e for e in events if e["type"] == "agent"]
+    assert agent and all(e["message"]["method"] == "session/update" for e in agent)
     assert events[-1] == {**events[-1], "type": "turn_end", "stopReason": "end_turn"}
     assert all("ts" in e for e in events)
 
@@ -334,4 +336,10 @@ def test_reader_tolerates_torn_last_line(tmp_path: Path) -> None:
     writer.close()
     with (tmp_path / "s" / "events.jsonl").open("ab") as handle:
         handle.write(b'{"ts":1,"type":"upd')
-    assert [e["update"]["content"]["text"] for e in store.iter_events("s")] == ["a"]
+    writer = store.open_writer("s")
+    writer.agent_message(b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+                         b'"x","update":{"sessionUpdate":"plan","entries":[]}}}\n')
+    writer.close()
+    # The fragment is skipped; the event appended after it survives.
+    assert [u["sessionUpdate"] for u in store.iter_updates("s")] == ["agent_message_chunk",
+                                                                      "plan"]

@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 DEMO_AGENT = "demo"
 
@@ -28,7 +28,7 @@ class CatalogEntry:
 
 @cache
 def entries() -> dict[str, CatalogEntry]:
-    raw = json.loads(resources.files("acpctl.agents").joinpath("catalog.json").read_text())
+    raw = json.loads((Path(__file__).parent / "catalog.json").read_text(encoding="utf-8"))
     result: dict[str, CatalogEntry] = {}
     for item in raw["agents"]:
         result[item["name"]] = CatalogEntry(

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,5 +200,7 @@ def probe_versions(agents: Iterable[ResolvedAgent], timeout: float = VERSION_TIM
     todo = [a for a in agents if a.argv is not None and a.version is None]
     if not todo:
         return
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=len(todo)) as pool:
         list(pool.map(lambda a: probe_version(a, timeout), todo))

@@ -412,10 +412,7 @@ class AcpServer:
 
     async def _replay(self, record: SessionRecord) -> None:
         sent = 0
-        for event in self.store.iter_events(record.id):
-            update = event.get("update")
-            if event.get("type") != "update" or not isinstance(update, dict):
-                continue
+        for update in self.store.iter_updates(record.id):
             self.out.send(jsonrpc.notification(
                 acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}))
             sent += 1
@@ -622,7 +619,7 @@ class AcpServer:
             assert isinstance(params, dict)
             update = params.get("update")
             if isinstance(update, dict):
-                record.writer.update(update)
+                record.writer.agent_message(raw)
                 self.dirty.add(record.writer)
                 if update.get("sessionUpdate") == acp.SESSION_INFO_UPDATE and "title" in update:
                     record.meta.title = update["title"]

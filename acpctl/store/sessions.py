@@ -8,10 +8,15 @@ Layout, under paths.sessions_dir():
 Event lines:
 
     {"ts": 1732912345.123, "type": "update", "update": {"sessionUpdate": ...}}
+    {"ts": 1732912345.234, "type": "agent", "message": {"jsonrpc": "2.0", "method":
+        "session/update", "params": {"sessionId": "<agent's id>", "update": {...}}}}
     {"ts": 1732912345.456, "type": "turn_end", "stopReason": "end_turn"}
+    {"ts": 1732912345.456, "type": "turn_error", "message": "..."}
 
-User prompts are stored as `user_message_chunk` updates, so a replay is nothing but the
-stored updates in order. Appends are buffered in memory and written with one os.write()
+User prompts are stored as `user_message_chunk` updates (type "update"); what the agent
+sent is stored verbatim (type "agent": the notification's own bytes, embedded without
+re-encoding, which keeps recording cheap on the relay's hot path). A replay is the updates
+of both, in order; `event_update()` reads either shape. Appends are buffered in memory and written with one os.write()
 on an O_APPEND descriptor, so a line is never split between two writes (and two processes
 appending to one session interleave whole lines). Durability: buffers are written after
 every batch of agent output, and events.jsonl and session.json are fsynced at every turn
@@ -114,6 +119,20 @@ class SessionMeta:
         )
 
 
+def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The session/update payload of a stored event, or None for other events."""
+    kind = event.get("type")
+    if kind == "update":
+        update = event.get("update")
+    elif kind == "agent":
+        message = event.get("message")
+        params = message.get("params") if isinstance(message, dict) else None
+        update = params.get("update") if isinstance(params, dict) else None
+    else:
+        return None
+    return update if isinstance(update, dict) else None
+
+
 class CorruptSession(Exception):
     """session.json is missing or unreadable."""
 
@@ -123,8 +142,13 @@ class HistoryWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
+        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
         self._buffer: list[bytes] = []
+        # After a crash the last line may be torn: end it, so the next event is not glued
+        # to it (the reader then skips only the fragment).
+        size = os.fstat(self._fd).st_size
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            os.write(self._fd, b"\n")
 
     @property
     def dirty(self) -> bool:
@@ -137,6 +161,11 @@ class HistoryWriter:
 
     def update(self, update: Any) -> None:
         self.append({"ts": round(time.time(), 3), "type": "update", "update": update})
+
+    def agent_message(self, raw: bytes) -> None:
+        """A session/update notification as the agent sent it (one valid JSON line)."""
+        self._buffer.append(b'{"ts":%.3f,"type":"agent","message":%s}\n'
+                            % (time.time(), raw.rstrip(b"\r\n")))
 
     def turn_end(self, stop_reason: str) -> None:
         self.append({"ts": round(time.time(), 3), "type": "turn_end",
@@ -174,6 +203,9 @@ class DiscardedHistory(HistoryWriter):
         self._buffer = []
 
     def append(self, event: dict[str, Any]) -> None:
+        pass
+
+    def agent_message(self, raw: bytes) -> None:
         pass
 
 
@@ -224,6 +256,13 @@ class SessionStore:
             raise CorruptSession(f"{path}: missing") from exc
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptSession(f"{path}: {exc}") from exc
+
+    def iter_updates(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """The stored session/update payloads in order: what a session/load replays."""
+        for event in self.iter_events(session_id):
+            update = event_update(event)
+            if update is not None:
+                yield update
 
     def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
