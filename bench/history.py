@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL, Peer, now  # noqa: E402
+from rawpeer import ACPCTL, Peer, now
 
-from acpctl.store.sessions import SessionMeta, SessionStore  # noqa: E402
+from acpctl.store.sessions import SessionMeta, SessionStore
 
 
 def build(store: SessionStore, updates: int) -> str:

@@ -109,7 +109,7 @@ def _from_catalog(entry: CatalogEntry, package_runners: bool) -> ResolvedAgent:
 
 def _demo() -> ResolvedAgent:
     return ResolvedAgent(
-        name=DEMO_AGENT, title="acpctl demo", kind="acp", source="builtin", argv=demo_argv(),
+        name=DEMO_AGENT, title="Demo", kind="acp", source="builtin", argv=demo_argv(),
         reason="built in", version=__version__, version_args=(),
     )
 

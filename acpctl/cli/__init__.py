@@ -12,7 +12,7 @@ import sys
 import typer
 
 from acpctl import __version__
-from acpctl.cli import agents, ps, run
+from acpctl.cli import agents, install, ps, run
 from acpctl.errors import AcpctlError
 
 app = typer.Typer(
@@ -25,6 +25,8 @@ app = typer.Typer(
 app.add_typer(agents.app, name="agents")
 app.command("run", context_settings={"help_option_names": ["-h", "--help"]})(run.run)
 app.command("ps")(ps.ps)
+app.command("install")(install.install)
+app.command("uninstall")(install.uninstall)
 
 
 def _version(value: bool) -> None:

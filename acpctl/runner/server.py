@@ -411,11 +411,9 @@ class AcpServer:
         return jsonrpc.result(None, _with_note(result, note))
 
     async def _replay(self, record: SessionRecord) -> None:
-        sent = 0
-        for update in self.store.iter_updates(record.id):
+        for sent, update in enumerate(self.store.iter_updates(record.id), 1):
             self.out.send(jsonrpc.notification(
                 acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}))
-            sent += 1
             if sent % REPLAY_DRAIN_EVERY == 0:
                 await self.out.drain()
         await self.out.drain()

@@ -8,17 +8,19 @@ Layout, under paths.sessions_dir():
 Event lines:
 
     {"ts": 1732912345.123, "type": "update", "update": {"sessionUpdate": ...}}
-    {"ts": 1732912345.234, "type": "agent", "message": {"jsonrpc": "2.0", "method":
-        "session/update", "params": {"sessionId": "<agent's id>", "update": {...}}}}
+    {"ts": 1732912345.234, "type": "agent", "message": {"jsonrpc": "2.0",
+        "method": "session/update", "params": {"sessionId": "<agent's id>", "update": {}}}}
     {"ts": 1732912345.456, "type": "turn_end", "stopReason": "end_turn"}
     {"ts": 1732912345.456, "type": "turn_error", "message": "..."}
 
 User prompts are stored as `user_message_chunk` updates (type "update"); what the agent
 sent is stored verbatim (type "agent": the notification's own bytes, embedded without
 re-encoding, which keeps recording cheap on the relay's hot path). A replay is the updates
-of both, in order; `event_update()` reads either shape. Appends are buffered in memory and written with one os.write()
-on an O_APPEND descriptor, so a line is never split between two writes (and two processes
-appending to one session interleave whole lines). Durability: buffers are written after
+of both, in order; `event_update()` reads either shape.
+
+Appends are buffered in memory and written with one os.write() on an O_APPEND descriptor,
+so a line is never split between two writes (and two processes appending to one session
+interleave whole lines). Durability: buffers are written after
 every batch of agent output, and events.jsonl and session.json are fsynced at every turn
 end and when a session is closed. A crash can leave a torn last line; readers skip it.
 """

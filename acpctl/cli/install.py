@@ -1,0 +1,43 @@
+"""`acpctl install` and `acpctl uninstall`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from acpctl.errors import UsageError
+
+
+def install(
+    client: str = typer.Argument(None, help="zed, jetbrains, vscode, acpx, nvim, emacs, toad"),
+    agent: list[str] = typer.Option([], "--agent", "-a", help="Agent to register; repeat."),
+    all_agents: bool = typer.Option(False, "--all", help="Every configured or found agent."),
+    settings: Path = typer.Option(None, "--settings", help="Edit this file instead."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),
+    print_only: bool = typer.Option(False, "--print", help="Print the entries as JSON."),
+    list_: bool = typer.Option(False, "--list", help="Show detected clients and entries."),
+) -> None:
+    """Register agents in an editor's settings (comments and formatting untouched)."""
+    from acpctl.editors import install as command
+
+    if list_:
+        command.list_clients(typer.echo)
+        return
+    if client is None:
+        raise UsageError("name a client: acpctl install zed (or --list)")
+    command.install(client, agent, all_agents, settings, dry_run, print_only, typer.echo,
+                    command.stderr)
+
+
+def uninstall(
+    client: str = typer.Argument(..., help="zed, jetbrains, vscode, acpx"),
+    agent: list[str] = typer.Option([], "--agent", "-a", help="Agent to remove; repeat."),
+    all_agents: bool = typer.Option(False, "--all", help="Every entry acpctl wrote."),
+    settings: Path = typer.Option(None, "--settings", help="Edit this file instead."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),
+) -> None:
+    """Remove the entries acpctl wrote (and nothing else)."""
+    from acpctl.editors import install as command
+
+    command.uninstall(client, agent, all_agents, settings, dry_run, typer.echo)

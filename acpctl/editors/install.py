@@ -1,0 +1,180 @@
+"""`acpctl install` / `uninstall`: register agents with a client, or remove them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from acpctl import config
+from acpctl.agents import discovery
+from acpctl.agents.discovery import ResolvedAgent
+from acpctl.editors import clients, settings_file
+from acpctl.editors.clients import FILE_CLIENTS, SNIPPET_CLIENTS, FileClient
+from acpctl.editors.settings_file import Change
+from acpctl.errors import UsageError
+
+Echo = Callable[[str], None]
+
+
+def _client(name: str) -> str:
+    if name not in clients.CLIENT_NAMES:
+        raise UsageError(f"unknown client {name!r}; one of: {', '.join(clients.CLIENT_NAMES)}")
+    return name
+
+
+def select_agents(names: list[str], all_agents: bool) -> list[ResolvedAgent]:
+    cfg = config.load()
+    if all_agents:
+        found = [a for a in discovery.all_agents(cfg) if a.found and a.name != "demo"]
+        return found or [discovery.resolve(cfg, "demo")]
+    return [discovery.resolve(cfg, name) for name in (names or [None])]  # type: ignore[list-item]
+
+
+def launcher_warnings(command: list[str]) -> list[str]:
+    """Warn when the acpctl written into an editor's config lives somewhere short-lived."""
+    path = Path(command[0]).resolve()
+    warnings = []
+    temp = Path(tempfile.gettempdir()).resolve()
+    if temp in path.parents:
+        warnings.append(f"{path} is in a temporary directory: the entry breaks when it is "
+                        "cleaned up; install acpctl with pipx or uv tool instead")
+    elif Path.cwd().resolve() in path.parents and any(
+            part in (".venv", "venv", ".tox", ".nox") for part in path.parts):
+        warnings.append(f"{path} is in this project's virtualenv: the entry breaks when it is "
+                        "removed; install acpctl with pipx or uv tool instead")
+    return warnings
+
+
+def _settings_paths(client: FileClient, settings: Path | None) -> list[Path]:
+    if settings is not None:
+        return [settings]
+    detected = client.detected()
+    if client.name == "vscode":
+        if not detected:
+            raise UsageError("no VS Code, VS Code Insiders, VSCodium or Cursor user settings "
+                             "found", hint="pass --settings PATH/settings.json")
+        return detected
+    if client.name == "zed" and not detected:
+        raise UsageError(f"Zed's config directory was not found ({client.paths()[-1].parent})",
+                         hint="start Zed once, or pass --settings PATH")
+    return detected[:1] or client.paths()[-1:]
+
+
+def _existing(path: Path, container: tuple[str, ...]) -> dict[str, Any]:
+    text, document = settings_file.read_document(path)
+    settings_file.container_node_check(path, document, container)
+    value: Any = settings_file._independent_parse(text)
+    for key in container:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def install(client_name: str, agent_names: list[str], all_agents: bool, settings: Path | None,
+            dry_run: bool, print_only: bool, echo: Echo, warn: Echo) -> None:
+    client_name = _client(client_name)
+    agents = select_agents(agent_names, all_agents)
+    command = clients.launcher()
+    for agent in agents:
+        if not agent.found:
+            warn(f"agent {agent.name} is not installed yet ({agent.install or agent.reason}); "
+                 "its entry is written anyway")
+    if client_name in SNIPPET_CLIENTS:
+        echo(SNIPPET_CLIENTS[client_name](agents, command))
+        return
+    client = FILE_CLIENTS[client_name]
+    entries = {client.entry_key(a): client.entry_value(a, command) for a in agents}
+    if print_only:
+        echo(json.dumps(entries, indent=2))
+        return
+    for warning in launcher_warnings(command):
+        warn(warning)
+    for path in _settings_paths(client, settings):
+        existing = _existing(path, client.container)
+        changes = [Change(client.container, key, value) for key, value in entries.items()]
+        result = settings_file.edit(path, changes, dry_run=dry_run)
+        for key, value in entries.items():
+            old = existing.get(key)
+            if old == value:
+                state = "unchanged"
+            elif old is None:
+                state = "would add" if dry_run else "added"
+            else:
+                fields = sorted(k for k in {*old, *value} if old.get(k) != value.get(k)) \
+                    if isinstance(old, dict) else ["value"]
+                state = f"{'would update' if dry_run else 'updated'} ({', '.join(fields)})"
+            echo(f"{client.title}: {key}: {state} in {path}")
+        if dry_run and result.diff:
+            echo(result.diff)
+        if result.backup:
+            echo(f"backup: {result.backup}")
+
+
+def uninstall(client_name: str, agent_names: list[str], all_agents: bool,
+              settings: Path | None, dry_run: bool, echo: Echo) -> None:
+    client_name = _client(client_name)
+    if client_name in SNIPPET_CLIENTS:
+        echo(f"{client_name}'s configuration is code that acpctl never wrote: remove the "
+             "snippet from your config by hand")
+        return
+    client = FILE_CLIENTS[client_name]
+    wanted = set(agent_names) if agent_names else None
+    if not all_agents and wanted is None:
+        wanted = {config.load().default_agent or "demo"}
+    paths = [settings] if settings else [p for p in client.paths() if p.exists()]
+    removed = 0
+    for path in paths:
+        if not path.exists():
+            continue
+        keys = [key for key, value in _existing(path, client.container).items()
+                if client.is_ours(value)
+                and (wanted is None or clients.agent_of(client.entry_argv(value)) in wanted)]
+        if not keys:
+            continue
+        result = settings_file.edit(path, [Change(client.container, k) for k in keys],
+                                    dry_run=dry_run)
+        for key in keys:
+            echo(f"{client.title}: {key}: {'would remove' if dry_run else 'removed'} "
+                 f"from {path}")
+        if dry_run and result.diff:
+            echo(result.diff)
+        if result.backup:
+            echo(f"backup: {result.backup}")
+        removed += len(keys)
+    if not removed:
+        echo(f"{client.title}: no acpctl entries to remove")
+
+
+def list_clients(echo: Echo) -> list[dict[str, Any]]:
+    """Detected clients with their acpctl entries; printed, and returned for --json."""
+    report = []
+    for client in FILE_CLIENTS.values():
+        for path in client.detected():
+            record: dict[str, Any] = {"client": client.name, "path": str(path),
+                                      "exists": path.exists(), "entries": {}}
+            if path.exists():
+                try:
+                    existing = _existing(path, client.container)
+                except UsageError as exc:
+                    record["error"] = exc.message
+                    existing = {}
+                record["entries"] = {
+                    key: clients.agent_of(client.entry_argv(value))
+                    for key, value in existing.items() if client.is_ours(value)}
+            report.append(record)
+    for record in report:
+        entries = ", ".join(f"{k} -> {v}" for k, v in record["entries"].items()) or "none"
+        state = record.get("error") or ("" if record["exists"] else "(no file yet)")
+        echo(f"{record['client']:<10} {record['path']} {state}\n{'':<10} acpctl entries: "
+             f"{entries}")
+    if not report:
+        echo("no ACP clients detected (zed, jetbrains, vscode, acpx); "
+             "nvim, emacs and toad take a snippet: acpctl install nvim")
+    return report
+
+
+def stderr(message: str) -> None:
+    print(f"acpctl: warning: {message}", file=sys.stderr)

@@ -1,0 +1,208 @@
+"""One safe edit of a settings file: lock, parse, edit, verify, back up, write atomically.
+
+The same steps for every client, so none of them can forget one:
+- refuse a file that does not parse, or whose container is not an object (exit 2);
+- change only the bytes of the members acpctl owns (jsonc.Document);
+- verify: the file parsed independently before and after must differ by exactly the change;
+- back up to `<file>.acpctl-<UTC time>.bak` (never Zed's own settings_backup.json), keep 5;
+- write a temp file in the same directory, fsync, rename; keep the mode; write through a
+  symlink to its target so the link stays a link;
+- hold `<file>.acpctl.lock` from read to rename, so concurrent installs serialise.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acpctl.editors.jsonc import Document, JsoncError, tokenize
+from acpctl.errors import AcpctlError, UsageError
+
+BOM = "\ufeff"
+KEEP_BACKUPS = 5
+JSON5_LIMIT = 256 * 1024  # json5 parses about 150 KB/s; larger files: see _independent_parse
+
+
+@dataclass(frozen=True)
+class Change:
+    """Set (value is not None) or remove (value is None) container[key]."""
+
+    container: tuple[str, ...]
+    key: str
+    value: Any = None
+
+
+@dataclass
+class EditResult:
+    path: Path
+    changed: bool
+    diff: str
+    backup: Path | None = None
+    created: bool = False
+
+
+def _refuse(path: Path, error: JsoncError, expected: str = "") -> UsageError:
+    detail = f"{path}:{error.line}:{error.column}: {error.reason}"
+    return UsageError(f"{detail}{'; expected ' + expected if expected else ''}",
+                      hint="the file was not changed; fix it (or pass --settings) and retry")
+
+
+def _independent_parse(text: str) -> Any:
+    """Parse JSONC with a parser other than the one that made the edit."""
+    if len(text) <= JSON5_LIMIT:
+        import json5
+
+        return json5.loads(text) if text.strip() else None
+    # Large files: drop comments and trailing commas token by token, then the stdlib's C
+    # parser. The tokenizer is shared with the editor, the parsing is not.
+    tokens = tokenize(text)
+    pieces: list[str] = []
+    last = 0
+    for index, token in enumerate(tokens):
+        if token.kind == "comment" or (
+            token.kind == "," and index + 1 < len(tokens)
+            and next((t.kind for t in tokens[index + 1:] if t.kind != "comment"), "") in "}]"
+        ):
+            pieces.append(text[last:token.start])
+            pieces.append(" ")
+            last = token.end
+    pieces.append(text[last:])
+    stripped = "".join(pieces)
+    return json.loads(stripped) if stripped.strip() else None
+
+
+def _expected(before: Any, changes: Sequence[Change]) -> Any:
+    value = copy.deepcopy(before) if before is not None else {}
+    for change in changes:
+        node = value
+        for key in change.container:
+            node = node.setdefault(key, {})
+        if change.value is None:
+            node.pop(change.key, None)
+        else:
+            node[change.key] = change.value
+    return value
+
+
+def read_document(path: Path) -> tuple[str, Document]:
+    """(text without BOM, document); a file that does not parse raises UsageError."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raw = b""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})",
+                         hint="the file was not changed") from exc
+    if text.startswith(BOM):
+        text = text[1:]
+    try:
+        return text, Document(text)
+    except JsoncError as exc:
+        raise _refuse(path, exc) from exc
+
+
+def container_node_check(path: Path, document: Document, container: Sequence[str]) -> None:
+    try:
+        node = document.find(container)
+    except JsoncError as exc:
+        raise _refuse(path, exc, "an object") from exc
+    if node is not None and node.kind != "object":
+        error = JsoncError(f"{'.'.join(container)} must be an object", document.text, node.start)
+        raise _refuse(path, error, "an object")
+
+
+def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditResult:
+    """Apply `changes` to the file at `path` (created when missing)."""
+    from filelock import FileLock
+
+    target = Path(os.path.realpath(path))  # a dotfile manager's symlink is written through
+    if target.exists() and not os.stat(target).st_mode & stat.S_IWUSR:
+        raise UsageError(f"{path} is read-only",
+                         hint="it may be managed by another tool (home-manager, a dotfile "
+                              "repo); change it there, or make it writable")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".acpctl.lock", timeout=30):
+        existed = target.exists()
+        original_bytes = target.read_bytes() if existed else b""
+        text, document = read_document(target)
+        has_bom = original_bytes.startswith(BOM.encode())
+        new_text = text
+        for change in changes:
+            document = Document(new_text)
+            container_node_check(path, document, change.container)
+            full = (*change.container, change.key)
+            if change.value is None:
+                new_text = document.remove(full)
+            else:
+                node = document.find(full)
+                if node is not None and _value_at(new_text, full) == change.value:
+                    continue
+                new_text = document.set(full, change.value)
+        if new_text == text:
+            return EditResult(path, changed=False, diff="")
+        before = _independent_parse(text)
+        after = _independent_parse(new_text)
+        if after != _expected(before, changes):
+            raise AcpctlError(f"refusing to write {path}: the edited file would not equal the "
+                              "old one plus the intended change (please report this)")
+        diff = "".join(difflib.unified_diff(
+            text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+            fromfile=str(path), tofile=f"{path} (acpctl)"))
+        if dry_run:
+            return EditResult(path, changed=True, diff=diff, created=not existed)
+        backup = _backup(target, original_bytes) if existed else None
+        payload = (BOM if has_bom else "") + new_text
+        _atomic_write(target, payload.encode("utf-8"))
+        return EditResult(path, changed=True, diff=diff, backup=backup, created=not existed)
+
+
+def _value_at(text: str, path: Sequence[str]) -> Any:
+    value = _independent_parse(text)
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _backup(target: Path, original: bytes) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"{time.time() % 1:.6f}"[1:] + "Z"
+    backup = target.with_name(f"{target.name}.acpctl-{stamp}.bak")
+    fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(target.stat().st_mode))
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(original)
+    backups = sorted(target.parent.glob(f"{target.name}.acpctl-*.bak"))
+    for old in backups[:-KEEP_BACKUPS]:
+        old.unlink(missing_ok=True)
+    return backup
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

@@ -1,0 +1,227 @@
+"""Issue 3: `acpctl install` / `uninstall` on real files, with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import json5
+import pytest
+
+from tests.conftest import ROOT, acpctl_argv, run_cli
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def zed_settings(home: Path) -> Path:
+    path = home / ".config" / "zed" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def add_agents(tmp_path: Path, *names: str, env: str | None = None) -> None:
+    for name in names:
+        extra = ["--env", env] if env else []
+        assert run_cli("agents", "add", name, *extra, "--", sys.executable, "-m",
+                       "acpctl.demo_agent").returncode == 0
+
+
+def test_zed_install_is_idempotent_and_backed_up(home: Path) -> None:
+    settings = zed_settings(home)
+    original = (GOLDEN / "zed_default.json").read_bytes()
+    settings.write_bytes(original)
+    settings.chmod(0o640)
+    first = run_cli("install", "zed")
+    assert first.returncode == 0, first.stderr
+    assert "added" in first.stdout
+    entry = json5.loads(settings.read_text())["agent_servers"]["Demo (acpctl)"]
+    assert entry["type"] == "custom" and entry["args"] == ["run", "--acp", "--agent", "demo"]
+    assert Path(entry["command"]).is_absolute()
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o640  # mode kept
+    backups = list(settings.parent.glob("settings.json.acpctl-*.bak"))
+    assert len(backups) == 1 and backups[0].read_bytes() == original
+    assert not (settings.parent / "settings_backup.json").exists()
+    after_first = settings.read_bytes()
+    second = run_cli("install", "zed")
+    assert second.returncode == 0 and "unchanged" in second.stdout
+    assert settings.read_bytes() == after_first  # byte-identical, no new backup
+    assert len(list(settings.parent.glob("settings.json.acpctl-*.bak"))) == 1
+    assert run_cli("uninstall", "zed").returncode == 0
+    assert json5.loads(settings.read_text()) == {**json5.loads(original), "agent_servers": {}}
+
+
+def test_update_in_place_says_what_changed(home: Path, tmp_path: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text('{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n')
+    add_agents(tmp_path, "mine")
+    assert run_cli("install", "zed", "--agent", "mine").returncode == 0
+    add_agents(tmp_path, "mine", env="TOKEN=1")
+    result = run_cli("install", "zed", "--agent", "mine")
+    assert "updated (env)" in result.stdout
+    servers = json5.loads(settings.read_text())["agent_servers"]
+    assert servers["mine (acpctl)"]["env"] == {"TOKEN": "1"} and "x" in servers
+    assert run_cli("uninstall", "zed", "--agent", "mine").returncode == 0
+    assert settings.read_text() == (
+        '{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n')
+
+
+def test_unparsable_file_is_refused_and_untouched(home: Path) -> None:
+    settings = zed_settings(home)
+    broken = b'{\n  "theme": "x",\n  "agent_servers": {\n    "a": 1\n    "b": 2\n  }\n}\n'
+    settings.write_bytes(broken)
+    result = run_cli("install", "zed")
+    assert result.returncode == 2
+    assert f"{settings}:5:5" in result.stderr and "not changed" in result.stderr
+    assert settings.read_bytes() == broken
+    assert list(settings.parent.iterdir()) == [settings]  # no backup, no temp file
+
+
+def test_non_object_container_is_refused(home: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text('{\n  "agent_servers": ["nope"]\n}\n')
+    result = run_cli("install", "zed")
+    assert result.returncode == 2
+    assert ":2:" in result.stderr and "expected an object" in result.stderr
+
+
+def test_symlinked_settings_are_written_through(home: Path, tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "zed-settings.json"
+    real.write_text('{\n  // mine\n  "agent_servers": {}\n}\n')
+    link = zed_settings(home)
+    link.symlink_to(real)
+    assert run_cli("install", "zed").returncode == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "Demo (acpctl)" in real.read_text() and "// mine" in real.read_text()
+    assert run_cli("uninstall", "zed").returncode == 0
+    assert real.read_text() == '{\n  // mine\n  "agent_servers": {}\n}\n'
+
+
+def test_read_only_file_is_refused(home: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text("{}\n")
+    settings.chmod(0o444)
+    result = run_cli("install", "zed")
+    assert result.returncode == 2 and "read-only" in result.stderr
+    assert settings.read_text() == "{}\n"
+
+
+def test_dry_run_and_print_write_nothing(home: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text('{\n  "agent_servers": {}\n}\n')
+    dry = run_cli("install", "zed", "--dry-run")
+    assert dry.returncode == 0 and "+    \"Demo (acpctl)\": {" in dry.stdout
+    assert dry.stdout.count("---") >= 1
+    printed = run_cli("install", "zed", "--print")
+    assert json.loads(printed.stdout)["Demo (acpctl)"]["type"] == "custom"
+    assert settings.read_text() == '{\n  "agent_servers": {}\n}\n'
+    assert not list(settings.parent.glob("*.bak"))
+
+
+def test_backups_keep_the_newest_five(home: Path, tmp_path: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text("{}\n")
+    add_agents(tmp_path, "a")
+    for index in range(7):
+        add_agents(tmp_path, "a", env=f"N={index}")
+        assert run_cli("install", "zed", "--agent", "a").returncode == 0
+    assert len(list(settings.parent.glob("settings.json.acpctl-*.bak"))) == 5
+
+
+def test_twenty_concurrent_installs(home: Path, tmp_path: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text((GOLDEN / "zed_agents_comments.json").read_text())
+    names = [f"agent{i}" for i in range(20)]
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("".join(
+        f'[agents.{n}]\ncommand = "{sys.executable}"\nargs = ["-m", "acpctl.demo_agent"]\n'
+        for n in names))
+    processes = [subprocess.Popen(acpctl_argv("install", "zed", "--agent", n),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for n in [*names, "agent0", "agent1"]]
+    assert all(p.wait(120) == 0 for p in processes)
+    servers = json5.loads(settings.read_text())["agent_servers"]
+    assert sorted(k for k in servers if k.endswith("(acpctl)")) == sorted(
+        f"{n} (acpctl)" for n in names)
+    assert settings.read_text().count('"agent0 (acpctl)"') == 1
+    assert "/* agents I use */" in settings.read_text()
+
+
+def test_jetbrains_vscode_and_acpx(home: Path) -> None:
+    jetbrains = home / ".jetbrains" / "acp.json"
+    jetbrains.parent.mkdir()
+    jetbrains.write_text((GOLDEN / "jetbrains_acp.json").read_text())
+    vscode = home / ".config" / "Code" / "User" / "settings.json"
+    vscode.parent.mkdir(parents=True)
+    vscode.write_text((GOLDEN / "vscode_settings.json").read_text())
+    cursor = home / ".config" / "Cursor" / "User" / "settings.json"
+    cursor.parent.mkdir(parents=True)
+    for client in ("jetbrains", "vscode", "acpx"):
+        result = run_cli("install", client)
+        assert result.returncode == 0, result.stderr
+    jb = json5.loads(jetbrains.read_text())
+    assert jb["default_mcp_settings"] == {"use_idea_mcp": False, "use_custom_mcp": True}
+    assert "type" not in jb["agent_servers"]["Demo (acpctl)"]
+    assert "Hand Made" in jb["agent_servers"]
+    vs = json5.loads(vscode.read_text())
+    assert vs["acp.agents"]["Demo (acpctl)"]["args"][-1] == "demo" and "Codex" in vs["acp.agents"]
+    assert "// editor" in vscode.read_text()
+    assert json5.loads(cursor.read_text())["acp.agents"]["Demo (acpctl)"]
+    acpx = json.loads((home / ".acpx" / "config.json").read_text())
+    assert acpx["agents"]["acpctl-demo"]["argv"][-4:] == ["run", "--acp", "--agent", "demo"]
+    listed = run_cli("install", "--list").stdout
+    assert "Demo (acpctl) -> demo" in listed and "acpctl-demo -> demo" in listed
+    for client in ("jetbrains", "vscode", "acpx"):
+        assert run_cli("uninstall", client, "--all").returncode == 0
+    assert jetbrains.read_text() == (GOLDEN / "jetbrains_acp.json").read_text()
+    assert vscode.read_text() == (GOLDEN / "vscode_settings.json").read_text()
+
+
+def test_uninstall_leaves_entries_it_did_not_write(home: Path) -> None:
+    settings = zed_settings(home)
+    settings.write_text('{"agent_servers": {"Demo (acpctl)": {"type": "custom", '
+                        '"command": "/usr/bin/other", "args": []}}}')
+    result = run_cli("uninstall", "zed", "--all")
+    assert "no acpctl entries" in result.stdout
+    assert "/usr/bin/other" in settings.read_text()
+
+
+@pytest.mark.parametrize("client,needle", [
+    ("nvim", "codecompanion.adapters"), ("emacs", "agent-shell-make-agent-config"),
+    ("toad", "toad acp"),
+])
+def test_snippet_clients_print_and_write_nothing(home: Path, client: str, needle: str) -> None:
+    result = run_cli("install", client)
+    assert result.returncode == 0 and needle in result.stdout
+    assert any(form in result.stdout for form in (
+        '"run", "--acp", "--agent", "demo"', '"run" "--acp" "--agent" "demo"',
+        "run --acp --agent demo"))
+    assert not list(home.rglob("*.json"))
+
+
+def test_missing_zed_and_unknown_client(home: Path) -> None:
+    result = run_cli("install", "zed")
+    assert result.returncode == 2 and "Zed's config directory" in result.stderr
+    unknown = run_cli("install", "sublime")
+    assert unknown.returncode == 2 and "unknown client" in unknown.stderr
+    agent = run_cli("install", "nvim", "--agent", "nosuch")
+    assert agent.returncode == 2 and "unknown agent" in agent.stderr
+
+
+def test_large_file_is_edited(home: Path) -> None:
+    settings = zed_settings(home)
+    body = "".join(f'  "key{i}": {{"value": "{"x" * 80}"}}, // c{i}\n' for i in range(9000))
+    original = "{\n" + body + '  "agent_servers": {"x": 1}\n}\n'
+    settings.write_text(original)
+    assert len(original) > 1_000_000
+    assert run_cli("install", "zed", timeout=120).returncode == 0
+    edited = settings.read_text()
+    assert "Demo (acpctl)" in edited and edited.count("// c") == 9000
+    assert run_cli("uninstall", "zed", timeout=120).returncode == 0
+    assert settings.read_text() == original
