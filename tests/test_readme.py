@@ -21,7 +21,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     main_job, test_command = readme_commands()[:2]
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_command in ci.splitlines()
-    assert "pytest" in test_command and "acpctl run --acp" in main_job
+    assert "pytest" in test_command and "acpctl run" in main_job
 
 
 def test_main_job_command_answers_like_an_agent(home: Path, tmp_path: Path) -> None:
@@ -31,8 +31,12 @@ def test_main_job_command_answers_like_an_agent(home: Path, tmp_path: Path) -> N
     pipeline = main_job.split(" && ", 2)[2].replace(".venv/bin/acpctl",
                                                     f"{sys.executable} -m acpctl")
     result = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True,
-                            timeout=60, env=dict(os.environ))
+                            timeout=60, env=dict(os.environ), cwd=tmp_path,
+                            stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
-    replies = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert [r["id"] for r in replies] == [1, 2, 3]
-    assert replies[2]["result"]["sessions"][0]["sessionId"] == replies[1]["result"]["sessionId"]
+    assert "demo" in result.stdout and "[completed]" in result.stdout
+    assert "You said: and once more" in result.stdout
+    sessions = list((home / "data" / "sessions").iterdir())
+    assert len(sessions) == 1  # --continue went on in the same session
+    meta = json.loads((sessions[0] / "session.json").read_text())
+    assert meta["turns"] == 2

@@ -303,6 +303,24 @@ class SessionStore:
         result.sort(key=lambda m: (m.updated, m.id), reverse=True)
         return result
 
+    def resolve_prefix(self, prefix: str) -> str:
+        """The one stored session whose id starts with `prefix` (an exact id wins).
+        Raises LookupError naming the candidates when there are none or several."""
+        if self.exists(prefix):
+            return prefix
+        try:
+            names = sorted(n for n in os.listdir(self.root)
+                           if n.startswith(prefix) and valid_session_id(n))
+        except FileNotFoundError:
+            names = []
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise LookupError(f"no stored session id starts with {prefix!r}")
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10
+                                         else "")
+        raise LookupError(f"{prefix!r} is ambiguous: {shown}")
+
     def delete(self, session_id: str) -> bool:
         directory = self.session_dir(session_id)
         if not directory.is_dir():

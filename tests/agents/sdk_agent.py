@@ -5,7 +5,9 @@ Behaviour is chosen with environment variables:
                        (acpctl must suppress that replay)
   SDK_AGENT_STATE=DIR  remember each session's prompts in DIR (so a load can replay them)
 
-Each prompt is answered with "sdk: <text>" in one chunk; "ask" asks for permission first.
+Each prompt is answered with "sdk: <text>" in one chunk; "ask" asks for permission first;
+"files DIR" reads DIR/in.txt and writes DIR/out.txt through the client; "term" runs
+`echo hello` in a client terminal and reports its output.
 """
 
 from __future__ import annotations
@@ -84,6 +86,27 @@ class SdkAgent:
                 options=[PermissionOption(option_id="ok", name="OK", kind="allow_once")],
             )
             text += f" [{answer.outcome.outcome}]"
+        if text.startswith("files "):
+            directory = text.split(" ", 1)[1].strip()
+            read = await self.conn.read_text_file(path=f"{directory}/in.txt",
+                                                  session_id=session_id)
+            await self.conn.write_text_file(content=read.content.upper(),
+                                            path=f"{directory}/out.txt", session_id=session_id)
+            try:
+                await self.conn.read_text_file(path="/etc/hostname", session_id=session_id)
+                text += " [outside allowed]"
+            except acp.RequestError as exc:
+                text += f" [outside refused: {exc.code}]"
+        if text == "term":
+            created = await self.conn.create_terminal(command="echo", args=["hello"],
+                                                      session_id=session_id)
+            exit_status = await self.conn.wait_for_terminal_exit(
+                session_id=session_id, terminal_id=created.terminal_id)
+            output = await self.conn.terminal_output(session_id=session_id,
+                                                     terminal_id=created.terminal_id)
+            await self.conn.release_terminal(session_id=session_id,
+                                             terminal_id=created.terminal_id)
+            text += f" [{output.output.strip()} exit={exit_status.exit_code}]"
         if STATE.is_dir():
             path = STATE / f"{session_id}.json"
             done = json.loads(path.read_text()) if path.exists() else []

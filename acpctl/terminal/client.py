@@ -1,0 +1,345 @@
+"""The terminal client: talks ACP to a child `acpctl run --acp`, so every turn goes through
+the same runner (supervision, history store) as an editor's, and the sessions are shared.
+
+Exit codes: 0 end_turn, 1 error (and max_tokens, max_turn_requests), 2 usage, 3 timeout,
+4 refusal, 5 a permission was denied, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from acpctl import __version__, jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.terminal.host import ClientHost
+from acpctl.terminal.render import RENDERERS, Renderer
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
+EXIT_CANCELLED = 130
+STOP_EXIT = {acp.END_TURN: EXIT_OK, acp.REFUSAL: EXIT_REFUSAL, acp.CANCELLED: EXIT_CANCELLED}
+
+
+@dataclass
+class Options:
+    agent: str | None
+    prompt: str | None
+    cwd: str
+    session: str | None
+    continue_: bool
+    policy: str
+    format: str
+    timeout: float | None
+    piped: str | None  # what came on a non-terminal stdin
+
+
+class RelayConnection:
+    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its)."""
+
+    def __init__(self, host: ClientHost, renderer: Renderer) -> None:
+        self.host = host
+        self.renderer = renderer
+        self.session_id: str | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        self.pending: dict[int, asyncio.Future[JsonObject]] = {}
+        self.ids = itertools.count(1)
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=15)
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.turn: Turn | None = None  # the turn Ctrl-C applies to
+
+    async def start(self, agent: str | None) -> None:
+        argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
+        if agent:
+            argv += ["--agent", agent]
+        self.process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            limit=jsonrpc.MAX_LINE_BYTES)
+        self._spawn(self._read())
+        self._spawn(self._read_stderr())
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _send(self, message: JsonObject) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        if not self.process.stdin.is_closing():
+            self.process.stdin.write(jsonrpc.encode(message))
+
+    async def request(self, method: str, params: JsonObject) -> Any:
+        msg_id = next(self.ids)
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self.pending[msg_id] = future
+        self._send(jsonrpc.request(msg_id, method, params))
+        response = await future
+        if "error" in response:
+            error = response["error"]
+            raise RpcError(error.get("code", acp.INTERNAL_ERROR), error.get("message", ""),
+                           error.get("data"))
+        return response.get("result")
+
+    def notify(self, method: str, params: JsonObject) -> None:
+        self._send(jsonrpc.notification(method, params))
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        async for batch in jsonrpc.read_batches(self.process.stdout):
+            for line in batch:
+                if isinstance(line, jsonrpc.OversizedLine):
+                    continue
+                with contextlib.suppress(RpcError):
+                    self._route(jsonrpc.parse_line(line))
+        tail = "; ".join(self.stderr_tail) or "no output"
+        for future in self.pending.values():
+            if not future.done():
+                future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR,
+                                                f"acpctl run --acp exited ({tail})"))
+
+    async def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        debug = bool(os.environ.get("ACPCTL_DEBUG"))
+        while line := await self.process.stderr.readline():
+            text = line.decode("utf-8", "replace").rstrip()
+            self.stderr_tail.append(text)
+            if debug:
+                print(text, file=sys.stderr)
+
+    def _route(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return
+        method = message.get("method")
+        raw_params = message.get("params")
+        params: JsonObject = raw_params if isinstance(raw_params, dict) else {}
+        if method is None:
+            future = self.pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+            if future is not None and not future.done():
+                future.set_result(message)
+        elif "id" in message:
+            self._spawn(self._answer(message["id"], method, params))
+        elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
+            update = params.get("update")
+            if isinstance(update, dict):
+                self.renderer.update(update)
+
+    async def _answer(self, msg_id: Any, method: str, params: JsonObject) -> None:
+        try:
+            self._send(jsonrpc.result(msg_id, await self.host.handle(method, params)))
+        except RpcError as exc:
+            self._send({"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()})
+
+    async def close(self) -> None:
+        await self.host.close()
+        if self.process is None:
+            return
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), 10)
+        except asyncio.TimeoutError:
+            self.process.terminate()
+            await self.process.wait()
+        for task in list(self.tasks):
+            task.cancel()
+
+
+async def ask_on_terminal(params: JsonObject) -> str | None:
+    """Ask the person at the terminal; returns the chosen optionId (None: cancel)."""
+    options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+    tool = params.get("toolCall") or {}
+    print(f"\nThe agent asks permission: {tool.get('title') or tool.get('kind') or 'a tool call'}",
+          file=sys.stderr)
+    for index, option in enumerate(options, 1):
+        print(f"  {index}) {option.get('name')} [{option.get('kind')}]", file=sys.stderr)
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            answer = await loop.run_in_executor(None, input, "choice> ")
+        except EOFError:
+            return None
+        if answer.strip().isdigit() and 1 <= int(answer) <= len(options):
+            return str(options[int(answer) - 1]["optionId"])
+        print(f"  type a number from 1 to {len(options)}", file=sys.stderr)
+
+
+def _prompt_blocks(text: str, piped: str | None) -> list[JsonObject]:
+    blocks: list[JsonObject] = [{"type": "text", "text": text}] if text else []
+    if piped:
+        blocks.append({"type": "text", "text": piped})
+    return blocks
+
+
+async def _open_session(conn: RelayConnection, options: Options, agent_name: str) -> str:
+    from acpctl.store.sessions import SessionStore
+
+    store = SessionStore()
+    target: str | None = None
+    if options.session:
+        try:
+            target = store.resolve_prefix(options.session)
+        except LookupError as exc:
+            raise RpcError(acp.RESOURCE_NOT_FOUND, str(exc)) from exc
+    elif options.continue_:
+        newest = [m for m in store.list(cwd=options.cwd) if m.agent == agent_name]
+        if newest:
+            target = newest[0].id
+        else:
+            print(f"acpctl: no {agent_name} session for {options.cwd} yet; starting one",
+                  file=sys.stderr)
+    if target is not None:
+        cwd = store.read_meta(target).cwd or options.cwd
+        await conn.request(acp.SESSION_RESUME, {"sessionId": target, "cwd": cwd,
+                                                "mcpServers": []})
+        return target
+    result = await conn.request(acp.SESSION_NEW, {"cwd": options.cwd, "mcpServers": []})
+    return str(result["sessionId"])
+
+
+class Turn:
+    """One prompt, with Ctrl-C (cancel, then leave) and --timeout."""
+
+    def __init__(self, conn: RelayConnection) -> None:
+        self.conn = conn
+        self.cancelled = False
+        self.timed_out = False
+        self.abandon = asyncio.Event()
+
+    def interrupt(self) -> None:
+        if self.cancelled:
+            self.abandon.set()  # a second Ctrl-C: leave without waiting
+            return
+        self.cancelled = True
+        assert self.conn.session_id is not None
+        self.conn.notify(acp.SESSION_CANCEL, {"sessionId": self.conn.session_id})
+        print("\nacpctl: cancelling (Ctrl-C again to leave)", file=sys.stderr)
+
+    async def run(self, blocks: list[JsonObject], timeout: float | None) -> str | None:
+        self.conn.turn = self
+        request = asyncio.ensure_future(self.conn.request(
+            acp.SESSION_PROMPT, {"sessionId": self.conn.session_id, "prompt": blocks}))
+        abandon = asyncio.ensure_future(self.abandon.wait())
+        try:
+            done, _ = await asyncio.wait({request, abandon}, timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                self.timed_out = True
+                self.interrupt()
+                done, _ = await asyncio.wait({request, abandon}, timeout=5,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            if request not in done:
+                return None
+            result = request.result()
+            return str(result.get("stopReason")) if isinstance(result, dict) else None
+        finally:
+            abandon.cancel()
+            self.conn.turn = None
+
+
+async def run_terminal(options: Options, agent_name: str) -> int:
+    interactive = options.prompt is None and options.piped is None and sys.stdin.isatty()
+    renderer = RENDERERS[options.format]()
+    policy = options.policy
+    if policy == "ask" and not sys.stdin.isatty():
+        policy = "approve-reads"
+    host = ClientHost([options.cwd], policy, ask_on_terminal)
+    conn = RelayConnection(host, renderer)
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        if conn.turn is not None:
+            conn.turn.interrupt()
+        else:  # at the chat prompt: leave, ending the relay cleanly first
+            conn._spawn(_leave(conn))
+
+    await conn.start(options.agent)
+    try:
+        await conn.request(acp.INITIALIZE, {
+            "protocolVersion": acp.PROTOCOL_VERSION, "clientCapabilities": host.capabilities(),
+            "clientInfo": {"name": "acpctl", "title": "acpctl terminal", "version": __version__}})
+        conn.session_id = await _open_session(conn, options, agent_name)
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        if not interactive:
+            turn = Turn(conn)
+            stop = await turn.run(_prompt_blocks(options.prompt or "", options.piped),
+                                  options.timeout)
+            renderer.finish(stop)
+            return _exit_code(turn, stop, host)
+        return await _chat(conn, renderer, options)
+    except RpcError as exc:
+        print(f"acpctl: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE if exc.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await conn.close()
+
+
+async def _leave(conn: RelayConnection) -> None:
+    print(file=sys.stderr)
+    await conn.close()
+    os._exit(EXIT_OK)
+
+
+def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
+    if turn.timed_out:
+        print("acpctl: the turn timed out", file=sys.stderr)
+        return EXIT_TIMEOUT
+    if stop is None:
+        return EXIT_CANCELLED if turn.cancelled else EXIT_ERROR
+    if stop == acp.END_TURN and host.denied:
+        return EXIT_DENIED
+    return STOP_EXIT.get(stop, EXIT_ERROR)
+
+
+async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> int:
+    """A read-prompt loop with line editing and a history file; Ctrl-D or Ctrl-C leaves."""
+    from acpctl import paths
+
+    with contextlib.suppress(ImportError):
+        import readline
+
+        history = paths.ensure_private_dir(paths.state_dir()) / "chat_history"
+        with contextlib.suppress(OSError):
+            readline.read_history_file(history)
+    print(f"acpctl: session {conn.session_id}; Ctrl-C cancels a turn, Ctrl-D leaves",
+          file=sys.stderr)
+    loop = asyncio.get_running_loop()
+    code = EXIT_OK
+    while True:
+        try:
+            line = await loop.run_in_executor(None, input, "you> ")
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            break
+        if not line.strip():
+            continue
+        turn = Turn(conn)
+        stop = await turn.run(_prompt_blocks(line, None), options.timeout)
+        renderer.finish(stop)
+        if turn.abandon.is_set():
+            code = EXIT_CANCELLED
+            break
+    with contextlib.suppress(Exception):
+        readline.write_history_file(history)
+    return code
+
+
+def main(options: Options) -> int:
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    agent = discovery.resolve(config.load(), options.agent)
+    agent.as_spec()  # not installed: a clear error before anything starts
+    try:
+        return asyncio.run(run_terminal(options, agent.name))
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+

@@ -1,0 +1,133 @@
+"""Showing ACP session updates in a terminal: text (streamed), json (NDJSON) or quiet."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from typing import Any, TextIO
+
+from acpctl import protocol as acp
+
+DIM, BOLD, GREEN, RED, YELLOW, RESET = "\033[2m", "\033[1m", "\033[32m", "\033[31m", \
+    "\033[33m", "\033[0m"
+STATUS_MARK = {"pending": "○", "in_progress": "◐", "completed": "●", "failed": "✗"}
+
+
+def content_text(content: Any) -> str:
+    if isinstance(content, dict):
+        if content.get("type") == "text":
+            return str(content.get("text", ""))
+        if content.get("type") == "resource_link":
+            return f"[{content.get('name') or content.get('uri')}]"
+    return ""
+
+
+def diff_lines(item: dict[str, Any]) -> list[str]:
+    old = str(item.get("oldText") or "").splitlines()
+    new = str(item.get("newText") or "").splitlines()
+    path = str(item.get("path", ""))
+    return list(difflib.unified_diff(old, new, fromfile=path, tofile=path, lineterm=""))
+
+
+class Renderer:
+    """Text for people: streamed message text, dimmed thoughts, tool calls with status
+    and diffs, plans. Colour only when the output is a terminal."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+        self.colour = out.isatty()
+        self.last_kind: str | None = None
+        self.text: list[str] = []
+        self.tools: dict[str, str] = {}
+
+    def _style(self, text: str, style: str) -> str:
+        return f"{style}{text}{RESET}" if self.colour else text
+
+    def _break(self, kind: str) -> None:
+        if self.last_kind is not None and self.last_kind != kind:
+            self.out.write("\n")
+        self.last_kind = kind
+
+    def update(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == acp.AGENT_MESSAGE_CHUNK:
+            self._break(kind)
+            text = content_text(update.get("content"))
+            self.text.append(text)
+            self.out.write(text)
+        elif kind == acp.AGENT_THOUGHT_CHUNK:
+            self._break(kind)
+            self.out.write(self._style(content_text(update.get("content")), DIM))
+        elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
+            self._tool(update)
+        elif kind == acp.PLAN:
+            self._break(kind)
+            self.out.write(self._style("Plan:", BOLD) + "\n")
+            for entry in update.get("entries") or []:
+                mark = STATUS_MARK.get(str(entry.get("status")), "○")
+                self.out.write(f"  {mark} {entry.get('content', '')}\n")
+            self.last_kind = None
+        elif kind == acp.USER_MESSAGE_CHUNK:
+            self._break(kind)
+            self.out.write(self._style("> " + content_text(update.get("content")), BOLD))
+        self.out.flush()
+
+    def _tool(self, update: dict[str, Any]) -> None:
+        tool_id = str(update.get("toolCallId", ""))
+        title = update.get("title") or self.tools.get(tool_id, "tool")
+        self.tools[tool_id] = str(title)
+        status = str(update.get("status") or "pending")
+        colour = {"completed": GREEN, "failed": RED}.get(status, YELLOW)
+        self._break("tool")
+        self.out.write(self._style(f"{STATUS_MARK.get(status, '○')} {title} [{status}]", colour)
+                       + "\n")
+        for item in update.get("content") or []:
+            if isinstance(item, dict) and item.get("type") == "diff":
+                for line in diff_lines(item):
+                    style = GREEN if line.startswith("+") else RED if line.startswith("-") \
+                        else DIM
+                    self.out.write("    " + self._style(line, style) + "\n")
+            elif isinstance(item, dict) and item.get("type") == "content":
+                text = content_text(item.get("content"))
+                if text:
+                    self.out.write("    " + text.replace("\n", "\n    ") + "\n")
+        self.last_kind = None
+
+    def finish(self, stop_reason: str | None) -> None:
+        if self.last_kind is not None:
+            self.out.write("\n")
+        self.last_kind = None
+        if stop_reason and stop_reason != acp.END_TURN:
+            print(self._style(f"[{stop_reason}]", DIM), file=sys.stderr)
+        self.out.flush()
+
+
+class JsonRenderer(Renderer):
+    """NDJSON: one ACP update a line, then {"stopReason": ...}."""
+
+    def update(self, update: dict[str, Any]) -> None:
+        if update.get("sessionUpdate") == acp.AGENT_MESSAGE_CHUNK:
+            self.text.append(content_text(update.get("content")))
+        self.out.write(json.dumps(update, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def finish(self, stop_reason: str | None) -> None:
+        self.out.write(json.dumps({"stopReason": stop_reason}) + "\n")
+        self.out.flush()
+
+
+class QuietRenderer(Renderer):
+    """Only the final text of the agent's answer."""
+
+    def update(self, update: dict[str, Any]) -> None:
+        if update.get("sessionUpdate") == acp.AGENT_MESSAGE_CHUNK:
+            self.text.append(content_text(update.get("content")))
+
+    def finish(self, stop_reason: str | None) -> None:
+        text = "".join(self.text)
+        self.out.write(text + ("" if text.endswith("\n") else "\n"))
+        self.out.flush()
+
+
+RENDERERS = {"text": Renderer, "json": JsonRenderer, "quiet": QuietRenderer}

@@ -1,0 +1,145 @@
+"""Issue 10: `acpctl run` in the terminal, against the demo agent and an SDK agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from acp import text_block
+
+from tests.acp_peer import connect, initialized
+from tests.conftest import TEST_AGENTS, acpctl_argv, run_cli, write_executable
+
+
+def terminal(*args: str, stdin: str | None = None, cwd: Path | None = None,
+             timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(acpctl_argv("run", *args), input=stdin if stdin is not None else "",
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=dict(os.environ))
+
+
+def test_one_shot_streams_the_answer(home: Path, tmp_path: Path) -> None:
+    result = terminal("think and plan: hello", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "The user wants an echo" in result.stdout and "Plan:" in result.stdout
+    assert result.stdout.rstrip().endswith("You said: think and plan: hello")
+
+
+def test_piped_stdin_joins_the_prompt_and_json_output(home: Path, tmp_path: Path) -> None:
+    result = terminal("--format", "json", "review this", stdin="diff --git a b\n",
+                      cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[-1] == {"stopReason": "end_turn"}
+    text = "".join(u["content"]["text"] for u in lines[:-1])
+    assert text == "You said: review this diff --git a b"
+
+
+def test_quiet_prints_only_the_final_text(home: Path, tmp_path: Path) -> None:
+    result = terminal("--format", "quiet", "think hello", cwd=tmp_path)
+    assert result.stdout == "You said: think hello\n"
+
+
+def test_terminal_turns_land_in_the_shared_store(home: Path, tmp_path: Path) -> None:
+    async def from_editor() -> str:
+        async with connect() as (conn, _, _):
+            await initialized(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("from the editor")])
+            return str(sid)
+
+    sid = asyncio.run(from_editor())
+    assert terminal("--continue", "from the shell", cwd=tmp_path).returncode == 0
+    assert terminal("--session", sid[:8], "by prefix", cwd=tmp_path).returncode == 0
+
+    async def back_in_editor() -> list[str]:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            return [u.content.text for u in client.updates[sid]
+                    if u.session_update == "user_message_chunk"]
+
+    assert asyncio.run(back_in_editor()) == ["from the editor", "from the shell", "by prefix"]
+
+
+def test_unknown_session_prefix_is_a_usage_error(home: Path, tmp_path: Path) -> None:
+    result = terminal("--session", "zzz", "hi", cwd=tmp_path)
+    assert result.returncode == 2 and "no stored session" in result.stderr
+
+
+def test_permission_policies(home: Path, tmp_path: Path) -> None:
+    allowed = terminal("--approve-all", "edit please", cwd=tmp_path)
+    assert allowed.returncode == 0 and "[completed]" in allowed.stdout
+    default = terminal("edit please", cwd=tmp_path)  # no terminal: reads only
+    assert default.returncode == 5 and "[failed]" in default.stdout
+    denied = terminal("--deny-all", "edit please", cwd=tmp_path)
+    assert denied.returncode == 5
+
+
+def test_permission_asked_on_a_terminal(home: Path, tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(acpctl_argv("run", "edit please"), stdin=follower,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    os.close(follower)
+    deadline = time.monotonic() + 30
+    seen = b""
+    while b"choice>" not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        if ready:
+            seen += os.read(leader, 1024)
+    os.write(leader, b"1\n")
+    out, err = process.communicate(timeout=30)
+    os.close(leader)
+    assert b"The agent asks permission" in err
+    assert process.returncode == 0 and b"[completed]" in out
+
+
+def test_fs_and_terminal_requests_are_served(home: Path, tmp_path: Path) -> None:
+    agent = write_executable(tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} "
+                             f"{TEST_AGENTS / 'sdk_agent.py'}\n")
+    assert run_cli("agents", "add", "sdk", "--", str(agent)).returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "in.txt").write_text("hello file\n")
+    files = terminal("--agent", "sdk", "--format", "quiet", f"files {work}", cwd=work)
+    assert files.returncode == 0, files.stderr
+    assert (work / "out.txt").read_text() == "HELLO FILE\n"
+    assert "[outside refused: -32602]" in files.stdout
+    term = terminal("--agent", "sdk", "--format", "quiet", "term", cwd=work)
+    assert term.stdout.strip() == "sdk: term [hello exit=0]"
+
+
+def test_sigint_cancels_the_turn(home: Path, tmp_path: Path) -> None:
+    process = subprocess.Popen(acpctl_argv("run", "slow"), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                               text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(
+            b'"type":"agent"' in p.read_bytes()
+            for p in (home / "data" / "sessions").glob("*/events.jsonl")):
+        time.sleep(0.05)  # until the stream has started
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert "[cancelled]" in err and out.startswith("You")
+    assert out.count("slow") < 10  # the stream (20 chunks) stopped early
+
+
+def test_timeout_exits_3(home: Path, tmp_path: Path) -> None:
+    result = terminal("--timeout", "0.5", "slow", cwd=tmp_path)
+    assert result.returncode == 3 and "timed out" in result.stderr
+
+
+def test_usage_errors(home: Path, tmp_path: Path) -> None:
+    assert terminal("--format", "xml", "hi").returncode == 2
+    assert terminal("--approve-all", "--deny-all", "hi").returncode == 2
+    assert terminal().returncode == 2  # no prompt, nothing piped, no terminal
+    assert terminal("--agent", "nosuch", "hi").returncode == 2
