@@ -12,7 +12,7 @@ import sys
 import typer
 
 from acpctl import __version__
-from acpctl.cli import agents, install, ps, run
+from acpctl.cli import agents, install, ps, run, sessions
 from acpctl.errors import AcpctlError
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(agents.app, name="agents")
+app.add_typer(sessions.app, name="sessions")
 app.command("run", context_settings={"help_option_names": ["-h", "--help"]})(run.run)
 app.command("ps")(ps.ps)
 app.command("install")(install.install)

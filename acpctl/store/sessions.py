@@ -286,22 +286,9 @@ class SessionStore:
 
     def list(self, cwd: str | None = None) -> list[SessionMeta]:
         """Every readable session, newest update first; unreadable ones are left out."""
-        result: list[SessionMeta] = []
-        try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
-            return result
-        for name in names:
-            if not valid_session_id(name):
-                continue
-            try:
-                meta = self.read_meta(name)
-            except CorruptSession:
-                continue
-            if cwd is None or meta.cwd == cwd:
-                result.append(meta)
-        result.sort(key=lambda m: (m.updated, m.id), reverse=True)
-        return result
+        from acpctl.store.index import SessionIndex
+
+        return [s.meta for s in SessionIndex(self).query(cwd=cwd) if s.problem is None]
 
     def resolve_prefix(self, prefix: str) -> str:
         """The one stored session whose id starts with `prefix` (an exact id wins).

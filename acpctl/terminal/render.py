@@ -69,6 +69,8 @@ class Renderer:
                 self.out.write(f"  {mark} {entry.get('content', '')}\n")
             self.last_kind = None
         elif kind == acp.USER_MESSAGE_CHUNK:
+            if self.last_kind == kind:
+                self.out.write("\n")  # one line per content block of the prompt
             self._break(kind)
             self.out.write(self._style("> " + content_text(update.get("content")), BOLD))
         self.out.flush()

@@ -1,0 +1,255 @@
+"""`acpctl sessions`: list, show, export, import, delete, prune and verify the history."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import typer
+
+from acpctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from acpctl.store.sessions import SessionStore
+
+app = typer.Typer(help="Browse and manage the session history.", no_args_is_help=True)
+
+_DURATION = re.compile(r"^(\d+)([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise UsageError(f"{text!r} is not a duration like 90m, 12h, 7d or 2w")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+def _cutoff(age: str) -> str:
+    moment = datetime.now(timezone.utc) - parse_duration(age)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _relative(iso: str) -> str:
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return "?"
+    seconds = int((datetime.now(timezone.utc) - moment).total_seconds())
+    for size, unit in ((86400 * 7, "w"), (86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return "just now"
+
+
+def _store() -> SessionStore:
+    from acpctl.store.sessions import SessionStore
+
+    return SessionStore()
+
+
+def _resolve(store: SessionStore, prefix: str) -> str:
+    try:
+        return store.resolve_prefix(prefix)
+    except LookupError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _live_sessions() -> set[str]:
+    from acpctl.runner.records import live_runs
+
+    return {sid for run in live_runs() for sid in run.get("sessions", [])}
+
+
+@app.command("list")
+def list_sessions(
+    agent: str = typer.Option(None, "--agent", help="Only this agent's sessions."),
+    cwd: Path = typer.Option(None, "--cwd", help="Only sessions in this directory."),
+    since: str = typer.Option(None, "--since", help="Updated within, e.g. 7d, 12h."),
+    limit: int = typer.Option(None, "--limit", help="At most N sessions."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+) -> None:
+    """Sessions, newest first."""
+    import os
+
+    from acpctl.store.index import SessionIndex
+
+    found = SessionIndex(_store()).query(
+        agent=agent, cwd=str(cwd.resolve()) if cwd else None,
+        since=_cutoff(since) if since else None, limit=limit)
+    if as_json:
+        typer.echo(json.dumps([
+            {"id": s.meta.id, "agent": s.meta.agent, "title": s.meta.title, "cwd": s.meta.cwd,
+             "created": s.meta.created, "updated": s.meta.updated, "turns": s.meta.turns,
+             "lastStopReason": s.meta.last_stop_reason, "problem": s.problem}
+            for s in found], indent=2))
+        return
+    if not found:
+        typer.echo("no sessions yet: they appear here once an editor or `acpctl run` starts one")
+        return
+    home = os.path.expanduser("~")
+    lines = [f"{'ID':<14} {'AGENT':<10} {'TITLE':<40} {'CWD':<28} {'TURNS':>5}  UPDATED"]
+    for session in found:
+        meta = session.meta
+        if session.problem:
+            lines.append(f"{meta.id[:14]:<14} ! unreadable: {session.problem}")
+            continue
+        where = "~" + meta.cwd[len(home):] if meta.cwd.startswith(home + os.sep) else meta.cwd
+        title = (meta.title or "").replace("\n", " ")
+        lines.append(f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
+                     f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}")
+    typer.echo("\n".join(lines))
+    problems = sum(1 for s in found if s.problem)
+    if problems:
+        typer.echo(f"warning: {problems} session(s) could not be read; run "
+                   "`acpctl sessions verify`", err=True)
+
+
+@app.command("show")
+def show(
+    session: str = typer.Argument(..., help="Session id or a unique prefix."),
+    as_json: bool = typer.Option(False, "--json", help="Metadata and events as JSON."),
+) -> None:
+    """The transcript, paged when long and the output is a terminal."""
+    from acpctl.store import archive, transcript
+
+    store = _store()
+    meta = store.read_meta(_resolve(store, session))
+    if as_json:
+        for piece in archive.export_json(store, meta):
+            sys.stdout.write(piece)
+        return
+    if not sys.stdout.isatty():
+        transcript.write_terminal(store, meta, sys.stdout)
+        return
+    _page(lambda out: transcript.write_terminal(store, meta, out))
+
+
+def _page(write: Callable[[TextIO], None]) -> None:
+    """Stream into the pager as it renders, so the first screen shows at once."""
+    import io
+    import os
+    import shlex
+    import subprocess
+
+    pager = shlex.split(os.environ.get("PAGER") or "less -R -F -X")
+    try:
+        process = subprocess.Popen(pager, stdin=subprocess.PIPE)
+    except OSError:
+        write(sys.stdout)
+        return
+    assert process.stdin is not None
+    out = io.TextIOWrapper(process.stdin, encoding="utf-8", line_buffering=False)
+    out.isatty = lambda: True  # type: ignore[method-assign]
+    try:
+        write(out)
+        out.close()
+    except BrokenPipeError:
+        pass  # the reader quit the pager
+    process.wait()
+
+
+@app.command("export")
+def export(
+    session: str = typer.Argument(..., help="Session id or a unique prefix."),
+    output_format: str = typer.Option("markdown", "--format", help="markdown, json or jsonl."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write here, not to stdout."),
+) -> None:
+    """Export a session (json and jsonl can be imported again)."""
+    from acpctl.store import archive, transcript
+
+    writers = {"markdown": transcript.markdown, "json": archive.export_json,
+               "jsonl": archive.export_jsonl}
+    if output_format not in writers:
+        raise UsageError(f"--format must be one of {', '.join(writers)}")
+    store = _store()
+    meta = store.read_meta(_resolve(store, session))
+    pieces = writers[output_format](store, meta)
+    if output is None:
+        for piece in pieces:
+            sys.stdout.write(piece)
+        return
+    with output.open("w", encoding="utf-8") as handle:
+        handle.writelines(pieces)
+    typer.echo(f"exported {meta.id} to {output}", err=True)
+
+
+@app.command("import")
+def import_(file: Path = typer.Argument(..., help="A json or jsonl export.")) -> None:
+    """Import an exported session; editors can then load it through acpctl."""
+    from acpctl.store import archive
+
+    if not file.is_file():
+        raise UsageError(f"{file}: no such file")
+    try:
+        session_id, renamed = archive.import_session(_store(), file)
+    except (archive.NotAnExport, OSError) as exc:
+        raise UsageError(str(exc)) from exc
+    note = " (its id was taken here, so it has a new one)" if renamed else ""
+    typer.echo(f"imported session {session_id}{note}")
+
+
+@app.command("delete")
+def delete(
+    sessions: list[str] = typer.Argument(..., help="Session ids or unique prefixes."),
+    force: bool = typer.Option(False, "--force", help="Even if a live run has it open."),
+) -> None:
+    """Delete sessions from the store."""
+    store = _store()
+    ids = [_resolve(store, s) for s in sessions]
+    busy = _live_sessions() & set(ids)
+    if busy and not force:
+        raise UsageError(f"open in a live acpctl run: {', '.join(sorted(busy))}",
+                         hint="close it in the editor first, or pass --force")
+    for session_id in ids:
+        store.delete(session_id)
+        typer.echo(f"deleted {session_id}")
+
+
+@app.command("prune")
+def prune(
+    older_than: str = typer.Option(..., "--older-than", help="e.g. 30d"),
+    agent: str = typer.Option(None, "--agent", help="Only this agent's sessions."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
+    force: bool = typer.Option(False, "--force", help="Even sessions a live run has open."),
+) -> None:
+    """Delete sessions not updated for a while."""
+    from acpctl.store.index import SessionIndex
+
+    store = _store()
+    cutoff = _cutoff(older_than)
+    busy = set() if force else _live_sessions()
+    old = [s.meta for s in SessionIndex(store).query(agent=agent)
+           if s.problem is None and s.meta.updated < cutoff]
+    removed = 0
+    for meta in old:
+        if meta.id in busy:
+            typer.echo(f"kept {meta.id}: open in a live acpctl run (--force to prune it)")
+            continue
+        if not dry_run:
+            store.delete(meta.id)
+        removed += 1
+        typer.echo(f"{'would delete' if dry_run else 'deleted'} {meta.id} "
+                   f"({meta.title or 'untitled'}, {_relative(meta.updated)})")
+    typer.echo(f"{removed} session(s) {'would be ' if dry_run else ''}pruned")
+
+
+@app.command("verify")
+def verify(repair: bool = typer.Option(False, "--repair", help="Repair what can be.")) -> None:
+    """Check every session's files and the index; exit 1 when something is wrong."""
+    from acpctl.store.verify import verify as run_verify
+
+    report = run_verify(_store(), repair)
+    for finding in report.findings:
+        mark = "repaired" if finding.repaired else "problem"
+        typer.echo(f"{mark}: {finding.session}: {finding.problem}")
+    unrepaired = [f for f in report.findings if not f.repaired]
+    typer.echo(f"checked {report.checked} session(s): {len(report.findings)} finding(s)"
+               f"{f', {len(unrepaired)} left' if repair else ''}")
+    if unrepaired:
+        raise typer.Exit(1)

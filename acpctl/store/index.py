@@ -1,0 +1,203 @@
+"""An sqlite3 index of every session's metadata, beside the session directories.
+
+The files are the truth: each row remembers the mtime and size of the session.json it was
+read from, and every query first re-stats the session directories, re-reads what changed,
+adds what is new and drops what is gone. A missing, stale or unreadable index rebuilds
+itself; with no usable index at all, the store is scanned directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from acpctl import paths
+from acpctl.store.sessions import (
+    SESSION_FILE,
+    CorruptSession,
+    SessionMeta,
+    SessionStore,
+    valid_session_id,
+)
+
+INDEX_FILE = ".index.sqlite3"  # a leading dot: never a valid session id
+SCHEMA_VERSION = 4
+_COLUMNS = ("id", "agent", "cwd", "updated", "mtime_ns", "size", "problem", "title", "created",
+            "turns", "last_stop", "agent_session_id", "directories", "command")
+
+
+@dataclass
+class IndexedSession:
+    meta: SessionMeta
+    problem: str | None  # why the session's metadata could not be read
+
+
+def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tuple[object, ...]:
+    return (meta.id, meta.agent, meta.cwd, meta.updated, mtime_ns, size, problem, meta.title,
+            meta.created, meta.turns, meta.last_stop_reason, meta.agent_session_id,
+            json.dumps(meta.additional_directories), json.dumps(meta.command))
+
+
+def _from_row(row: tuple[Any, ...]) -> IndexedSession:
+    # Plain columns: decoding 10,000 JSON documents per listing would dominate its time.
+    (sid, agent, cwd, updated, _, _, problem, title, created, turns, last_stop, agent_sid,
+     directories, command) = row
+    meta = SessionMeta(
+        id=sid, agent=agent, cwd=cwd, updated=updated, title=title, created=created,
+        turns=turns, last_stop_reason=last_stop, agent_session_id=agent_sid,
+        additional_directories=[] if directories == "[]" else json.loads(directories),
+        command=[] if command == "[]" else json.loads(command))
+    return IndexedSession(meta, problem)
+
+
+class SessionIndex:
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.path = store.root / INDEX_FILE
+
+    def _connect(self) -> sqlite3.Connection:
+        paths.ensure_private_dir(self.store.root)
+        fresh = not self.path.exists()
+        connection = sqlite3.connect(self.path, timeout=10)
+        if fresh:
+            os.chmod(self.path, paths.PRIVATE_FILE_MODE)
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            connection.executescript(f"""
+                DROP TABLE IF EXISTS sessions;
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY, agent TEXT, cwd TEXT, updated TEXT,
+                    mtime_ns INTEGER, size INTEGER, problem TEXT, title TEXT, created TEXT,
+                    turns INTEGER, last_stop TEXT, agent_session_id TEXT, directories TEXT,
+                    command TEXT);
+                CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
+                PRAGMA user_version = {SCHEMA_VERSION};
+            """)
+        return connection
+
+    def _disk(self) -> Iterator[tuple[str, int, int, str | None]]:
+        """(id, mtime_ns, size, problem) of every session directory on disk."""
+        try:
+            entries = list(os.scandir(self.store.root))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if not valid_session_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                stat = os.stat(os.path.join(entry.path, SESSION_FILE))
+            except FileNotFoundError:
+                yield entry.name, -1, -1, f"{SESSION_FILE} is missing"
+                continue
+            yield entry.name, stat.st_mtime_ns, stat.st_size, None
+
+    def refresh(self, connection: sqlite3.Connection) -> int:
+        """Bring the index up to date with the files; returns how many rows changed."""
+        known = {sid: (mtime, size) for sid, mtime, size in
+                 connection.execute("SELECT id, mtime_ns, size FROM sessions")}
+        changed: list[tuple[object, ...]] = []
+        seen: set[str] = set()
+        for sid, mtime, size, problem in self._disk():
+            seen.add(sid)
+            if known.get(sid) == (mtime, size) and problem is None:
+                continue
+            if problem is None:
+                try:
+                    meta = self.store.read_meta(sid)
+                except CorruptSession as exc:
+                    problem = str(exc)
+            if problem is not None:
+                meta = SessionMeta(id=sid, agent="", command=[], cwd="", created="",
+                                   updated="")
+            changed.append(_row(meta, mtime, size, problem))
+        gone = [(sid,) for sid in known if sid not in seen]
+        with connection:
+            connection.executemany(
+                f"INSERT OR REPLACE INTO sessions ({', '.join(_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_COLUMNS))})", changed)
+            connection.executemany("DELETE FROM sessions WHERE id = ?", gone)
+        return len(changed) + len(gone)
+
+    def query(self, agent: str | None = None, cwd: str | None = None,
+              since: str | None = None, limit: int | None = None) -> list[IndexedSession]:
+        """Sessions newest first (unreadable ones last), filtered; refreshed first."""
+        try:
+            connection = self._connect()
+        except sqlite3.DatabaseError:
+            self.path.unlink(missing_ok=True)  # a corrupt index is only a cache
+            try:
+                connection = self._connect()
+            except sqlite3.Error:
+                return self._scan(agent, cwd, since, limit)
+        except sqlite3.Error:
+            return self._scan(agent, cwd, since, limit)
+        with contextlib.closing(connection):
+            try:
+                self.refresh(connection)
+            except sqlite3.Error:
+                return self._scan(agent, cwd, since, limit)
+            clauses, values = [], []
+            for column, value in (("agent", agent), ("cwd", cwd)):
+                if value is not None:
+                    clauses.append(f"{column} = ?")
+                    values.append(value)
+            if since is not None:
+                clauses.append("(updated >= ? OR problem IS NOT NULL)")
+                values.append(since)
+            where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+            sql = (f"SELECT {', '.join(_COLUMNS)} FROM sessions {where} "
+                   "ORDER BY problem IS NOT NULL, updated DESC, id DESC")
+            if limit is not None:
+                sql += f" LIMIT {int(limit)}"
+            return [_from_row(row) for row in connection.execute(sql, values)]
+
+    def _scan(self, agent: str | None, cwd: str | None, since: str | None,
+              limit: int | None) -> list[IndexedSession]:
+        result = []
+        for sid, _, _, problem in self._disk():
+            if problem is None:
+                try:
+                    meta = self.store.read_meta(sid)
+                except CorruptSession as exc:
+                    problem = str(exc)
+            if problem is not None:
+                result.append(IndexedSession(SessionMeta(sid, "", [], ""), problem))
+                continue
+            if (agent is None or meta.agent == agent) and (cwd is None or meta.cwd == cwd) \
+                    and (since is None or meta.updated >= since):
+                result.append(IndexedSession(meta, None))
+        result.sort(key=lambda s: (s.problem is None, s.meta.updated, s.meta.id), reverse=True)
+        return result[:limit] if limit is not None else result
+
+    def rebuild(self) -> None:
+        self.path.unlink(missing_ok=True)
+        with contextlib.closing(self._connect()) as connection:
+            self.refresh(connection)
+
+    def drift(self) -> list[str]:
+        """How the index differs from the files (without changing it)."""
+        if not self.path.exists():
+            return ["the index is missing (it is rebuilt on the next listing)"]
+        try:
+            connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            with contextlib.closing(connection):
+                known = {sid: (mtime, size) for sid, mtime, size in
+                         connection.execute("SELECT id, mtime_ns, size FROM sessions")}
+        except sqlite3.Error as exc:
+            return [f"the index is unreadable: {exc}"]
+        problems = []
+        disk = {sid: (mtime, size) for sid, mtime, size, _ in self._disk()}
+        for sid in sorted(set(disk) - set(known)):
+            problems.append(f"{sid}: on disk, not in the index")
+        for sid in sorted(set(known) - set(disk)):
+            problems.append(f"{sid}: in the index, not on disk")
+        for sid in sorted(set(disk) & set(known)):
+            if disk[sid] != known[sid]:
+                problems.append(f"{sid}: changed since it was indexed")
+        return problems
+

@@ -1,0 +1,171 @@
+"""`acpctl sessions verify`: check every session's files, and repair what can be repaired."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from acpctl import paths
+from acpctl.store.index import SessionIndex
+from acpctl.store.sessions import (
+    EVENTS_FILE,
+    SESSION_FILE,
+    CorruptSession,
+    SessionMeta,
+    SessionStore,
+    event_update,
+    title_from_prompt,
+    valid_session_id,
+)
+
+
+@dataclass
+class Finding:
+    session: str
+    problem: str
+    repaired: bool = False
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    checked: int = 0
+
+    def add(self, session: str, problem: str, repaired: bool) -> None:
+        self.findings.append(Finding(session, problem, repaired))
+
+
+def _scan_events(path: str) -> tuple[list[int], bool, int, int]:
+    """(corrupt line numbers, torn last line, turn ends, size of the good prefix)."""
+    corrupt: list[int] = []
+    torn = False
+    turns = 0
+    good = 0
+    try:
+        handle = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return corrupt, torn, turns, good
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.endswith(b"\n"):
+                torn = True
+                break
+            good += len(line)
+            try:
+                event = json.loads(line)
+                if not isinstance(event, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                corrupt.append(number)
+                continue
+            if event.get("type") == "turn_end":
+                turns += 1
+    return corrupt, torn, turns, good
+
+
+def _rebuild_meta(store: SessionStore, sid: str) -> SessionMeta:
+    """Metadata recovered from the event log, when session.json is lost."""
+    first_prompt: list[object] = []
+    stamps: list[float] = []
+    turns = 0
+    for event in store.iter_events(sid):
+        if isinstance(event.get("ts"), int | float):
+            stamps.append(float(event["ts"]))
+        update = event_update(event)
+        if update and update.get("sessionUpdate") == "user_message_chunk" and not first_prompt:
+            first_prompt.append(update.get("content"))
+        turns += event.get("type") == "turn_end"
+
+    def iso(ts: float) -> str:
+        return datetime.fromtimestamp(ts, timezone.utc).isoformat(
+            timespec="milliseconds").replace("+00:00", "Z")
+
+    now = datetime.now(timezone.utc).timestamp()
+    return SessionMeta(id=sid, agent="unknown", command=[], cwd="",
+                       title=title_from_prompt(first_prompt), created=iso(min(stamps, default=now)),
+                       updated=iso(max(stamps, default=now)), turns=turns)
+
+
+def verify(store: SessionStore, repair: bool) -> Report:
+    report = Report()
+    try:
+        names = sorted(os.listdir(store.root))
+    except FileNotFoundError:
+        return report
+    for sid in names:
+        directory = store.root / sid
+        if not directory.is_dir() or sid.startswith("."):
+            continue
+        if not valid_session_id(sid):
+            report.add(sid, "directory name is not a valid session id", False)
+            continue
+        report.checked += 1
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode != paths.PRIVATE_DIR_MODE:
+            if repair:
+                directory.chmod(paths.PRIVATE_DIR_MODE)
+            report.add(sid, f"directory mode is {mode:o}, not 700", repair)
+        for name in (SESSION_FILE, EVENTS_FILE):
+            path = directory / name
+            if path.exists() and stat.S_IMODE(path.stat().st_mode) != paths.PRIVATE_FILE_MODE:
+                if repair:
+                    path.chmod(paths.PRIVATE_FILE_MODE)
+                report.add(sid, f"{name} mode is not 600", repair)
+        events = directory / EVENTS_FILE
+        corrupt, torn, turns, good = _scan_events(str(events))
+        if torn:
+            if repair:
+                with open(events, "r+b") as handle:
+                    handle.truncate(good)
+            report.add(sid, f"{EVENTS_FILE}: torn last line (a crash mid-write)", repair)
+        if corrupt:
+            shown = ", ".join(map(str, corrupt[:5])) + ("..." if len(corrupt) > 5 else "")
+            if repair:
+                _drop_lines(events, set(corrupt))
+            report.add(sid, f"{EVENTS_FILE}: {len(corrupt)} corrupt line(s): {shown}"
+                       + (" (moved to events.corrupt.jsonl)" if repair else ""), repair)
+        try:
+            meta = store.read_meta(sid)
+        except CorruptSession as exc:
+            if repair:
+                store.write_meta(_rebuild_meta(store, sid))
+            report.add(sid, f"{exc}" + ("; rebuilt from the event log" if repair else ""),
+                       repair)
+            continue
+        if meta.turns != turns:
+            recorded = meta.turns
+            if repair:
+                meta.turns = turns
+                store.write_meta(meta)
+            report.add(sid, f"session.json counts {recorded} turns, the log {turns}", repair)
+    index = SessionIndex(store)
+    drift = index.drift()
+    if drift:
+        if repair:
+            index.rebuild()
+        for problem in drift:
+            report.add("index", problem, repair)
+    return report
+
+
+def _drop_lines(path: os.PathLike[str], numbers: set[int]) -> None:
+    """Move corrupt lines aside (never delete data) and rewrite the log atomically."""
+    kept: list[bytes] = []
+    dropped: list[bytes] = []
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            (dropped if number in numbers else kept).append(line)
+    aside = os.fspath(path).replace(EVENTS_FILE, "events.corrupt.jsonl")
+    fd = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "ab") as handle:
+        handle.writelines(dropped)
+    tmp = os.fspath(path) + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, paths.PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.writelines(kept)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

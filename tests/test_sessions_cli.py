@@ -1,0 +1,222 @@
+"""Issue 7: `acpctl sessions`, on stores written by real `acpctl run` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from acp import text_block
+
+from acpctl.store.sessions import SessionMeta, SessionStore
+from tests.acp_peer import connect, initialized
+from tests.conftest import acpctl_argv, run_cli
+
+
+def turn(cwd: Path, *args: str) -> None:
+    result = subprocess.run(acpctl_argv("run", "--approve-all", *args), cwd=cwd,
+                            capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+
+
+def listed(*args: str) -> list[dict[str, object]]:
+    result = run_cli("sessions", "list", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def store(home: Path) -> SessionStore:
+    return SessionStore(home / "data" / "sessions")
+
+
+def old_session(home: Path, sid: str, updated: str, agent: str = "demo") -> None:
+    writer = store(home).create(SessionMeta(id=sid, agent=agent, command=[], cwd="/old",
+                                            title=f"old {sid}", updated=updated))
+    writer.update({"sessionUpdate": "user_message_chunk",
+                   "content": {"type": "text", "text": "long ago"}})
+    writer.turn_end("end_turn")
+    writer.close()
+
+
+def test_list_filters_and_json(home: Path, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    turn(a, "first in a")
+    turn(b, "first in b")
+    turn(a, "--continue", "second in a")
+    old_session(home, "ancient", "2020-01-01T00:00:00.000Z", agent="other")
+    everything = listed()
+    assert [s["title"] for s in everything][:2] == ["first in a", "first in b"]
+    assert everything[-1]["id"] == "ancient"
+    for record in everything:
+        assert {"id", "agent", "title", "cwd", "created", "updated", "turns"} <= set(record)
+    in_a = listed("--cwd", str(a))
+    assert len(in_a) == 1 and in_a[0]["turns"] == 2
+    assert [s["id"] for s in listed("--agent", "other")] == ["ancient"]
+    assert "ancient" not in [s["id"] for s in listed("--since", "7d")]
+    assert len(listed("--limit", "1")) == 1
+    table = run_cli("sessions", "list").stdout
+    assert "first in a" in table and "ago" in table
+
+
+def test_corrupt_session_is_listed_with_a_warning(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "fine")
+    broken = store(home).root / "broken-session"
+    broken.mkdir()
+    (broken / "session.json").write_text("{not json")
+    result = run_cli("sessions", "list")
+    assert result.returncode == 0 and "broken-session" in result.stdout
+    assert "unreadable" in result.stdout and "warning" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_show_and_prefixes(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "think, plan and edit this")
+    sid = str(listed()[0]["id"])
+    shown = run_cli("sessions", "show", sid[:10])
+    assert shown.returncode == 0
+    for needle in ("> think, plan and edit this", "Plan:", "+hello, world",
+                   "You said: think, plan and edit this", "[end_turn]"):
+        assert needle in shown.stdout, needle
+    as_json = json.loads(run_cli("sessions", "show", sid, "--json").stdout)
+    assert as_json["session"]["id"] == sid and len(as_json["events"]) > 5
+    old_session(home, "dup-one", "2020-01-01T00:00:00.000Z")
+    old_session(home, "dup-two", "2020-01-01T00:00:00.000Z")
+    ambiguous = run_cli("sessions", "show", "dup")
+    assert ambiguous.returncode == 2 and "dup-one" in ambiguous.stderr \
+        and "dup-two" in ambiguous.stderr
+    unknown = run_cli("sessions", "show", "nothing-like-it")
+    assert unknown.returncode == 2 and "no stored session" in unknown.stderr
+
+
+def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "edit and plan this")
+    sid = str(listed()[0]["id"])
+    original = list(store(home).iter_updates(sid))
+    markdown = run_cli("sessions", "export", sid).stdout
+    assert markdown.startswith("# edit and plan this") and "```diff" in markdown
+    for output_format in ("json", "jsonl"):
+        exported = tmp_path / f"export.{output_format}"
+        result = run_cli("sessions", "export", sid, "--format", output_format, "-o",
+                         str(exported))
+        assert result.returncode == 0, result.stderr
+        assert run_cli("sessions", "delete", sid).returncode == 0
+        imported = run_cli("sessions", "import", str(exported))
+        assert imported.returncode == 0 and sid in imported.stdout
+        assert list(store(home).iter_updates(sid)) == original
+    again = run_cli("sessions", "import", str(tmp_path / "export.jsonl"))
+    assert "new one" in again.stdout  # the id is taken now
+
+    async def load() -> list[str]:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            return client.kinds(sid)
+
+    kinds = asyncio.run(load())
+    assert kinds == [u["sessionUpdate"] for u in original]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    assert run_cli("sessions", "import", str(bad)).returncode == 2
+
+
+def test_delete_refuses_sessions_open_in_a_live_run(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with connect() as (conn, _, _):
+            await initialized(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            refused = run_cli("sessions", "delete", sid)
+            assert refused.returncode == 2 and "live acpctl run" in refused.stderr
+            assert run_cli("sessions", "delete", "--force", sid).returncode == 0
+            assert not (store(home).root / sid).exists()
+
+    asyncio.run(scenario())
+
+
+def test_prune_and_dry_run(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "recent")
+    old_session(home, "old-a", "2020-01-01T00:00:00.000Z")
+    old_session(home, "old-b", "2020-02-01T00:00:00.000Z", agent="other")
+    dry = run_cli("sessions", "prune", "--older-than", "30d", "--dry-run")
+    assert "would delete old-a" in dry.stdout and (store(home).root / "old-a").exists()
+    agent_only = run_cli("sessions", "prune", "--older-than", "30d", "--agent", "other")
+    assert "deleted old-b" in agent_only.stdout and (store(home).root / "old-a").exists()
+    assert run_cli("sessions", "prune", "--older-than", "30d").returncode == 0
+    assert [s["title"] for s in listed()] == ["recent"]
+    assert run_cli("sessions", "prune", "--older-than", "soon").returncode == 2
+
+
+def test_prune_while_a_run_appends(home: Path, tmp_path: Path) -> None:
+    for index in range(20):
+        old_session(home, f"old-{index}", "2020-01-01T00:00:00.000Z")
+
+    async def scenario() -> None:
+        async with connect() as (conn, _, client):
+            await initialized(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            streaming = asyncio.create_task(conn.prompt(session_id=sid,
+                                                        prompt=[text_block("slow")]))
+            await asyncio.sleep(0.3)
+            pruned = await asyncio.to_thread(run_cli, "sessions", "prune", "--older-than", "1d")
+            assert pruned.returncode == 0 and "20 session(s) pruned" in pruned.stdout
+            assert (await streaming).stop_reason == "end_turn"
+            assert len(client.updates[sid]) == 20
+
+    asyncio.run(scenario())
+    remaining = listed()
+    assert len(remaining) == 1 and remaining[0]["turns"] == 1
+    assert len(list(store(home).iter_updates(str(remaining[0]["id"])))) == 21
+
+
+def test_verify_reports_and_repairs(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "one")
+    turn(tmp_path, "two")
+    first, second = (str(s["id"]) for s in listed())
+    root = store(home).root
+    with (root / first / "events.jsonl").open("ab") as handle:
+        handle.write(b'{"ts": 1, "type": "upd')  # torn
+    lines = (root / second / "events.jsonl").read_bytes().splitlines(keepends=True)
+    (root / second / "events.jsonl").write_bytes(lines[0] + b"garbage\n" + b"".join(lines[1:]))
+    os.chmod(root / second, 0o755)
+    lost = root / "lost-meta"
+    lost.mkdir(mode=0o700)
+    (lost / "events.jsonl").write_bytes(lines[0] + b'{"ts": 5, "type": "turn_end", '
+                                        b'"stopReason": "end_turn"}\n')
+    os.chmod(lost / "events.jsonl", 0o600)
+    check = run_cli("sessions", "verify")
+    assert check.returncode == 1
+    for needle in ("torn last line", "1 corrupt line(s): 2", "mode is 755",
+                   "lost-meta", "session.json: missing"):
+        assert needle in check.stdout, needle
+    repaired = run_cli("sessions", "verify", "--repair")
+    assert repaired.returncode == 0, repaired.stdout
+    assert run_cli("sessions", "verify").returncode == 0
+    assert (root / second / "events.corrupt.jsonl").read_bytes() == b"garbage\n"
+    rebuilt = json.loads((lost / "session.json").read_text())
+    assert rebuilt["turns"] == 1 and rebuilt["title"] == "one"  # from the log it was cut from
+
+
+def test_index_rebuilds_when_stale_or_broken(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "keep")
+    turn(tmp_path, "drop")
+    assert len(listed()) == 2
+    drop = next(s for s in listed() if s["title"] == "drop")
+    import shutil
+
+    shutil.rmtree(store(home).root / str(drop["id"]))  # behind the index's back
+    assert [s["title"] for s in listed()] == ["keep"]
+    drift_free = run_cli("sessions", "verify")
+    assert drift_free.returncode == 0
+    (store(home).root / ".index.sqlite3").write_bytes(b"this is not sqlite" * 100)
+    assert [s["title"] for s in listed()] == ["keep"]
+    meta_path = store(home).root / str(listed()[0]["id"]) / "session.json"
+    meta = json.loads(meta_path.read_text())
+    meta["title"] = "renamed by hand"
+    time.sleep(0.01)
+    meta_path.write_text(json.dumps(meta))
+    assert [s["title"] for s in listed()] == ["renamed by hand"]
