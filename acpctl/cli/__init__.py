@@ -12,7 +12,7 @@ import sys
 import typer
 
 from acpctl import __version__
-from acpctl.cli import agents, install, ps, run, sessions
+from acpctl.cli import agents, doctor, install, ps, run, sessions
 from acpctl.errors import AcpctlError
 
 app = typer.Typer(
@@ -28,6 +28,8 @@ app.command("run", context_settings={"help_option_names": ["-h", "--help"]})(run
 app.command("ps")(ps.ps)
 app.command("install")(install.install)
 app.command("uninstall")(install.uninstall)
+app.command("doctor")(doctor.doctor)
+app.command("logs")(doctor.logs)
 
 
 def _version(value: bool) -> None:

@@ -11,6 +11,7 @@ from acpctl.errors import AcpctlError, UsageError
 if TYPE_CHECKING:
     import subprocess
 
+RUN_PID_VARIABLE = "ACPCTL_RUN_PID"
 TTY_HINT = ("acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
             "editor; register it with `acpctl install zed` (or another client).")
 
@@ -81,13 +82,15 @@ def serve(agent: str | None, history: bool) -> int:
 def spawn_agent(argv: list[str], env: dict[str, str],
                 cwd: str | None = None) -> subprocess.Popen[bytes]:
     """Start an agent with pipes on all three streams. A session of its own, so the whole
-    tree can be signalled even after its members are reparented."""
+    tree can be signalled even after its members are reparented; ACPCTL_RUN_PID marks the
+    tree as this run's, so `acpctl doctor` can tell orphans once this run is gone."""
     import os
     import subprocess
 
     return subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, **env}, cwd=cwd, start_new_session=True, bufsize=0,
+        env={**os.environ, **env, RUN_PID_VARIABLE: str(os.getpid())}, cwd=cwd,
+        start_new_session=True, bufsize=0,
     )
 
 

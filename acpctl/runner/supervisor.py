@@ -141,6 +141,20 @@ class AgentProcess:
             self._stderr_task.cancel()
 
 
+def end_process_tree(pid: int, grace: float = TERMINATE_GRACE_S, reap_root: bool = True,
+                     ) -> None:
+    """SIGTERM a process, its descendants and its session; SIGKILL what is left after
+    `grace`. With reap_root=False the root process is signalled but not waited for: an
+    asyncio child, which the event loop must reap itself."""
+    tree = [p for p in _process_tree(pid) if _alive(p)]
+    _signal_all(pid, tree, signal.SIGTERM)
+    waited = [p for p in tree if reap_root or p.pid != pid]
+    _, alive = psutil.wait_procs(waited, timeout=grace)
+    if alive or not reap_root:
+        _signal_all(pid, [p for p in tree if _alive(p)], signal.SIGKILL)
+        psutil.wait_procs([p for p in alive if p.pid != pid], timeout=grace)
+
+
 def _process_tree(pid: int) -> list[psutil.Process]:
     try:
         parent = psutil.Process(pid)

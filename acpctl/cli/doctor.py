@@ -1,0 +1,109 @@
+"""`acpctl doctor` and `acpctl logs`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import typer
+
+from acpctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from acpctl.doctor.checks import Finding
+
+
+def doctor(
+    agent: str = typer.Option(None, "--agent", "-a", help="Check only this agent."),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    fix: bool = typer.Option(False, "--fix", help="End orphaned agent processes."),
+    timeout: float = typer.Option(15.0, "--timeout", help="Seconds each probe may take."),
+) -> None:
+    """Find what is wrong with acpctl, its agents and editors, and say how to fix it.
+
+    Exit status: 0 without problems, 1 with problems, 2 on usage errors.
+    """
+    from acpctl.doctor import checks
+
+    def confirm(question: str) -> bool:
+        if not sys.stdin.isatty():
+            return True  # --fix without a terminal: the flag is the consent
+        return typer.confirm(question, default=False)
+
+    findings = checks.check_install()
+    config_findings, cfg = checks.check_config()
+    findings += config_findings
+    if cfg is not None:
+        findings += checks.check_agents(cfg, agent, timeout)
+        findings += checks.check_editors(cfg)
+    findings += checks.check_storage()
+    findings += checks.check_processes(fix, confirm)
+    findings += checks.check_logs()
+    problems = sum(f.status == "problem" for f in findings)
+    if as_json:
+        typer.echo(json.dumps([f.as_json() for f in findings], indent=2))
+    else:
+        _report(findings)
+    raise typer.Exit(1 if problems else 0)
+
+
+def _report(findings: list[Finding]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False)
+    marks = {"ok": "[green]✓[/]", "warning": "[yellow]![/]", "problem": "[red]✗[/]"}
+    group = None
+    for finding in findings:
+        if finding.check != group:
+            group = finding.check
+            console.print(f"\n[bold]{escape(group)}[/]")
+        console.print(f"  {marks[finding.status]} {escape(finding.message)}")
+        for line in finding.evidence:
+            console.print(f"      [dim]{escape(line)}[/]")
+        if finding.fix and finding.status != "ok":
+            console.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
+    counts = {s: sum(f.status == s for f in findings) for s in ("problem", "warning")}
+    console.print(f"\n{counts['problem']} problem(s), {counts['warning']} warning(s)")
+
+
+def logs(
+    agent: str = typer.Option(None, "--agent", "-a", help="Logs of this agent's runs."),
+    run: int = typer.Option(None, "--run", help="The log of the run with this pid."),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new lines."),
+    lines: int = typer.Option(50, "-n", "--lines", help="How many lines to print."),
+    list_: bool = typer.Option(False, "--list", help="List the log files instead."),
+) -> None:
+    """Print (or follow) the logs of `acpctl run`: acpctl's own lines and agent stderr."""
+    from acpctl import paths
+
+    files = sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
+    if agent:
+        files = [p for p in files if p.name.rsplit("-", 2)[0] == agent]
+    if run is not None:
+        files = [p for p in files if p.stem.endswith(f"-{run}")]
+    if list_:
+        for path in files:
+            typer.echo(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}"
+                       f"  {path}")
+        return
+    if not files:
+        raise UsageError("no matching run logs" + (f" in {paths.logs_dir()}" if not
+                                                   (agent or run) else ""),
+                         hint="logs appear once an editor or `acpctl run` starts an agent")
+    path = files[-1]
+    typer.echo(f"==> {path} <==", err=True)
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        tail = handle.readlines()[-lines:] if lines > 0 else []
+        sys.stdout.writelines(tail)
+        sys.stdout.flush()
+        while follow:
+            line = handle.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            else:
+                time.sleep(0.2)
+

@@ -1,0 +1,1 @@
+"""`acpctl doctor`: find what is wrong, from live probes, configs and logs."""

@@ -1,0 +1,404 @@
+"""The doctor's checks. Each returns findings: ok, warning or problem, with a one-line fix."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from acpctl import config, paths
+from acpctl.agents import discovery
+from acpctl.agents.discovery import ResolvedAgent
+from acpctl.doctor import probe, signatures
+from acpctl.editors import clients
+from acpctl.errors import UsageError
+
+MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"  # what a desktop launch gets
+SLOW_INITIALIZE_S = 10.0
+LOW_DISK_BYTES = 1 << 30
+LOG_FILES_SCANNED = 20
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str  # ok, warning, problem
+    message: str
+    fix: str = ""
+    evidence: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"check": self.check, "status": self.status, "message": self.message,
+                "fix": self.fix or None, "evidence": self.evidence}
+
+
+def ok(check: str, message: str) -> Finding:
+    return Finding(check, "ok", message)
+
+
+# -- 1. install ---------------------------------------------------------------------------
+
+def check_install() -> list[Finding]:
+    findings = []
+    on_path = shutil.which("acpctl")
+    if on_path:
+        findings.append(ok("install", f"acpctl is on PATH: {on_path}"))
+    else:
+        findings.append(Finding("install", "warning", "acpctl is not on PATH",
+                                "install it with `pipx install acp-ctl` (or `uv tool install "
+                                "acp-ctl`) so shells and editors find it"))
+    version = sys.version_info
+    if version < (3, 10):
+        findings.append(Finding("install", "problem", f"Python {version.major}.{version.minor}"
+                                " is too old", "use Python 3.10 or newer"))
+    else:
+        findings.append(ok("install", f"Python {sys.version.split()[0]}"))
+    return findings
+
+
+# -- 2. config ----------------------------------------------------------------------------
+
+def check_config() -> tuple[list[Finding], config.Config | None]:
+    try:
+        cfg = config.load()
+    except UsageError as exc:
+        return [Finding("config", "problem", exc.message, "fix the file by hand")], None
+    findings = [ok("config", f"{cfg.path} parses" if cfg.path.exists()
+                   else f"no {cfg.path} yet (defaults apply)")]
+    if cfg.default_agent and cfg.default_agent not in discovery.known_names(cfg):
+        findings.append(Finding("config", "problem",
+                                f"default_agent {cfg.default_agent!r} is not a known agent",
+                                "acpctl agents default NAME, with a name from "
+                                "`acpctl agents list`"))
+    return findings, cfg
+
+
+# -- 3. agents ----------------------------------------------------------------------------
+
+def _login_path() -> str | None:
+    shell = os.environ.get("SHELL")
+    if not shell:
+        return None
+    try:
+        result = subprocess.run([shell, "-lc", "printf %s \"$PATH\""], capture_output=True,
+                                text=True, timeout=5, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() or None
+
+
+def _shebang(command: str) -> list[str] | None:
+    try:
+        with open(command, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    parts = first[2:].decode("utf-8", "replace").split()
+    if parts and Path(parts[0]).name == "env":
+        parts = [p for p in parts[1:] if not p.startswith("-")]
+    return parts or None
+
+
+def check_shebang(agent: ResolvedAgent, login_path: str | None) -> list[Finding]:
+    """A script's interpreter must resolve on the PATH an editor launched from the
+    desktop sees, not only in a login shell (nvm, Homebrew)."""
+    if agent.argv is None:
+        return []
+    interpreter = _shebang(agent.argv[0])
+    if not interpreter:
+        return []
+    name = interpreter[0]
+    check = f"agent {agent.name}"
+    path_env = (agent.env.get("PATH") or MINIMAL_PATH)
+    if os.path.isabs(name):
+        if os.access(name, os.X_OK):
+            return [ok(check, f"interpreter {name} exists")]
+        return [Finding(check, "problem", f"{agent.argv[0]} needs {name}, which is missing",
+                        f"install {Path(name).name}, or fix the script's first line")]
+    if shutil.which(name, path=path_env):
+        return [ok(check, f"interpreter {name} resolves on a desktop PATH")]
+    in_login = shutil.which(name, path=login_path) if login_path else None
+    in_here = shutil.which(name)
+    if in_login or in_here:
+        where = in_login or in_here
+        return [Finding(check, "warning",
+                        f"{agent.argv[0]} runs `{name}`, found only on your shell's PATH "
+                        f"({where}), not on the PATH an editor started from the desktop sees",
+                        f"acpctl agents add {agent.name} --env PATH={Path(str(where)).parent}:"
+                        f"{MINIMAL_PATH} -- {' '.join(agent.argv)}")]
+    return [Finding(check, "problem", f"{agent.argv[0]} needs `{name}`, which is not "
+                    "installed", f"install {name} (e.g. Node.js 20+ for `node`)")]
+
+
+def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Finding]:
+    check = f"agent {agent.name}"
+    findings = []
+    if result.stdout_garbage:
+        findings.append(Finding(
+            check, "problem", "prints non-JSON to stdout before answering (editors then hang "
+            "on \"Loading\")", "stop the banner or shell profile output, or send it to stderr",
+            [f"stdout: {line}" for line in result.stdout_garbage[:3]]))
+    evidence = [f"stderr: {line}" for line in result.stderr_tail[-5:]]
+    if result.error:
+        fix = "run it by hand to see why: " + " ".join(agent.argv or [])
+        for line in result.stderr_tail:
+            matched = signatures.match(line)
+            if matched:
+                fix = matched.fix
+                break
+        findings.append(Finding(check, "problem", result.error, fix, evidence))
+        return findings
+    if agent.kind == "pi-rpc":
+        findings.append(ok(check, f"answers get_state in {result.seconds or 0:.2f}s"))
+        return findings
+    seconds = result.seconds or 0.0
+    info = result.result.get("agentInfo") or {}
+    name = f"{info.get('name', agent.name)} {info.get('version', '')}".strip()
+    if seconds > SLOW_INITIALIZE_S:
+        findings.append(Finding(check, "warning", f"{name} answers initialize slowly "
+                                f"({seconds:.1f}s; Zed gives up at 30s)",
+                                "warm its cache (e.g. run it once by hand) or install it "
+                                "globally instead of through npx"))
+    else:
+        findings.append(ok(check, f"{name} answers initialize in {seconds:.2f}s"))
+    caps = result.result.get("agentCapabilities") or {}
+    session_caps = caps.get("sessionCapabilities") or {}
+    served = [k for k in ("list", "resume", "close", "delete") if isinstance(session_caps.get(k),
+                                                                             dict)]
+    if caps.get("loadSession"):
+        served.insert(0, "load")
+    findings.append(ok(check, f"its own session support: {', '.join(served) or 'none'} "
+                       "(acpctl serves list/load/resume from its store either way)"))
+    methods = [m.get("id") for m in result.result.get("authMethods") or [] if isinstance(m,
+                                                                                        dict)]
+    if result.auth_required:
+        findings.append(Finding(check, "warning", "needs authentication before a session "
+                                f"starts (methods: {', '.join(map(str, methods)) or 'none'})",
+                                "authenticate from the editor's agent panel, or run the "
+                                "agent's login command once", evidence))
+    elif result.session_error:
+        findings.append(Finding(check, "warning", f"session/new failed: {result.session_error}",
+                                "see `acpctl logs --agent " + agent.name + "`", evidence))
+    return findings
+
+
+async def _probe_all(agents: list[ResolvedAgent], timeout: float,
+                     ) -> list[probe.ProbeResult | BaseException]:
+    jobs = []
+    for agent in agents:
+        assert agent.argv is not None
+        run = probe.probe_pi_rpc if agent.kind == "pi-rpc" else probe.probe_acp
+        jobs.append(run(agent.argv, agent.env, timeout))
+    return await asyncio.gather(*jobs, return_exceptions=True)
+
+
+def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[Finding]:
+    if only:
+        agents = [discovery.resolve(cfg, only)]
+    else:
+        agents = [a for a in discovery.all_agents(cfg) if a.found or a.source == "config"]
+    findings: list[Finding] = []
+    login_path = _login_path()
+    runnable = []
+    for agent in agents:
+        check = f"agent {agent.name}"
+        if not agent.found:
+            findings.append(Finding(check, "problem", f"not found: {agent.reason}",
+                                    agent.install or "fix its command in config.toml"))
+            continue
+        findings.extend(check_shebang(agent, login_path))
+        runnable.append(agent)
+    # Probes run concurrently, each under its own timeout.
+    for agent, result in zip(runnable, asyncio.run(_probe_all(runnable, timeout)), strict=True):
+        if isinstance(result, BaseException):
+            findings.append(Finding(f"agent {agent.name}", "problem",
+                                    f"probe failed: {result}"))
+        else:
+            findings.extend(_probe_findings(agent, result))
+    return findings
+
+
+# -- 4. editors ---------------------------------------------------------------------------
+
+def check_editors(cfg: config.Config) -> list[Finding]:
+    from acpctl.editors import install
+
+    findings = []
+    ours = Path(clients.launcher()[0]).resolve()
+    known = set(discovery.known_names(cfg))
+    for client in clients.FILE_CLIENTS.values():
+        for path in client.detected():
+            if not path.exists():
+                continue
+            check = f"editor {client.name}"
+            try:
+                entries = install._existing(path, client.container)
+            except UsageError as exc:
+                findings.append(Finding(check, "problem", exc.message,
+                                        "fix the file; acpctl will not edit it until it parses"))
+                continue
+            mine = {k: v for k, v in entries.items() if client.is_ours(v)}
+            if not mine:
+                findings.append(ok(check, f"{path}: parses, no acpctl entries"))
+            seen: dict[str, str] = {}
+            for key, value in mine.items():
+                argv = client.entry_argv(value)
+                agent = clients.agent_of(argv) or "(default)"
+                command = Path(str(argv[0]))
+                if not command.exists():
+                    findings.append(Finding(check, "problem", f"{key}: {command} does not exist "
+                                            "(acpctl moved or its virtualenv was removed)",
+                                            f"acpctl install {client.name} --agent {agent}"))
+                elif command.resolve() != ours and command.name.startswith("acpctl"):
+                    findings.append(Finding(check, "warning", f"{key}: runs {command}, not this "
+                                            f"acpctl ({ours})",
+                                            f"acpctl install {client.name} --agent {agent}"))
+                elif agent not in known and agent != "(default)":
+                    findings.append(Finding(check, "problem", f"{key}: unknown agent {agent!r}",
+                                            f"acpctl agents add {agent} -- COMMAND, or "
+                                            f"acpctl uninstall {client.name} --agent {agent}"))
+                else:
+                    findings.append(ok(check, f"{key} -> {agent}"))
+                if agent in seen:
+                    findings.append(Finding(check, "warning", f"{key} and {seen[agent]} both "
+                                            f"run agent {agent}", f"remove one of them from "
+                                            f"{path}"))
+                seen[agent] = key
+    return findings
+
+
+# -- 5. storage ---------------------------------------------------------------------------
+
+def check_storage() -> list[Finding]:
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionStore
+
+    root = paths.sessions_dir()
+    if not root.exists():
+        return [ok("storage", f"{root} does not exist yet (created with the first session)")]
+    findings = []
+    mode = root.stat().st_mode & 0o777
+    if mode != paths.PRIVATE_DIR_MODE:
+        findings.append(Finding("storage", "problem", f"{root} has mode {mode:o}: others can "
+                                "read your conversations", f"chmod 700 {root}"))
+    if not os.access(root, os.W_OK):
+        findings.append(Finding("storage", "problem", f"{root} is not writable",
+                                f"fix its owner or mode (chown/chmod) {root}"))
+    free = shutil.disk_usage(root).free
+    if free < LOW_DISK_BYTES:
+        findings.append(Finding("storage", "warning", f"only {free >> 20} MiB free for history",
+                                "free disk space, or `acpctl sessions prune --older-than 30d`"))
+    drift = SessionIndex(SessionStore(root)).drift()
+    stale = [d for d in drift if "missing" not in d]
+    if stale:
+        findings.append(Finding("storage", "warning", f"the session index differs from the "
+                                f"files in {len(stale)} place(s) (it refreshes on the next "
+                                "listing)", "acpctl sessions verify --repair", stale[:5]))
+    if not findings:
+        findings.append(ok("storage", f"{root}: private, writable, {free >> 30} GiB free"))
+    return findings
+
+
+# -- 6. processes -------------------------------------------------------------------------
+
+def orphans() -> list[psutil.Process]:
+    """Agent processes started by an acpctl run that is gone."""
+    from acpctl.runner.main import RUN_PID_VARIABLE
+
+    found = []
+    me = os.getpid()
+    for process in psutil.process_iter(["pid"]):
+        try:
+            owner = process.environ().get(RUN_PID_VARIABLE)
+        except (psutil.Error, OSError):
+            continue
+        if not owner or not owner.isdigit() or int(owner) == me:
+            continue
+        if not psutil.pid_exists(int(owner)) or _is_zombie(int(owner)):
+            found.append(process)
+    return found
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return True
+
+
+def check_processes(fix: bool, confirm: Any) -> list[Finding]:
+    from acpctl.runner.records import live_runs
+    from acpctl.runner.supervisor import end_process_tree
+
+    runs = live_runs()
+    findings = [ok("processes", f"{len(runs)} live acpctl run(s)" + (
+        ": " + ", ".join(f"{r['pid']} ({r['agent']})" for r in runs) if runs else ""))]
+    lost = orphans()
+    if not lost:
+        return findings
+    evidence = []
+    for process in lost:
+        with_name = process.name() if process.is_running() else "?"
+        evidence.append(f"pid {process.pid}: {with_name}")
+    if fix and confirm(f"end {len(lost)} orphaned agent process(es)?"):
+        for process in lost:
+            end_process_tree(process.pid, grace=2.0)
+        findings.append(Finding("processes", "ok", f"ended {len(lost)} orphaned agent "
+                                "process(es)", evidence=evidence))
+    else:
+        findings.append(Finding("processes", "problem", f"{len(lost)} agent process(es) "
+                                "outlived the acpctl run that started them",
+                                "acpctl doctor --fix", evidence))
+    return findings
+
+
+# -- 7. logs ------------------------------------------------------------------------------
+
+def zed_logs() -> list[Path]:
+    home = clients.home()
+    candidates = [home / "Library" / "Logs" / "Zed" / "Zed.log",
+                  Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+                  / "zed" / "logs" / "Zed.log"]
+    return [p for p in candidates if p.is_file()]
+
+
+def _log_lines(path: Path, zed: bool) -> Iterable[tuple[int, str]]:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if zed and "agent stderr:" not in line and "agent_servers" not in line:
+                    continue
+                yield number, line.rstrip("\n")
+    except OSError:
+        return
+
+
+def check_logs() -> list[Finding]:
+    logs = sorted(paths.logs_dir().glob("*.log*"), key=lambda p: p.stat().st_mtime,
+                  reverse=True)[:LOG_FILES_SCANNED]
+    hits: dict[str, list[str]] = {}
+    for path, zed in [*((p, False) for p in logs), *((p, True) for p in zed_logs())]:
+        for number, line in _log_lines(path, zed):
+            matched = signatures.match(line)
+            if matched:
+                hits.setdefault(matched.id, []).append(f"{path}:{number}: {line[:200]}")
+    if not hits:
+        scanned = len(logs) + len(zed_logs())
+        return [ok("logs", f"no known failure in {scanned} log file(s)")]
+    findings = []
+    by_id = {s.id: s for s in signatures.SIGNATURES}
+    for signature_id, lines in hits.items():
+        signature = by_id[signature_id]
+        findings.append(Finding("logs", "warning", f"{signature.diagnosis} "
+                                f"({len(lines)} line(s))", signature.fix, lines[-3:]))
+    return findings

@@ -1,0 +1,42 @@
+"""A deliberately misbehaving ACP agent for `acpctl doctor` tests.
+
+FAKE_AGENT_MODE: banner (prints a banner on stdout first), hang (never answers),
+crash (dies during initialize), auth (session/new answers auth_required).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+MODE = os.environ.get("FAKE_AGENT_MODE", "")
+
+
+def send(message: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if MODE == "banner":
+    print("Welcome to FancyAgent v1.0!", flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    if MODE == "hang":
+        time.sleep(3600)
+    if MODE == "crash":
+        print("Error: Cannot find module '/home/u/.npm/_npx/abc/node_modules/x/index.js'",
+              file=sys.stderr, flush=True)
+        sys.exit(1)
+    if request.get("method") == "initialize":
+        send({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "protocolVersion": 1, "agentCapabilities": {"loadSession": False},
+            "authMethods": [{"id": "login", "name": "Log in"}],
+            "agentInfo": {"name": "fake", "version": "0.0.1"}}})
+    elif request.get("method") == "session/new":
+        if MODE == "auth":
+            send({"jsonrpc": "2.0", "id": request["id"],
+                  "error": {"code": -32000, "message": "Authentication required"}})
+        else:
+            send({"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "s1"}})

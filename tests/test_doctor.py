@@ -1,0 +1,187 @@
+"""Issue 8: `acpctl doctor` and `acpctl logs`, against real misbehaving processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from acpctl.doctor.signatures import SIGNATURES, match
+from tests.conftest import TEST_AGENTS, run_cli, write_executable
+
+
+def add_fake(tmp_path: Path, name: str, mode: str) -> None:
+    script = write_executable(tmp_path / f"{name}.sh", (
+        f"#!/bin/sh\nFAKE_AGENT_MODE={mode} exec {sys.executable} "
+        f"{TEST_AGENTS / 'fake_agent.py'}\n"))
+    assert run_cli("agents", "add", name, "--", str(script)).returncode == 0
+
+
+def doctor(*args: str, timeout: float = 60) -> tuple[int, list[dict[str, object]]]:
+    result = run_cli("doctor", "--json", *args, timeout=timeout)
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def about(findings: list[dict[str, object]], check: str) -> list[dict[str, object]]:
+    return [f for f in findings if f["check"] == check]
+
+
+@pytest.mark.parametrize("signature", SIGNATURES, ids=lambda s: s.id)
+def test_every_signature_matches_its_examples(signature: object) -> None:
+    for example in signature.examples:  # type: ignore[attr-defined]
+        assert match(example) is signature, example
+    assert signature.fix and signature.diagnosis  # type: ignore[attr-defined]
+
+
+def test_healthy_setup_exits_0_with_stable_json(home: Path) -> None:
+    code, findings = doctor("--agent", "demo")
+    assert code == 0
+    for finding in findings:
+        assert set(finding) == {"check", "status", "message", "fix", "evidence"}
+        assert finding["status"] in ("ok", "warning", "problem")
+    demo = about(findings, "agent demo")
+    assert any("answers initialize" in str(f["message"]) for f in demo)
+
+
+def test_misbehaving_agents_are_diagnosed(home: Path, tmp_path: Path) -> None:
+    add_fake(tmp_path, "banner", "banner")
+    add_fake(tmp_path, "hang", "hang")
+    add_fake(tmp_path, "crash", "crash")
+    add_fake(tmp_path, "auth", "auth")
+    missing = write_executable(tmp_path / "needs-interp",
+                               "#!/usr/bin/env no-such-interpreter-xyz\nprint(1)\n")
+    assert run_cli("agents", "add", "interp", "--", str(missing)).returncode == 0
+    plain = tmp_path / "not-executable"
+    plain.write_text("#!/bin/sh\n")
+    assert run_cli("agents", "add", "noexec", "--", str(plain)).returncode == 0
+    started = time.monotonic()
+    code, findings = doctor("--timeout", "3")
+    elapsed = time.monotonic() - started
+    assert code == 1
+
+    def messages(agent: str) -> str:
+        return " | ".join(str(f["message"]) for f in about(findings, f"agent {agent}")
+                          if f["status"] != "ok")
+
+    assert "non-JSON to stdout" in messages("banner")
+    banner = next(f for f in about(findings, "agent banner") if f["status"] == "problem")
+    assert banner["evidence"] == ["stdout: Welcome to FancyAgent v1.0!"]
+    assert "no answer to initialize within 3s" in messages("hang")
+    assert "exited with status 1 during initialize" in messages("crash")
+    crash = next(f for f in about(findings, "agent crash") if f["status"] == "problem")
+    assert "npx cache" in str(crash["fix"])  # the stderr matched a known signature
+    assert "needs authentication" in messages("auth")
+    assert "no-such-interpreter-xyz" in messages("interp")
+    assert "not executable" in messages("noexec")
+    assert elapsed < 30  # probes are concurrent: one hang costs its timeout once
+
+
+def test_shebang_found_only_on_login_path(home: Path, tmp_path: Path) -> None:
+    shell_bin = tmp_path / "nvm-bin"
+    shell_bin.mkdir()
+    write_executable(shell_bin / "fakenode", "#!/bin/sh\nexit 0\n")
+    agent = write_executable(tmp_path / "agent-js", "#!/usr/bin/env fakenode\n")
+    assert run_cli("agents", "add", "js", "--", str(agent)).returncode == 0
+    env = {**os.environ, "PATH": f"{shell_bin}:{os.environ['PATH']}"}
+    result = subprocess.run([sys.executable, "-m", "acpctl", "doctor", "--json", "--agent",
+                             "js", "--timeout", "2"], capture_output=True, text=True, env=env,
+                            timeout=60)
+    findings = json.loads(result.stdout)
+    warning = next(f for f in about(findings, "agent js") if "shell's PATH" in str(f["message"]))
+    assert warning["status"] == "warning" and "--env PATH=" in str(warning["fix"])
+
+
+def test_orphaned_agent_is_found_and_ended(home: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = subprocess.Popen(["sleep", "300"], env={**os.environ,
+                                                     "ACPCTL_RUN_PID": str(gone.pid)})
+    try:
+        code, findings = doctor("--agent", "demo")
+        problem = next(f for f in about(findings, "processes") if f["status"] == "problem")
+        assert code == 1 and f"pid {orphan.pid}" in " ".join(map(str, problem["evidence"]))
+        assert problem["fix"] == "acpctl doctor --fix"
+        code, findings = doctor("--agent", "demo", "--fix")
+        assert any("ended 1 orphaned" in str(f["message"]) for f in findings)
+        assert orphan.wait(10) is not None
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+
+
+def test_editor_entry_pointing_at_a_moved_acpctl(home: Path) -> None:
+    settings = home / ".config" / "zed" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"agent_servers": {
+        "Old (acpctl)": {"type": "custom", "command": "/gone/venv/bin/acpctl",
+                         "args": ["run", "--acp", "--agent", "demo"]},
+        "Ghost (acpctl)": {"type": "custom", "command": sys.executable,
+                           "args": ["-m", "acpctl", "run", "--acp", "--agent", "ghost"]}}}))
+    code, findings = doctor("--agent", "demo")
+    zed = about(findings, "editor zed")
+    assert code == 1
+    assert any("/gone/venv/bin/acpctl does not exist" in str(f["message"]) for f in zed)
+    assert any("unknown agent 'ghost'" in str(f["message"]) for f in zed)
+    broken = home / ".config" / "Code" / "User" / "settings.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"acp.agents": {,}}')
+    code, findings = doctor("--agent", "demo")
+    assert any(f["status"] == "problem" and "settings.json" in str(f["message"])
+               for f in about(findings, "editor vscode"))
+
+
+def test_logs_are_scanned_for_signatures(home: Path) -> None:
+    logs = home / "state" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "claude-20261129T000000-42.log").write_text(
+        "2026-11-29 00:00:00,000 INFO started agent pid 43: claude-agent-acp\n"
+        "2026-11-29 00:00:01,000 INFO agent stderr: Error: Query closed before response "
+        "received\n")
+    zed_log = home / ".local" / "share" / "zed" / "logs" / "Zed.log"
+    zed_log.parent.mkdir(parents=True)
+    zed_log.write_text("2026-11-29T00:00:00 WARN [agent_servers::acp] agent stderr: "
+                       "APIError: 429 Too Many Requests\n"
+                       "2026-11-29T00:00:01 INFO unrelated line with 429 in it\n")
+    _, findings = doctor("--agent", "demo")
+    found = {str(f["message"]).split(" (")[0]: f for f in about(findings, "logs")}
+    query = next(f for k, f in found.items() if "Claude Code" in k)
+    assert "IS_SANDBOX=1" in str(query["fix"])
+    assert "claude-20261129T000000-42.log:2" in str(query["evidence"])
+    limited = next(f for k, f in found.items() if "rate-limiting" in k)
+    assert "Zed.log:1" in str(limited["evidence"]) and "(1 line(s))" in str(limited["message"])
+
+
+def test_storage_problems(home: Path) -> None:
+    sessions = home / "data" / "sessions"
+    sessions.mkdir(parents=True, mode=0o755)
+    os.chmod(sessions, 0o755)
+    _, findings = doctor("--agent", "demo")
+    assert any("mode 755" in str(f["message"]) for f in about(findings, "storage"))
+
+
+def test_logs_command(home: Path, tmp_path: Path) -> None:
+    assert run_cli("logs").returncode == 2
+    subprocess.run([sys.executable, "-m", "acpctl", "run", "hello"], capture_output=True,
+                   stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=60, env=dict(os.environ))
+    result = run_cli("logs", "--agent", "demo", "-n", "100")
+    assert result.returncode == 0 and "agent stderr: acpctl demo agent" in result.stdout
+    assert run_cli("logs", "--agent", "nosuch").returncode == 2
+    listed = run_cli("logs", "--list")
+    assert "demo-" in listed.stdout
+
+
+def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> None:
+    add_fake(tmp_path, "hang", "hang")
+    before = {p.pid for p in psutil.process_iter()}
+    doctor("--agent", "hang", "--timeout", "1")
+    time.sleep(0.5)
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if p.pid not in before and "fake_agent.py" in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
