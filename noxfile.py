@@ -26,7 +26,15 @@ def typecheck(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """The docs are plain Markdown; "building" them is checking them: every command and
+    ACPCTL_* variable documented, completions fresh, every example runs."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests/test_docs.py", "tests/test_readme.py")
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     session.install("-e", ".[test]")
-    for script in ("startup", "relay", "history"):
+    for script in ("startup", "relay", "history", "sessions"):
         session.run("python", f"bench/{script}.py", *session.posargs)

@@ -12,7 +12,8 @@ import sys
 import typer
 
 from acpctl import __version__
-from acpctl.cli import agents, doctor, install, ps, run, sessions
+from acpctl.cli import agents, completions, doctor, install, ps, run, sessions
+from acpctl.cli.completions import COMPLETE_VARIABLE
 from acpctl.errors import AcpctlError
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app.command("install")(install.install)
 app.command("uninstall")(install.uninstall)
 app.command("doctor")(doctor.doctor)
 app.command("logs")(doctor.logs)
+app.command("completions")(completions.completions)
 
 
 def _version(value: bool) -> None:
@@ -48,6 +50,11 @@ def _root(
 
 
 def run_app() -> None:
+    if COMPLETE_VARIABLE in os.environ:
+        # A shell asking for completions (see completions.py): typer's own formats.
+        from typer._completion_classes import completion_init
+
+        completion_init()
     try:
         app()
     except AcpctlError as exc:

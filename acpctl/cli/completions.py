@@ -1,0 +1,29 @@
+"""`acpctl completions SHELL`: the shell completion script (bash, zsh or fish).
+
+The scripts are typer's: they ask acpctl itself for completions at each TAB (through the
+_ACPCTL_COMPLETE variable), so they stay right as commands change. completions/ holds them
+checked in; tests/test_docs.py fails when they are stale.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from acpctl.errors import UsageError
+
+SHELLS = ("bash", "zsh", "fish")
+COMPLETE_VARIABLE = "_ACPCTL_COMPLETE"
+
+
+def script(shell: str) -> str:
+    from typer._completion_shared import get_completion_script
+
+    if shell not in SHELLS:
+        raise UsageError(f"unknown shell {shell!r}; one of: {', '.join(SHELLS)}")
+    return get_completion_script(prog_name="acpctl", complete_var=COMPLETE_VARIABLE,
+                                 shell=shell) + "\n"
+
+
+def completions(shell: str = typer.Argument(..., help="bash, zsh or fish")) -> None:
+    """Print the completion script for SHELL (see the README for where to put it)."""
+    typer.echo(script(shell), nl=False)

@@ -1,0 +1,1 @@
+complete --command acpctl --no-files --arguments "(env _ACPCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) acpctl)" --condition "env _ACPCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) acpctl"
