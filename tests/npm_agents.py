@@ -1,0 +1,39 @@
+"""The real npm agents for tests: installed on first use into tests/npm/node_modules from
+tests/npm/package.json (exact versions), skipped with a visible reason only without node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+NPM_DIR = Path(__file__).resolve().parent / "npm"
+
+
+def npm_bin(name: str) -> Path:
+    """The path of an installed npm agent's executable (installing the set if needed)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed: the npm agent tests need them")
+    wanted = json.loads((NPM_DIR / "package.json").read_text())["dependencies"]
+    with FileLock(str(NPM_DIR / ".install.lock")):
+        if not _installed(wanted):
+            result = subprocess.run(
+                ["npm", "install", "--no-package-lock", "--no-audit", "--no-fund",
+                 "--loglevel=error"], cwd=NPM_DIR, capture_output=True, text=True, timeout=600)
+            if result.returncode != 0:
+                pytest.fail(f"npm install failed:\n{result.stderr[-3000:]}")
+    path = NPM_DIR / "node_modules" / ".bin" / name
+    assert path.exists(), path
+    return path
+
+
+def _installed(wanted: dict[str, str]) -> bool:
+    for package, version in wanted.items():
+        manifest = NPM_DIR / "node_modules" / package / "package.json"
+        if not manifest.exists() or json.loads(manifest.read_text()).get("version") != version:
+            return False
+    return True
