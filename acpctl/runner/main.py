@@ -3,10 +3,11 @@ __main__ (editors wait for `initialize`, so the hot path skips typer's import)."
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
-from acpctl.errors import AcpctlError, UsageError
+from acpctl.errors import AcpctlError
 
 if TYPE_CHECKING:
     import subprocess
@@ -48,16 +49,13 @@ def serve(agent: str | None, history: bool) -> int:
     from acpctl.agents import discovery
 
     spec = discovery.resolve(config.load(), agent).as_spec()
-    if spec.kind != "acp":
-        raise UsageError(f"agent {spec.name!r} has kind {spec.kind!r}; this version relays "
-                         "native ACP agents only")
     argv = [spec.command, *spec.args]
     # Spawn first, import the rest while the agent boots: editors time initialize.
-    popen: subprocess.Popen[bytes] | None
-    try:
-        popen = spawn_agent(argv, spec.env)
-    except OSError:
-        popen = None  # spawned again, and reported, when initialize arrives
+    # (pi-rpc agents are started per session, when session/new arrives.)
+    popen: subprocess.Popen[bytes] | None = None
+    if spec.kind == "acp":
+        with contextlib.suppress(OSError):  # spawned again, and reported, at initialize
+            popen = spawn_agent(argv, spec.env)
 
     import asyncio
 
@@ -73,7 +71,7 @@ def serve(agent: str | None, history: bool) -> int:
     record = RunRecord(spec.name, argv, log_path)
     try:
         asyncio.run(run_server(spec.name, argv, spec.env, log, record, SessionStore(),
-                               history=history, agent_process=agent_process))
+                               history=history, agent_process=agent_process, kind=spec.kind))
     finally:
         record.remove()
     return 0

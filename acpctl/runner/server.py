@@ -22,7 +22,9 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend, unwrap
+from acpctl.runner.backends.pi_rpc import PiRpcBackend
 from acpctl.runner.runlog import RunRecord
 from acpctl.runner.session import SessionRecord
 from acpctl.runner.supervisor import AgentProcess
@@ -56,7 +58,7 @@ class AcpServer:
     def __init__(self, agent_name: str, argv: list[str], env: dict[str, str],
                  store: SessionStore, log: logging.Logger, output: jsonrpc.Output,
                  record: RunRecord | None = None, history: bool = True,
-                 agent_process: AgentProcess | None = None) -> None:
+                 agent_process: AgentProcess | None = None, kind: str = "acp") -> None:
         self.agent_name = agent_name
         self.history = history
         self.argv = argv
@@ -65,7 +67,11 @@ class AcpServer:
         self.out = output
         self.run_record = record
         self.debug = bool(os.environ.get("ACPCTL_DEBUG"))
-        self.backend = AcpBackend(argv, env, log, self, agent_process)
+        self.backend: Backend
+        if kind == "pi-rpc":
+            self.backend = PiRpcBackend(argv, env, log, self, store.root)
+        else:
+            self.backend = AcpBackend(argv, env, log, self, agent_process)
         self.sessions: dict[str, SessionRecord] = {}
         self.by_agent_id: dict[str, SessionRecord] = {}
         self.reverse: dict[int, _ReverseRequest] = {}
@@ -731,13 +737,14 @@ def _decode_cursor(cursor: Any) -> int:
 
 async def run_server(agent_name: str, argv: list[str], env: dict[str, str],
                      log: logging.Logger, record: RunRecord, store: SessionStore,
-                     history: bool = True, agent_process: AgentProcess | None = None) -> None:
+                     history: bool = True, agent_process: AgentProcess | None = None,
+                     kind: str = "acp") -> None:
     """Serve the editor on stdin/stdout until EOF, SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
     output = await jsonrpc.Output.open(1)
     reader = await jsonrpc.open_input(0)
     server = AcpServer(agent_name, argv, env, store, log, output, record, history,
-                       agent_process)
+                       agent_process, kind)
     # Start the agent now, while the editor is still sending initialize: its start-up
     # overlaps ours. A failure here is reported in the answer to initialize.
     early_start = asyncio.create_task(server.backend.ensure_running())

@@ -1,0 +1,233 @@
+"""Issue 6: pi (npm, pinned) as a full ACP agent through acpctl's pi-rpc backend, against a
+local stand-in for the model API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from acp import RequestError, text_block
+
+from acpctl.runner.backends import pi_translate as pt
+from tests.acp_peer import connect, initialized
+from tests.conftest import run_cli, write_executable
+from tests.model_stub import ModelStub, text, thinking, tool_use
+from tests.npm_agents import npm_bin
+
+
+@pytest.fixture
+def pi(home: Path) -> Iterator[ModelStub]:
+    binary = npm_bin("pi")
+    with ModelStub(default_reply="Hi from pi's model.") as stub:
+        pi_home = home / "pi-home"
+        (pi_home / ".pi" / "agent").mkdir(parents=True)
+        (pi_home / ".pi" / "agent" / "models.json").write_text(json.dumps({"providers": {
+            "stub": {"baseUrl": stub.url, "api": "anthropic-messages", "apiKey": "test",
+                     "models": [{"id": "stub-model", "reasoning": True,
+                                 "input": ["text"]}]}}}))
+        assert run_cli("agents", "add", "pi", "--kind", "pi-rpc", "--env", f"HOME={pi_home}",
+                       "--", str(binary), "--mode", "rpc", "--provider", "stub", "--model",
+                       "stub-model", "--no-themes").returncode == 0
+        yield stub
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    directory = tmp_path / "work"
+    directory.mkdir()
+    (directory / "notes.txt").write_text("hello\n")
+    return directory
+
+
+async def new_session(conn: object, cwd: Path) -> str:
+    await initialized(conn)
+    return str((await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id)  # type: ignore[attr-defined]
+
+
+def prompt(conn: object, sid: str, words: str) -> object:
+    return asyncio.wait_for(conn.prompt(session_id=sid,  # type: ignore[attr-defined]
+                                        prompt=[text_block(words)]), 60)
+
+
+def pi_children(pid: int) -> list[psutil.Process]:
+    """The pi processes of a run (pi renames its process title, so match by parent)."""
+    children = psutil.Process(pid).children()
+    assert children
+    return children
+
+
+def test_streaming_text_and_thinking(pi: ModelStub, home: Path, work: Path) -> None:
+    pi.script = [[thinking("Weighing it up."), text("The answer is 42.")]]
+
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, client):
+            response = await initialized(conn)
+            assert response.agent_capabilities.prompt_capabilities.embedded_context is True
+            sid = await new_session(conn, work)
+            result = await prompt(conn, sid, "What is the answer?")
+            assert result.stop_reason == "end_turn"
+            assert client.text(sid, "agent_thought_chunk") == "Weighing it up."
+            assert client.text(sid) == "The answer is 42."
+            chunks = [u for u in client.updates[sid] if u.session_update == "agent_message_chunk"]
+            assert len(chunks) > 1  # streamed, not sent whole
+
+    asyncio.run(scenario())
+    assert "What is the answer?" in json.dumps(pi.requests[0]["messages"])
+    sessions = [p for p in (home / "data" / "sessions").iterdir() if p.is_dir()]
+    assert len(sessions) == 1 and list((sessions[0] / "pi").glob("*.jsonl"))  # pi's own file
+
+
+@pytest.mark.parametrize("answer,expected", [("yes", "hello world\n"), ("no", "hello\n")])
+def test_edit_with_diff_and_permission(pi: ModelStub, work: Path, answer: str,
+                                       expected: str) -> None:
+    target = str(work / "notes.txt")
+    pi.script = [[text("Editing."), tool_use("edit", {"path": target, "oldText": "hello",
+                                                      "newText": "hello world"})],
+                 [text("Finished.")]]
+
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, client):
+            sid = await new_session(conn, work)
+            client.answers = {sid: answer}
+            result = await prompt(conn, sid, "edit the notes")
+            assert result.stop_reason == "end_turn"
+            (asked_session, tool), = client.permission_requests
+            assert asked_session == sid and tool.kind == "edit"
+            assert tool.content[0].old_text == "hello\n"
+            assert tool.content[0].new_text == "hello world\n"
+            calls = [u for u in client.updates[sid] if u.session_update == "tool_call"]
+            assert calls[0].content[0].path == target and calls[0].locations[0].path == target
+            final = [u for u in client.updates[sid] if u.session_update == "tool_call_update"][-1]
+            assert final.status == ("completed" if answer == "yes" else "failed")
+
+    asyncio.run(scenario())
+    assert (work / "notes.txt").read_text() == expected
+
+
+def test_cancel_mid_stream_keeps_the_session(pi: ModelStub, work: Path) -> None:
+    pi.script = [[text(" ".join(["word"] * 60))]]
+    pi.delay = 0.05
+
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, client):
+            sid = await new_session(conn, work)
+            turn = asyncio.create_task(prompt(conn, sid, "talk a lot"))
+            while len(client.updates[sid]) < 3:
+                await asyncio.sleep(0.05)
+            await conn.cancel(session_id=sid)
+            assert (await turn).stop_reason == "cancelled"
+            assert client.text(sid).count("word") < 60
+            pi.delay = 0
+            again = await prompt(conn, sid, "are you there?")
+            assert again.stop_reason == "end_turn"
+            assert client.text(sid).endswith("Hi from pi's model.")
+
+    asyncio.run(scenario())
+
+
+def test_load_and_resume_in_a_new_process(pi: ModelStub, work: Path) -> None:
+    async def first() -> str:
+        async with connect("--agent", "pi") as (conn, _, _):
+            sid = await new_session(conn, work)
+            await prompt(conn, sid, "remember the word banana")
+            return sid
+
+    sid = asyncio.run(first())
+    pi.default_reply = "You said banana."
+
+    async def second() -> None:
+        async with connect("--agent", "pi") as (conn, _, client):
+            await initialized(conn)
+            response = await conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[])
+            assert not (response and response.field_meta)  # pi's context was restored
+            assert client.text(sid) == "Hi from pi's model."  # replayed from the store
+            await prompt(conn, sid, "what word?")
+        async with connect("--agent", "pi") as (conn, _, client):
+            await initialized(conn)
+            await conn.resume_session(cwd=str(work), session_id=sid, mcp_servers=[])
+            assert client.updates[sid] == []
+            await prompt(conn, sid, "and again?")
+            with pytest.raises(RequestError) as unknown:
+                await conn.load_session(cwd=str(work), session_id="no-such", mcp_servers=[])
+            assert unknown.value.code == -32002
+
+    asyncio.run(second())
+    # pi went on in its own session file: the model saw the first prompt both times.
+    assert all("banana" in json.dumps(r["messages"]) for r in pi.requests[1:])
+
+
+def test_crash_mid_turn_then_restart_on_the_same_file(pi: ModelStub, work: Path) -> None:
+    pi.script = [[text("first answer")], [text(" ".join(["slow"] * 100))]]
+
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, process, client):
+            sid = await new_session(conn, work)
+            await prompt(conn, sid, "the first question")
+            pi.delay = 0.05
+            turn = asyncio.create_task(prompt(conn, sid, "a long one"))
+            while client.text(sid).count("slow") < 3:
+                await asyncio.sleep(0.05)
+            for child in pi_children(process.pid):
+                child.send_signal(signal.SIGKILL)
+            with pytest.raises(RequestError) as crashed:
+                await turn
+            assert "pi exited" in str(crashed.value)
+            pi.delay = 0
+            again = await prompt(conn, sid, "after the crash")
+            assert again.stop_reason == "end_turn"
+
+    asyncio.run(scenario())
+    assert "the first question" in json.dumps(pi.requests[-1]["messages"])
+
+
+def test_bad_cwd_and_failed_handshake(pi: ModelStub, home: Path, tmp_path: Path) -> None:
+    broken = write_executable(tmp_path / "not-pi", "#!/bin/sh\necho 'pi: broken install' >&2\n"
+                              "exit 7\n")
+    assert run_cli("agents", "add", "broken", "--kind", "pi-rpc", "--",
+                   str(broken)).returncode == 0
+
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, _):
+            await initialized(conn)
+            with pytest.raises(RequestError) as relative:
+                await conn.new_session(cwd="relative/dir", mcp_servers=[])
+            assert relative.value.code == -32602
+            with pytest.raises(RequestError) as missing:
+                await conn.new_session(cwd=str(tmp_path / "nowhere"), mcp_servers=[])
+            assert missing.value.code == -32602
+        async with connect("--agent", "broken") as (conn, _, _):
+            await initialized(conn)
+            with pytest.raises(RequestError) as failed:
+                await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            assert "broken install" in json.dumps(failed.value.data)
+
+    asyncio.run(scenario())
+    assert not [p for p in (home / "data" / "sessions").glob("*") if p.is_dir()]
+
+
+def test_stream_repair_sends_exactly_the_missing_part() -> None:
+    stream = pt.StreamText()
+    assert stream.delta(0, "Hel", None) == "Hel"
+    assert stream.delta(0, "lo", None) == "lo"
+    assert stream.delta(0, "Hello wor", None) == " wor"  # a cumulative snapshot
+    assert stream.missing(0, "Hello world!") == "ld!"  # the final text holds more
+    assert stream.missing(0, "Hello world!") == ""  # nothing twice
+    assert stream.delta(1, "x", "ab") == "ab"  # the partial message is the truth
+
+
+def test_prompt_blocks_become_pi_input() -> None:
+    message, images, dropped = pt.prompt_input([
+        {"type": "text", "text": "look"},
+        {"type": "resource_link", "uri": "file:///a.py", "name": "a.py"},
+        {"type": "resource", "resource": {"uri": "file:///b.py", "text": "print(1)"}},
+        {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+    ], accepts_images=False)
+    assert message.startswith("look\n\n[a.py](file:///a.py)") and "print(1)" in message
+    assert images == [] and "image block" in dropped[0]
+    _, images, _ = pt.prompt_input([{"type": "image", "data": "AAAA"}], accepts_images=True)
+    assert images == [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
