@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL, Peer, now
+from rawpeer import ACPCTL, Peer, now, private_home
 
 from acpctl.store.sessions import SessionMeta, SessionStore
 
@@ -71,8 +69,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--updates", type=int, default=100_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
-            os.environ[variable] = os.path.join(home, variable.lower())
-        os.environ.pop("ACPCTL_SESSION_DIR", None)
+    with private_home():
         main(args.updates)

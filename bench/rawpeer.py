@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 DEMO = [sys.executable, "-m", "acpctl.demo_agent"]
@@ -59,6 +62,16 @@ class Peer:
             await asyncio.wait_for(self.process.wait(), 10)
         except asyncio.TimeoutError:
             self.process.kill()
+
+
+@contextlib.contextmanager
+def private_home() -> Iterator[None]:
+    """Every acpctl directory in a temporary one, so a benchmark touches nothing of yours."""
+    with tempfile.TemporaryDirectory() as home:
+        for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
+            os.environ[variable] = os.path.join(home, variable.lower())
+        os.environ.pop("ACPCTL_SESSION_DIR", None)
+        yield
 
 
 def percentile(values: list[float], fraction: float) -> float:

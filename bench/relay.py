@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL, DEMO, Peer, now, percentile
+from rawpeer import ACPCTL, DEMO, Peer, now, percentile, private_home
 
 
 async def spawn_to_initialize(argv: list[str]) -> float:
@@ -87,8 +85,5 @@ if __name__ == "__main__":
     parser.add_argument("--pings", type=int, default=2000)
     parser.add_argument("--spawns", type=int, default=10)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
-            os.environ[variable] = os.path.join(home, variable.lower())
-        os.environ.pop("ACPCTL_SESSION_DIR", None)
+    with private_home():
         asyncio.run(main(args.chunks, args.pings, args.spawns))

@@ -6,12 +6,14 @@
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rawpeer import private_home
 
 COMMANDS = {
     "python -c pass (baseline)": [sys.executable, "-c", "pass"],
@@ -43,7 +45,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
-            os.environ[variable] = os.path.join(home, variable.lower())
+    with private_home():
         main(args.runs)

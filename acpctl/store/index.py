@@ -96,6 +96,15 @@ class SessionIndex:
                 continue
             yield entry.name, stat.st_mtime_ns, stat.st_size, None
 
+    def _read(self, sid: str, problem: str | None) -> tuple[SessionMeta, str | None]:
+        """The session's metadata, or an empty record and why it could not be read."""
+        if problem is None:
+            try:
+                return self.store.read_meta(sid), None
+            except CorruptSession as exc:
+                problem = str(exc)
+        return SessionMeta(id=sid, agent="", command=[], cwd="", created="", updated=""), problem
+
     def refresh(self, connection: sqlite3.Connection) -> int:
         """Bring the index up to date with the files; returns how many rows changed."""
         known = {sid: (mtime, size) for sid, mtime, size in
@@ -106,14 +115,7 @@ class SessionIndex:
             seen.add(sid)
             if known.get(sid) == (mtime, size) and problem is None:
                 continue
-            if problem is None:
-                try:
-                    meta = self.store.read_meta(sid)
-                except CorruptSession as exc:
-                    problem = str(exc)
-            if problem is not None:
-                meta = SessionMeta(id=sid, agent="", command=[], cwd="", created="",
-                                   updated="")
+            meta, problem = self._read(sid, problem)
             changed.append(_row(meta, mtime, size, problem))
         gone = [(sid,) for sid in known if sid not in seen]
         with connection:
@@ -159,14 +161,10 @@ class SessionIndex:
     def _scan(self, agent: str | None, cwd: str | None, since: str | None,
               limit: int | None) -> list[IndexedSession]:
         result = []
-        for sid, _, _, problem in self._disk():
-            if problem is None:
-                try:
-                    meta = self.store.read_meta(sid)
-                except CorruptSession as exc:
-                    problem = str(exc)
+        for sid, _, _, disk_problem in self._disk():
+            meta, problem = self._read(sid, disk_problem)
             if problem is not None:
-                result.append(IndexedSession(SessionMeta(sid, "", [], ""), problem))
+                result.append(IndexedSession(meta, problem))
                 continue
             if (agent is None or meta.agent == agent) and (cwd is None or meta.cwd == cwd) \
                     and (since is None or meta.updated >= since):
