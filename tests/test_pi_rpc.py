@@ -231,3 +231,18 @@ def test_prompt_blocks_become_pi_input() -> None:
     assert images == [] and "image block" in dropped[0]
     _, images, _ = pt.prompt_input([{"type": "image", "data": "AAAA"}], accepts_images=True)
     assert images == [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
+
+
+def test_doctor_probes_pi_with_get_state(pi: ModelStub) -> None:
+    result = run_cli("doctor", "--json", "--agent", "pi", timeout=120)
+    findings = [f for f in json.loads(result.stdout) if f["check"] == "agent pi"]
+    assert any("answers get_state" in f["message"] and f["status"] == "ok" for f in findings)
+
+
+def test_plan_events_become_plans() -> None:
+    update = pt.plan({"type": "plan_mode_complete", "steps": [
+        "Read the code", {"content": "Fix it", "status": "in_progress"}]})
+    assert update == {"sessionUpdate": "plan", "entries": [
+        {"content": "Read the code", "priority": "medium", "status": "pending"},
+        {"content": "Fix it", "priority": "medium", "status": "in_progress"}]}
+    assert pt.plan({"type": "plan_mode_complete"}) is None

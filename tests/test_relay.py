@@ -307,3 +307,19 @@ def test_extension_methods_and_meta_pass_through(home: Path, tmp_path: Path) -> 
         assert peer.receive() == {"jsonrpc": "2.0", "id": "b", "result": {}}
     finally:
         peer.close()
+
+
+def test_restarts_are_limited(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with connect() as (conn, _, _):
+            await initialized(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            messages = []
+            for _ in range(7):
+                with pytest.raises(Exception) as failure:
+                    await conn.prompt(session_id=sid, prompt=[text_block("crash")])
+                messages.append(str(failure.value))
+            assert "exited with status 3" in messages[0]
+            assert "crashed 5 times in the last minute" in messages[-1]
+
+    run(scenario())

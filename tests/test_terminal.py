@@ -143,3 +143,39 @@ def test_usage_errors(home: Path, tmp_path: Path) -> None:
     assert terminal("--approve-all", "--deny-all", "hi").returncode == 2
     assert terminal().returncode == 2  # no prompt, nothing piped, no terminal
     assert terminal("--agent", "nosuch", "hi").returncode == 2
+
+
+def test_chat_loop_on_a_terminal(home: Path, tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(acpctl_argv("run"), stdin=follower, stdout=follower,
+                               stderr=follower, cwd=tmp_path)
+    os.close(follower)
+    seen = b""
+    mark = 0  # what was already matched: each wait looks only at newer output
+
+    def until(needle: bytes) -> None:
+        nonlocal seen, mark
+        deadline = time.monotonic() + 30
+        while needle not in seen[mark:] and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(leader, 4096)
+                except OSError:
+                    break
+        assert needle in seen[mark:], seen[-500:]
+        mark = seen.index(needle, mark) + len(needle)
+
+    until(b"you> ")
+    os.write(leader, b"first message\n")
+    until(b"You said: first message")
+    until(b"you> ")
+    os.write(leader, b"second message\n")
+    until(b"You said: second message")
+    until(b"you> ")
+    os.write(leader, b"\x04")  # Ctrl-D leaves
+    assert process.wait(30) == 0
+    os.close(leader)
+    sessions = [p for p in (home / "data" / "sessions").iterdir() if p.is_dir()]
+    assert len(sessions) == 1
+    assert json.loads((sessions[0] / "session.json").read_text())["turns"] == 2
