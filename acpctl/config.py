@@ -17,9 +17,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from acpctl import paths
 from acpctl.errors import UsageError
@@ -30,25 +29,27 @@ if TYPE_CHECKING:
 AGENT_KINDS = ("acp", "pi-rpc")
 
 
-@dataclass(frozen=True)
-class AgentSpec:
+# Plain classes, not dataclasses: `acpctl run --acp` reads these before it spawns the agent,
+# and importing dataclasses (with inspect) would add about 20 ms to every editor's start.
+class AgentSpec(NamedTuple):
     """How to launch one agent, from config.toml or the catalog."""
 
     name: str
     command: str
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    args: tuple[str, ...]
+    env: dict[str, str]
     kind: str = "acp"
 
 
-@dataclass
 class Config:
-    path: Path
-    text: str
-    default_agent: str | None
-    package_runners: bool
-    agents: dict[str, AgentSpec]
-    _document: TOMLDocument | None = None
+    def __init__(self, path: Path, text: str, default_agent: str | None,
+                 package_runners: bool, agents: dict[str, AgentSpec]) -> None:
+        self.path = path
+        self.text = text
+        self.default_agent = default_agent
+        self.package_runners = package_runners
+        self.agents = agents
+        self._document: TOMLDocument | None = None
 
     @property
     def document(self) -> TOMLDocument:

@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 DEMO_AGENT = "demo"
 
 
-@dataclass(frozen=True)
-class CatalogEntry:
+class CatalogEntry(NamedTuple):
     name: str
     title: str
     kind: str
     binaries: tuple[str, ...]
     args: tuple[str, ...]
     install: str
-    version_args: tuple[str, ...] = ("--version",)
-    legacy_args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    runner: str | None = None
-    package: str | None = None
+    version_args: tuple[str, ...]
+    legacy_args: tuple[str, ...]
+    env: dict[str, str]
+    runner: str | None
+    package: str | None
 
 
 @cache

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from acpctl import __version__
@@ -27,19 +26,25 @@ VERSION_TIMEOUT_S = 2.0
 _VERSION_RE = re.compile(r"\bv?(\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.-]+)?)\b")
 
 
-@dataclass
 class ResolvedAgent:
-    name: str
-    title: str
-    kind: str
-    source: str  # "config", "catalog" or "builtin"
-    argv: list[str] | None  # None when not found
-    env: dict[str, str] = field(default_factory=dict)
-    reason: str = ""  # why it was not found, or how it was found
-    install: str = ""
-    version_args: tuple[str, ...] = ("--version",)
-    version: str | None = None
-    version_error: str | None = None
+    """An agent name resolved to a command line (argv None: not found, `reason` says why).
+    A plain class for start-up speed (see config.AgentSpec)."""
+
+    def __init__(self, name: str, title: str, kind: str, source: str, argv: list[str] | None,
+                 env: dict[str, str] | None = None, reason: str = "", install: str = "",
+                 version_args: tuple[str, ...] = ("--version",), version: str | None = None,
+                 ) -> None:
+        self.name = name
+        self.title = title
+        self.kind = kind
+        self.source = source  # "config", "catalog" or "builtin"
+        self.argv = argv
+        self.env = env or {}
+        self.reason = reason  # why it was not found, or how it was found
+        self.install = install
+        self.version_args = version_args
+        self.version = version
+        self.version_error: str | None = None
 
     @property
     def found(self) -> bool:
