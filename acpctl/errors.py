@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 
 class AcpctlError(Exception):
     """A failure explained to the user; `exit_code` follows the CLI's conventions."""
@@ -12,6 +14,14 @@ class AcpctlError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+def report(error: AcpctlError) -> int:
+    """Tell the user on stderr (stdout may be a protocol stream); returns the exit code."""
+    sys.stderr.write(f"acpctl: error: {error.message}\n")
+    if error.hint:
+        sys.stderr.write(f"hint: {error.hint}\n")
+    return error.exit_code
 
 
 class UsageError(AcpctlError):

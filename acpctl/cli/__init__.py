@@ -14,7 +14,7 @@ import typer
 from acpctl import __version__
 from acpctl.cli import agents, completions, doctor, install, ps, run, sessions
 from acpctl.cli.completions import COMPLETE_VARIABLE
-from acpctl.errors import AcpctlError
+from acpctl.errors import AcpctlError, report
 
 app = typer.Typer(
     name="acpctl",
@@ -60,7 +60,4 @@ def run_app() -> None:
     except AcpctlError as exc:
         if os.environ.get("ACPCTL_DEBUG"):
             raise
-        print(f"acpctl: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        sys.exit(report(exc))

@@ -103,7 +103,7 @@ def show(
 ) -> None:
     """Show how an agent resolves: command, kind, env names, version."""
     from acpctl import config
-    from acpctl.agents import discovery
+    from acpctl.agents import catalog, discovery
 
     cfg = config.load()
     agent = discovery.resolve(cfg, name)
@@ -115,13 +115,17 @@ def show(
         # Values may be secrets: show only the names.
         "env": sorted(agent.env), "install": agent.install or None,
     }
+    entry = catalog.entries().get(agent.name)
+    if entry is not None and entry.legacy_args:
+        # e.g. gemini: releases before --acp took --experimental-acp
+        record["older_releases"] = " ".join([entry.binaries[0], *entry.legacy_args])
     if as_json:
         typer.echo(json.dumps(record, indent=2))
         return
     for key, value in record.items():
         if value not in (None, [], ""):
             shown = " ".join(value) if isinstance(value, list) else value
-            typer.echo(f"{key:>13}: {shown}")
+            typer.echo(f"{key:>14}: {shown}")
 
 
 @app.command("default")

@@ -4,10 +4,11 @@ __main__ (editors wait for `initialize`, so the hot path skips typer's import)."
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import TYPE_CHECKING
 
-from acpctl.errors import AcpctlError
+from acpctl.errors import AcpctlError, report
 
 if TYPE_CHECKING:
     import subprocess
@@ -42,7 +43,7 @@ def parse_fast_args(args: list[str]) -> tuple[str | None, bool] | None:
 def serve(agent: str | None, history: bool) -> int:
     """Run the ACP server on stdio until the editor goes away. Returns the exit code."""
     if sys.stdin.isatty():
-        print(f"acpctl: {TTY_HINT}", file=sys.stderr)
+        sys.stderr.write(f"acpctl: {TTY_HINT}\n")
         return 2
 
     from acpctl import config
@@ -82,7 +83,6 @@ def spawn_agent(argv: list[str], env: dict[str, str],
     """Start an agent with pipes on all three streams. A session of its own, so the whole
     tree can be signalled even after its members are reparented; ACPCTL_RUN_PID marks the
     tree as this run's, so `acpctl doctor` can tell orphans once this run is gone."""
-    import os
     import subprocess
 
     return subprocess.Popen(
@@ -99,7 +99,6 @@ def fast_main(args: list[str]) -> int | None:
     try:
         return serve(*parsed)
     except AcpctlError as exc:
-        print(f"acpctl: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
+        if os.environ.get("ACPCTL_DEBUG"):
+            raise
+        return report(exc)

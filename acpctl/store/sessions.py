@@ -152,10 +152,6 @@ class HistoryWriter:
         if size and os.pread(self._fd, 1, size - 1) != b"\n":
             os.write(self._fd, b"\n")
 
-    @property
-    def dirty(self) -> bool:
-        return bool(self._buffer)
-
     def append(self, event: dict[str, Any]) -> None:
         self._buffer.append(
             json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
