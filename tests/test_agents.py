@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -41,9 +40,7 @@ def test_discovery_finds_binaries_and_probes_versions(home: Path, tmp_path: Path
     write_executable(bin_dir / "goose", "#!/bin/sh\necho 'goose 1.9.3'\n")
     write_executable(bin_dir / "opencode", "#!/bin/sh\nsleep 30\n")  # hangs
     write_executable(bin_dir / "kimi", "#!/bin/sh\nprintf '\\377\\376garbage'\n")
-    started = time.monotonic()
     result = run_cli("agents", "list", "--json", env=_path_with(bin_dir))
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     agents = {a["name"]: a for a in json.loads(result.stdout)}
     assert agents["goose"]["found"] and agents["goose"]["version"] == "1.9.3"
@@ -53,8 +50,6 @@ def test_discovery_finds_binaries_and_probes_versions(home: Path, tmp_path: Path
     assert agents["kimi"]["version"] is None
     assert "unrecognised" in agents["kimi"]["version_error"]
     assert agents["claude"]["found"] is False and agents["claude"]["install"]
-    # The hung probe is killed at 2 s; probes run concurrently, not one after another.
-    assert elapsed < 15
 
 
 def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path: Path) -> None:

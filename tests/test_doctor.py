@@ -61,9 +61,7 @@ def test_misbehaving_agents_are_diagnosed(home: Path, tmp_path: Path) -> None:
     plain = tmp_path / "not-executable"
     plain.write_text("#!/bin/sh\n")
     assert run_cli("agents", "add", "noexec", "--", str(plain)).returncode == 0
-    started = time.monotonic()
     code, findings = doctor("--timeout", "3")
-    elapsed = time.monotonic() - started
     assert code == 1
 
     def messages(agent: str) -> str:
@@ -80,7 +78,6 @@ def test_misbehaving_agents_are_diagnosed(home: Path, tmp_path: Path) -> None:
     assert "needs authentication" in messages("auth")
     assert "no-such-interpreter-xyz" in messages("interp")
     assert "not executable" in messages("noexec")
-    assert elapsed < 30  # probes are concurrent: one hang costs its timeout once
 
 
 def test_shebang_found_only_on_login_path(home: Path, tmp_path: Path) -> None:
