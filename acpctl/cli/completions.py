@@ -7,6 +7,8 @@ checked in; tests/test_docs.py fails when they are stale.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from acpctl.errors import UsageError
@@ -22,6 +24,24 @@ def script(shell: str) -> str:
         raise UsageError(f"unknown shell {shell!r}; one of: {', '.join(SHELLS)}")
     return get_completion_script(prog_name="acpctl", complete_var=COMPLETE_VARIABLE,
                                  shell=shell) + "\n"
+
+
+def agent_names(incomplete: str) -> list[str]:
+    """Shell completion for --agent: configured, catalog and built-in agent names."""
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    try:
+        names = discovery.known_names(config.load())
+    except UsageError:
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def agent_option(default: Any, help: str, short: bool = True) -> Any:
+    """An --agent option whose values the shell completes."""
+    names = ("--agent", "-a") if short else ("--agent",)
+    return typer.Option(default, *names, help=help, autocompletion=agent_names)
 
 
 def completions(shell: str = typer.Argument(..., help="bash, zsh or fish")) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def doctor(
-    agent: str = typer.Option(None, "--agent", "-a", help="Check only this agent."),
+    agent: str = agent_option(None, "Check only this agent."),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     fix: bool = typer.Option(False, "--fix", help="End orphaned agent processes."),
     timeout: float = typer.Option(15.0, "--timeout", help="Seconds each probe may take."),
@@ -70,7 +71,7 @@ def _report(findings: list[Finding]) -> None:
 
 
 def logs(
-    agent: str = typer.Option(None, "--agent", "-a", help="Logs of this agent's runs."),
+    agent: str = agent_option(None, "Logs of this agent's runs."),
     run: int = typer.Option(None, "--run", help="The log of the run with this pid."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new lines."),
     lines: int = typer.Option(50, "-n", "--lines", help="How many lines to print."),

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import typer
 
+from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
 
 def install(
     client: str = typer.Argument(None, help="zed, jetbrains, vscode, acpx, nvim, emacs, toad"),
-    agent: list[str] = typer.Option([], "--agent", "-a", help="Agent to register; repeat."),
+    agent: list[str] = agent_option([], "Agent to register; repeat."),
     all_agents: bool = typer.Option(False, "--all", help="Every configured or found agent."),
     settings: Path = typer.Option(None, "--settings", help="Edit this file instead."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),
@@ -32,7 +33,7 @@ def install(
 
 def uninstall(
     client: str = typer.Argument(..., help="zed, jetbrains, vscode, acpx"),
-    agent: list[str] = typer.Option([], "--agent", "-a", help="Agent to remove; repeat."),
+    agent: list[str] = agent_option([], "Agent to remove; repeat."),
     all_agents: bool = typer.Option(False, "--all", help="Every entry acpctl wrote."),
     settings: Path = typer.Option(None, "--settings", help="Edit this file instead."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),

@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
 FORMATS = ("text", "json", "quiet")
@@ -15,8 +16,8 @@ FORMATS = ("text", "json", "quiet")
 def run(
     prompt: str = typer.Argument(None, help="The prompt (without it, on a terminal: a chat)."),
     acp_mode: bool = typer.Option(False, "--acp", help="Serve ACP on stdio (for editors)."),
-    agent: str = typer.Option(None, "--agent", "-a", help="Agent name (default: configured "
-                              "default, else the built-in demo)."),
+    agent: str = agent_option(None, "Agent name (default: configured default, "
+                                      "else the built-in demo)."),
     cwd: str = typer.Option(None, "--cwd", help="Working directory of the session."),
     session: str = typer.Option(None, "--session", help="Continue this stored session (an "
                                 "id or a unique prefix)."),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import typer
 
+from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _live_sessions() -> set[str]:
 
 @app.command("list")
 def list_sessions(
-    agent: str = typer.Option(None, "--agent", help="Only this agent's sessions."),
+    agent: str = agent_option(None, "Only this agent's sessions.", short=False),
     cwd: Path = typer.Option(None, "--cwd", help="Only sessions in this directory."),
     since: str = typer.Option(None, "--since", help="Updated within, e.g. 7d, 12h."),
     limit: int = typer.Option(None, "--limit", help="At most N sessions."),
@@ -214,7 +215,7 @@ def delete(
 @app.command("prune")
 def prune(
     older_than: str = typer.Option(..., "--older-than", help="e.g. 30d"),
-    agent: str = typer.Option(None, "--agent", help="Only this agent's sessions."),
+    agent: str = agent_option(None, "Only this agent's sessions.", short=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
     force: bool = typer.Option(False, "--force", help="Even sessions a live run has open."),
 ) -> None:
