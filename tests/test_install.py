@@ -225,3 +225,9 @@ def test_large_file_is_edited(home: Path) -> None:
     assert "Demo (acpctl)" in edited and edited.count("// c") == 9000
     assert run_cli("uninstall", "zed", timeout=120).returncode == 0
     assert settings.read_text() == original
+
+
+def test_files_that_cannot_be_used_get_clear_errors(home: Path, tmp_path: Path) -> None:
+    result = run_cli("install", "zed", "--settings", str(tmp_path))
+    assert result.returncode == 2 and "is a directory" in result.stderr
+    assert "Traceback" not in result.stderr

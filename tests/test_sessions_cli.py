@@ -220,3 +220,13 @@ def test_index_rebuilds_when_stale_or_broken(home: Path, tmp_path: Path) -> None
     time.sleep(0.01)
     meta_path.write_text(json.dumps(meta))
     assert [s["title"] for s in listed()] == ["renamed by hand"]
+
+
+def test_unwritable_export_target_is_an_error_not_a_traceback(home: Path, tmp_path: Path) -> None:
+    turn(tmp_path, "x")
+    sid = str(listed()[0]["id"])
+    result = run_cli("sessions", "export", sid, "-o", str(tmp_path / "missing" / "x.md"))
+    assert result.returncode == 1 and "No such file or directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    directory = run_cli("sessions", "import", str(tmp_path))
+    assert directory.returncode == 2 and "not a file" in directory.stderr

@@ -61,3 +61,8 @@ def run_app() -> None:
         if os.environ.get("ACPCTL_DEBUG"):
             raise
         sys.exit(report(exc))
+    except OSError as exc:  # a file the user named cannot be read or written
+        if os.environ.get("ACPCTL_DEBUG"):
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.exit(report(AcpctlError(f"{exc.strerror or exc}{where}")))

@@ -186,7 +186,7 @@ def import_(file: Path = typer.Argument(..., help="A json or jsonl export.")) ->
     from acpctl.store import archive
 
     if not file.is_file():
-        raise UsageError(f"{file}: no such file")
+        raise UsageError(f"{file}: {'not a file' if file.exists() else 'no such file'}")
     try:
         session_id, renamed = archive.import_session(_store(), file)
     except (archive.NotAnExport, OSError) as exc:

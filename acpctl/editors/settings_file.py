@@ -95,6 +95,8 @@ def _expected(before: Any, changes: Sequence[Change]) -> Any:
 
 def read_document(path: Path) -> tuple[str, Document]:
     """(text without BOM, document); a file that does not parse raises UsageError."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a settings file")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
