@@ -61,6 +61,11 @@ def run_app() -> None:
         if os.environ.get("ACPCTL_DEBUG"):
             raise
         sys.exit(report(exc))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:  # `acpctl sessions show ID | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except OSError as exc:  # a file the user named cannot be read or written
         if os.environ.get("ACPCTL_DEBUG"):
             raise
