@@ -34,6 +34,7 @@ class ModelStub:
         self.script: list[list[Block]] = []
         self.requests: list[dict[str, Any]] = []
         self.delay = 0.0  # seconds between streamed deltas
+        self.fail_with: tuple[int, str] | None = None  # (HTTP status, message) for the next call
         self.lock = threading.Lock()
         stub = self
 
@@ -49,7 +50,13 @@ class ModelStub:
                     return
                 with stub.lock:
                     stub.requests.append(body)
+                    failure, stub.fail_with = stub.fail_with, None
                     blocks = stub.script.pop(0) if stub.script else [text(stub.default_reply)]
+                if failure is not None:
+                    status, message = failure
+                    self._json({"type": "error", "error": {"type": "invalid_request_error",
+                                                           "message": message}}, status)
+                    return
                 if body.get("stream"):
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
@@ -70,9 +77,9 @@ class ModelStub:
             def do_GET(self) -> None:
                 self._json({"data": [], "has_more": False})
 
-            def _json(self, value: Any) -> None:
+            def _json(self, value: Any, status: int = 200) -> None:
                 data = json.dumps(value).encode()
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()

@@ -246,3 +246,32 @@ def test_plan_events_become_plans() -> None:
         {"content": "Read the code", "priority": "medium", "status": "pending"},
         {"content": "Fix it", "priority": "medium", "status": "in_progress"}]}
     assert pt.plan({"type": "plan_mode_complete"}) is None
+
+
+def test_model_error_becomes_a_jsonrpc_error_with_pis_message(pi: ModelStub, work: Path) -> None:
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, _):
+            sid = await new_session(conn, work)
+            pi.fail_with = (400, "temperature must be between 0 and 1")
+            with pytest.raises(RequestError) as failed:
+                await prompt(conn, sid, "this will fail")
+            assert "temperature must be between 0 and 1" in str(failed.value)
+            again = await prompt(conn, sid, "and now?")  # the session stays usable
+            assert again.stop_reason == "end_turn"
+
+    asyncio.run(scenario())
+
+
+def test_turn_settles_after_compaction_and_retry(pi: ModelStub, work: Path) -> None:
+    """pi answers a context overflow by compacting and retrying: several runs end before
+    the turn does, and the answer arrives once, after them."""
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, client):
+            sid = await new_session(conn, work)
+            pi.fail_with = (400, "prompt is too long: 300000 tokens > 200000 maximum")
+            result = await prompt(conn, sid, "a big question")
+            assert result.stop_reason == "end_turn"
+            assert "compaction" in client.text(sid, "agent_thought_chunk")
+            assert client.text(sid) == "Hi from pi's model."
+
+    asyncio.run(scenario())
