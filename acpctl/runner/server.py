@@ -118,16 +118,23 @@ class AcpServer:
             return
         response = self._dispatch(message)
         if isinstance(response, dict):
-            self.out.send(response)
+            self._reply(response)
         elif isinstance(response, asyncio.Future):
-            response.add_done_callback(lambda done: self.out.send(done.result()))
+            response.add_done_callback(lambda done: self._reply(done.result()))
         elif response is not None:
             self._spawn(self._answer(response))
 
     async def _answer(self, pending: Awaitable[JsonObject | None]) -> None:
         response = await pending
         if response is not None:
-            self.out.send(response)
+            self._reply(response)
+
+    def _reply(self, response: JsonObject) -> None:
+        if self.debug:
+            error = response.get("error")
+            self.log.debug("-> response id=%s%s", response.get("id"),
+                           f" error={error.get('code')}" if isinstance(error, dict) else "")
+        self.out.send(response)
 
     async def _batch(self, messages: list[Any]) -> None:
         """JSON-RPC batches: answered as one array; an empty batch is invalid."""
