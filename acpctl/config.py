@@ -14,7 +14,6 @@ Layout:
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -135,24 +134,12 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 
 def save(config: Config) -> None:
     """Write the document back atomically (same directory, fsync, rename)."""
-    import tempfile
-
     import tomlkit
 
-    path = config.path
-    paths.ensure_private_dir(path.parent)
-    text = tomlkit.dumps(config.document)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, paths.PRIVATE_FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from acpctl.files import atomic_write
+
+    paths.ensure_private_dir(config.path.parent)
+    atomic_write(config.path, tomlkit.dumps(config.document).encode("utf-8"))
 
 
 def set_agent(config: Config, spec: AgentSpec) -> None:

@@ -17,7 +17,6 @@ import difflib
 import json
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 from acpctl.editors.jsonc import Document, JsoncError, tokenize
 from acpctl.errors import AcpctlError, UsageError
+from acpctl.files import atomic_write
 
 BOM = "\ufeff"
 KEEP_BACKUPS = 5
@@ -165,7 +165,8 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
             return EditResult(path, changed=True, diff=diff, created=not existed)
         backup = _backup(target, original_bytes) if existed else None
         payload = (BOM if has_bom else "") + new_text
-        _atomic_write(target, payload.encode("utf-8"))
+        mode = stat.S_IMODE(target.stat().st_mode) if existed else 0o644
+        atomic_write(target, payload.encode("utf-8"), mode)
         return EditResult(path, changed=True, diff=diff, backup=backup, created=not existed)
 
 
@@ -188,23 +189,3 @@ def _backup(target: Path, original: bytes) -> Path:
     for old in backups[:-KEEP_BACKUPS]:
         old.unlink(missing_ok=True)
     return backup
-
-
-def _atomic_write(target: Path, data: bytes) -> None:
-    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import paths
+from acpctl.files import atomic_write
 
 LOG_MAX_BYTES = 2 * 1024 * 1024
 LOG_BACKUPS = 3
@@ -62,11 +63,8 @@ class RunRecord:
         self.write()
 
     def write(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, paths.PRIVATE_FILE_MODE)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(self.data, handle)
-        os.replace(tmp, self.path)
+        # No fsync: the record only has to outlive this process, not a power cut.
+        atomic_write(self.path, json.dumps(self.data).encode(), sync=False)
 
     def update(self, **changes: Any) -> None:
         self.data.update(changes)

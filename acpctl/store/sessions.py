@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import paths
+from acpctl.files import atomic_write
 
 SESSION_FILE = "session.json"
 EVENTS_FILE = "events.jsonl"
@@ -207,19 +207,6 @@ class DiscardedHistory(HistoryWriter):
         pass
 
 
-def _atomic_write_json(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".session.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class SessionStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or paths.sessions_dir()
@@ -243,7 +230,8 @@ class SessionStore:
         return HistoryWriter(self.session_dir(session_id) / EVENTS_FILE)
 
     def write_meta(self, meta: SessionMeta) -> None:
-        _atomic_write_json(self.session_dir(meta.id) / SESSION_FILE, meta.to_json())
+        data = json.dumps(meta.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
+        atomic_write(self.session_dir(meta.id) / SESSION_FILE, data)
 
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self.session_dir(session_id) / SESSION_FILE

@@ -7,8 +7,10 @@ import os
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 from acpctl import paths
+from acpctl.files import atomic_write
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import (
     EVENTS_FILE,
@@ -162,10 +164,4 @@ def _drop_lines(path: os.PathLike[str], numbers: set[int]) -> None:
     fd = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
     with os.fdopen(fd, "ab") as handle:
         handle.writelines(dropped)
-    tmp = os.fspath(path) + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, paths.PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "wb") as handle:
-        handle.writelines(kept)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    atomic_write(Path(path), b"".join(kept))
