@@ -242,7 +242,7 @@ def check_editors(cfg: config.Config) -> list[Finding]:
                 continue
             check = f"editor {client.name}"
             try:
-                entries = install._existing(path, client.container)
+                entries = install.existing_entries(path, client.container)
             except UsageError as exc:
                 findings.append(Finding(check, "problem", exc.message,
                                         "fix the file; acpctl will not edit it until it parses"))

@@ -64,13 +64,12 @@ def _settings_paths(client: FileClient, settings: Path | None) -> list[Path]:
     return detected[:1] or client.paths()[-1:]
 
 
-def _existing(path: Path, container: tuple[str, ...]) -> dict[str, Any]:
+def existing_entries(path: Path, container: tuple[str, ...]) -> dict[str, Any]:
+    """The client's agent entries in the file (UsageError when it cannot be used)."""
     text, document = settings_file.read_document(path)
     settings_file.container_node_check(path, document, container)
-    value: Any = settings_file._independent_parse(text)
-    for key in container:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value if isinstance(value, dict) else {}
+    entries = settings_file.lookup(settings_file.independent_parse(text), container)
+    return entries if isinstance(entries, dict) else {}
 
 
 def install(client_name: str, agent_names: list[str], all_agents: bool, settings: Path | None,
@@ -93,9 +92,9 @@ def install(client_name: str, agent_names: list[str], all_agents: bool, settings
     for warning in launcher_warnings(command):
         warn(warning)
     for path in _settings_paths(client, settings):
-        existing = _existing(path, client.container)
         changes = [Change(client.container, key, value) for key, value in entries.items()]
         result = settings_file.edit(path, changes, dry_run=dry_run)
+        existing = settings_file.lookup(result.before, client.container) or {}
         for key, value in entries.items():
             old = existing.get(key)
             if old == value:
@@ -129,7 +128,7 @@ def uninstall(client_name: str, agent_names: list[str], all_agents: bool,
     for path in paths:
         if not path.exists():
             continue
-        keys = [key for key, value in _existing(path, client.container).items()
+        keys = [key for key, value in existing_entries(path, client.container).items()
                 if client.is_ours(value)
                 and (wanted is None or clients.agent_of(client.entry_argv(value)) in wanted)]
         if not keys:
@@ -157,7 +156,7 @@ def list_clients(echo: Echo) -> list[dict[str, Any]]:
                                       "exists": path.exists(), "entries": {}}
             if path.exists():
                 try:
-                    existing = _existing(path, client.container)
+                    existing = existing_entries(path, client.container)
                 except UsageError as exc:
                     record["error"] = exc.message
                     existing = {}

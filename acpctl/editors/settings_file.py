@@ -29,7 +29,7 @@ from acpctl.files import atomic_write
 
 BOM = "\ufeff"
 KEEP_BACKUPS = 5
-JSON5_LIMIT = 256 * 1024  # json5 parses about 150 KB/s; larger files: see _independent_parse
+JSON5_LIMIT = 256 * 1024  # json5 parses about 150 KB/s; larger files: see independent_parse
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Change:
 @dataclass
 class EditResult:
     path: Path
+    before: Any  # the file's value before the edit (independently parsed)
     changed: bool
     diff: str
     backup: Path | None = None
@@ -56,7 +57,7 @@ def _refuse(path: Path, error: JsoncError, expected: str = "") -> UsageError:
                       hint="the file was not changed; fix it (or pass --settings) and retry")
 
 
-def _independent_parse(text: str) -> Any:
+def independent_parse(text: str) -> Any:
     """Parse JSONC with a parser other than the one that made the edit."""
     if len(text) <= JSON5_LIMIT:
         import json5
@@ -80,17 +81,23 @@ def _independent_parse(text: str) -> Any:
     return json.loads(stripped) if stripped.strip() else None
 
 
-def _expected(before: Any, changes: Sequence[Change]) -> Any:
-    value = copy.deepcopy(before) if before is not None else {}
-    for change in changes:
-        node = value
-        for key in change.container:
-            node = node.setdefault(key, {})
-        if change.value is None:
-            node.pop(change.key, None)
-        else:
-            node[change.key] = change.value
+def lookup(value: Any, keys: Sequence[str]) -> Any:
+    """The value at `keys` in parsed JSON, None when any key is missing."""
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
     return value
+
+
+def _apply(value: Any, change: Change) -> None:
+    node = value
+    for key in change.container:
+        node = node.setdefault(key, {})
+    if change.value is None:
+        node.pop(change.key, None)
+    else:
+        node[change.key] = change.value
 
 
 def read_document(path: Path) -> tuple[str, Document]:
@@ -133,50 +140,47 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
         raise UsageError(f"{path} is read-only",
                          hint="it may be managed by another tool (home-manager, a dotfile "
                               "repo); change it there, or make it writable")
+    # Refuse a file acpctl cannot use before leaving anything beside it (not even the lock);
+    # it is read again under the lock.
+    _, document = read_document(target)
+    for container in {change.container for change in changes}:
+        container_node_check(path, document, container)
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".acpctl.lock", timeout=30):
         existed = target.exists()
         original_bytes = target.read_bytes() if existed else b""
         text, document = read_document(target)
         has_bom = original_bytes.startswith(BOM.encode())
+        before = independent_parse(text)
+        # What the file must hold afterwards, change by change: also tells which changes
+        # are already there (a second identical install writes nothing).
+        expected = copy.deepcopy(before) if before is not None else {}
         new_text = text
         for change in changes:
             document = Document(new_text)
             container_node_check(path, document, change.container)
             full = (*change.container, change.key)
-            if change.value is None:
-                new_text = document.remove(full)
-            else:
-                node = document.find(full)
-                if node is not None and _value_at(new_text, full) == change.value:
-                    continue
-                new_text = document.set(full, change.value)
+            if change.value is not None and lookup(expected, full) == change.value:
+                continue
+            _apply(expected, change)
+            new_text = document.remove(full) if change.value is None else \
+                document.set(full, change.value)
         if new_text == text:
-            return EditResult(path, changed=False, diff="")
-        before = _independent_parse(text)
-        after = _independent_parse(new_text)
-        if after != _expected(before, changes):
+            return EditResult(path, before, changed=False, diff="")
+        if independent_parse(new_text) != expected:
             raise AcpctlError(f"refusing to write {path}: the edited file would not equal the "
                               "old one plus the intended change (please report this)")
         diff = "".join(difflib.unified_diff(
             text.splitlines(keepends=True), new_text.splitlines(keepends=True),
             fromfile=str(path), tofile=f"{path} (acpctl)"))
         if dry_run:
-            return EditResult(path, changed=True, diff=diff, created=not existed)
+            return EditResult(path, before, changed=True, diff=diff, created=not existed)
         backup = _backup(target, original_bytes) if existed else None
         payload = (BOM if has_bom else "") + new_text
         mode = stat.S_IMODE(target.stat().st_mode) if existed else 0o644
         atomic_write(target, payload.encode("utf-8"), mode)
-        return EditResult(path, changed=True, diff=diff, backup=backup, created=not existed)
-
-
-def _value_at(text: str, path: Sequence[str]) -> Any:
-    value = _independent_parse(text)
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
+        return EditResult(path, before, changed=True, diff=diff, backup=backup,
+                          created=not existed)
 
 
 def _backup(target: Path, original: bytes) -> Path:
