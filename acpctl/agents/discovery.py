@@ -80,12 +80,15 @@ def _explain_missing(command: str) -> str:
     return f"{command} not found on PATH or beside acpctl"
 
 
-def _from_config(spec: AgentSpec, title: str, install: str) -> ResolvedAgent:
+def _from_config(spec: AgentSpec) -> ResolvedAgent:
+    """A configured agent; one with a catalog name keeps the catalog's title and hint."""
+    entry = entries().get(spec.name)
     found = which(spec.command)
     return ResolvedAgent(
-        name=spec.name, title=title, kind=spec.kind, source="config",
-        argv=[found, *spec.args] if found else None, env=dict(spec.env),
-        reason="" if found else _explain_missing(spec.command), install=install,
+        name=spec.name, title=entry.title if entry else spec.name, kind=spec.kind,
+        source="config", argv=[found, *spec.args] if found else None, env=dict(spec.env),
+        reason="" if found else _explain_missing(spec.command),
+        install=entry.install if entry else "",
     )
 
 
@@ -121,13 +124,8 @@ def _demo() -> ResolvedAgent:
 
 def all_agents(config: Config) -> list[ResolvedAgent]:
     """Configured agents first, then catalog agents not shadowed by config, then demo."""
-    catalog = entries()
-    result: list[ResolvedAgent] = []
-    for name, spec in config.agents.items():
-        entry = catalog.get(name)
-        result.append(_from_config(spec, entry.title if entry else name,
-                                   entry.install if entry else ""))
-    for name, entry in catalog.items():
+    result = [_from_config(spec) for spec in config.agents.values()]
+    for name, entry in entries().items():
         if name not in config.agents:
             result.append(_from_catalog(entry, config.package_runners))
     if DEMO_AGENT not in config.agents:
@@ -143,9 +141,7 @@ def resolve(config: Config, name: str | None) -> ResolvedAgent:
     """The agent to run: `name`, else the configured default, else the demo agent."""
     name = name or config.default_agent or DEMO_AGENT
     if name in config.agents:
-        entry = entries().get(name)
-        return _from_config(config.agents[name], entry.title if entry else name,
-                            entry.install if entry else "")
+        return _from_config(config.agents[name])
     if name in entries():
         return _from_catalog(entries()[name], config.package_runners)
     if name == DEMO_AGENT:

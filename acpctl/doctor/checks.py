@@ -314,6 +314,7 @@ def check_storage() -> list[Finding]:
 def orphans() -> list[psutil.Process]:
     """Agent processes started by an acpctl run that is gone."""
     from acpctl.runner.main import RUN_PID_VARIABLE
+    from acpctl.runner.supervisor import is_alive
 
     found = []
     me = os.getpid()
@@ -324,16 +325,13 @@ def orphans() -> list[psutil.Process]:
             continue
         if not owner or not owner.isdigit() or int(owner) == me:
             continue
-        if not psutil.pid_exists(int(owner)) or _is_zombie(int(owner)):
+        try:
+            run_alive = is_alive(psutil.Process(int(owner)))
+        except psutil.Error:
+            run_alive = False
+        if not run_alive:
             found.append(process)
     return found
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return True
 
 
 def check_processes(fix: bool, confirm: Any) -> list[Finding]:

@@ -9,6 +9,7 @@ from typing import Any
 import psutil
 
 from acpctl import paths
+from acpctl.runner.supervisor import is_alive
 
 
 def live_runs() -> list[dict[str, Any]]:
@@ -23,7 +24,7 @@ def live_runs() -> list[dict[str, Any]]:
             record = json.loads(path.read_text())
             pid = int(record["pid"])
             process = psutil.Process(pid)
-            alive = process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+            alive = is_alive(process)
             # A recycled pid is not our run: the process must have started by then.
             alive = alive and process.create_time() <= float(record["started"]) + 1
         except (OSError, ValueError, KeyError, TypeError, psutil.Error):

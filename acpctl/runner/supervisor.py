@@ -123,14 +123,14 @@ class AgentProcess:
         deadline = time.monotonic() + min(0.2, grace)
         while popen.poll() is None and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        tree = [p for p in {*tree, *_process_tree(popen.pid)} if _alive(p)]
+        tree = [p for p in {*tree, *_process_tree(popen.pid)} if is_alive(p)]
         _signal_all(popen.pid, tree, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and (
-            popen.poll() is None or any(_alive(p) for p in tree)
+            popen.poll() is None or any(is_alive(p) for p in tree)
         ):
             await asyncio.sleep(0.05)
-        leftovers = [p for p in tree if _alive(p)]
+        leftovers = [p for p in tree if is_alive(p)]
         if popen.poll() is None or leftovers:
             _signal_all(popen.pid, leftovers, signal.SIGKILL)
             self.log.info("killed %d agent processes that ignored SIGTERM",
@@ -146,12 +146,12 @@ def end_process_tree(pid: int, grace: float = TERMINATE_GRACE_S, reap_root: bool
     """SIGTERM a process, its descendants and its session; SIGKILL what is left after
     `grace`. With reap_root=False the root process is signalled but not waited for: an
     asyncio child, which the event loop must reap itself."""
-    tree = [p for p in _process_tree(pid) if _alive(p)]
+    tree = [p for p in _process_tree(pid) if is_alive(p)]
     _signal_all(pid, tree, signal.SIGTERM)
     waited = [p for p in tree if reap_root or p.pid != pid]
     _, alive = psutil.wait_procs(waited, timeout=grace)
     if alive or not reap_root:
-        _signal_all(pid, [p for p in tree if _alive(p)], signal.SIGKILL)
+        _signal_all(pid, [p for p in tree if is_alive(p)], signal.SIGKILL)
         psutil.wait_procs([p for p in alive if p.pid != pid], timeout=grace)
 
 
@@ -163,7 +163,8 @@ def _process_tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _alive(process: psutil.Process) -> bool:
+def is_alive(process: psutil.Process) -> bool:
+    """Running and not a zombie (an exited child its parent has not reaped)."""
     try:
         return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:

@@ -54,12 +54,13 @@ class PiChild:
         self.exit_code: int | None = None
         self.reader: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
+    async def start(self) -> JsonObject:
+        """Spawn pi and wait for its answer to get_state; returns that state."""
         self.process.spawn()
         await self.process.attach(self.log)
         self.reader = asyncio.create_task(self._read())
         try:
-            await asyncio.wait_for(self.command("get_state"), HANDSHAKE_TIMEOUT_S)
+            state = await asyncio.wait_for(self.command("get_state"), HANDSHAKE_TIMEOUT_S)
         except asyncio.TimeoutError as exc:
             await self.stop()
             raise RpcError(acp.INTERNAL_ERROR,
@@ -69,6 +70,7 @@ class PiChild:
             await self.stop()
             raise RpcError(exc.code, f"pi failed to start: {exc.message}",
                            {"stderr": self.stderr_tail()}) from exc
+        return state if isinstance(state, dict) else {}
 
     def stderr_tail(self) -> list[str]:
         return list(self.process.stderr_tail)[-10:]
@@ -161,12 +163,11 @@ class PiSession:
             argv += ["--extension", gate_extension()]
         child = PiChild(argv, self.backend.env, self.cwd, self.backend.log)
         try:
-            await child.start()
+            state = await child.start()
         except OSError as exc:
             raise RpcError(acp.INTERNAL_ERROR,
                            f"cannot start pi ({argv[0]}): {exc.strerror or exc}") from exc
-        state = await child.command("get_state")
-        model = state.get("model") if isinstance(state, dict) else None
+        model = state.get("model")
         self.accepts_images = isinstance(model, dict) and "image" in (model.get("input") or [])
         self.child = child
 
