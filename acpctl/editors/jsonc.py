@@ -148,13 +148,7 @@ class _Parser:
             self.take(":")
             member = Member(json.loads(self.text[key.start:key.end]), key.start, self.value())
             node.members.append(member)
-            following = self.peek()
-            if following is not None and following.kind == ",":
-                member.comma = following.start
-                self.index += 1
-            elif following is None or following.kind != "}":
-                where = following.start if following else len(self.text)
-                raise JsoncError("expected ',' or '}' after an object member", self.text, where)
+            member.comma = self.separator("}", "an object member")
         node.end = self.take("}").end
         return node
 
@@ -163,14 +157,20 @@ class _Parser:
         node = Node("array", open_bracket.start, open_bracket.end)
         while (token := self.peek()) is not None and token.kind != "]":
             node.items.append(self.value())
-            following = self.peek()
-            if following is not None and following.kind == ",":
-                self.index += 1
-            elif following is None or following.kind != "]":
-                where = following.start if following else len(self.text)
-                raise JsoncError("expected ',' or ']' after an array item", self.text, where)
+            self.separator("]", "an array item")
         node.end = self.take("]").end
         return node
+
+    def separator(self, close: str, after: str) -> int | None:
+        """Take the comma after an element (returning its offset), or see `close` next."""
+        following = self.peek()
+        if following is not None and following.kind == ",":
+            self.index += 1
+            return following.start
+        if following is None or following.kind != close:
+            where = following.start if following else len(self.text)
+            raise JsoncError(f"expected ',' or '{close}' after {after}", self.text, where)
+        return None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from acpctl.terminal.render import DIM, Renderer, content_text, diff_lines
 def write_terminal(store: SessionStore, meta: SessionMeta, out: TextIO) -> None:
     """Stream the transcript: the first screen shows before the whole log is read."""
     renderer = Renderer(out)
-    out.write(renderer._style(f"{meta.title or '(untitled)'} - {meta.agent} - {meta.cwd}",
+    out.write(renderer.style(f"{meta.title or '(untitled)'} - {meta.agent} - {meta.cwd}",
                               DIM) + "\n\n")
     for event in store.iter_events(meta.id):
         update = event_update(event)
@@ -22,7 +22,7 @@ def write_terminal(store: SessionStore, meta: SessionMeta, out: TextIO) -> None:
         elif event.get("type") in ("turn_end", "turn_error"):
             renderer.finish(None)
             detail = event.get("stopReason") or f"error: {event.get('message')}"
-            out.write(renderer._style(f"[{detail}]", DIM) + "\n\n")
+            out.write(renderer.style(f"[{detail}]", DIM) + "\n\n")
 
 
 def markdown(store: SessionStore, meta: SessionMeta) -> Iterator[str]:

@@ -41,7 +41,7 @@ class Renderer:
         self.text: list[str] = []
         self.tools: dict[str, str] = {}
 
-    def _style(self, text: str, style: str) -> str:
+    def style(self, text: str, style: str) -> str:
         return f"{style}{text}{RESET}" if self.colour else text
 
     def _break(self, kind: str) -> None:
@@ -58,12 +58,12 @@ class Renderer:
             self.out.write(text)
         elif kind == acp.AGENT_THOUGHT_CHUNK:
             self._break(kind)
-            self.out.write(self._style(content_text(update.get("content")), DIM))
+            self.out.write(self.style(content_text(update.get("content")), DIM))
         elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
             self._tool(update)
         elif kind == acp.PLAN:
             self._break(kind)
-            self.out.write(self._style("Plan:", BOLD) + "\n")
+            self.out.write(self.style("Plan:", BOLD) + "\n")
             for entry in update.get("entries") or []:
                 mark = STATUS_MARK.get(str(entry.get("status")), "○")
                 self.out.write(f"  {mark} {entry.get('content', '')}\n")
@@ -72,7 +72,7 @@ class Renderer:
             if self.last_kind == kind:
                 self.out.write("\n")  # one line per content block of the prompt
             self._break(kind)
-            self.out.write(self._style("> " + content_text(update.get("content")), BOLD))
+            self.out.write(self.style("> " + content_text(update.get("content")), BOLD))
         self.out.flush()
 
     def _tool(self, update: dict[str, Any]) -> None:
@@ -82,14 +82,14 @@ class Renderer:
         status = str(update.get("status") or "pending")
         colour = {"completed": GREEN, "failed": RED}.get(status, YELLOW)
         self._break("tool")
-        self.out.write(self._style(f"{STATUS_MARK.get(status, '○')} {title} [{status}]", colour)
+        self.out.write(self.style(f"{STATUS_MARK.get(status, '○')} {title} [{status}]", colour)
                        + "\n")
         for item in update.get("content") or []:
             if isinstance(item, dict) and item.get("type") == "diff":
                 for line in diff_lines(item):
                     style = GREEN if line.startswith("+") else RED if line.startswith("-") \
                         else DIM
-                    self.out.write("    " + self._style(line, style) + "\n")
+                    self.out.write("    " + self.style(line, style) + "\n")
             elif isinstance(item, dict) and item.get("type") == "content":
                 text = content_text(item.get("content"))
                 if text:
@@ -101,7 +101,7 @@ class Renderer:
             self.out.write("\n")
         self.last_kind = None
         if stop_reason and stop_reason != acp.END_TURN:
-            print(self._style(f"[{stop_reason}]", DIM), file=sys.stderr)
+            print(self.style(f"[{stop_reason}]", DIM), file=sys.stderr)
         self.out.flush()
 
 
