@@ -67,6 +67,9 @@ class RunRecord:
         atomic_write(self.path, json.dumps(self.data).encode(), sync=False)
 
     def update(self, **changes: Any) -> None:
+        # Called on every prompt (the agent may have restarted): write only a change.
+        if all(self.data.get(key) == value for key, value in changes.items()):
+            return
         self.data.update(changes)
         self.write()
 
