@@ -31,7 +31,9 @@ def select_agents(names: list[str], all_agents: bool) -> list[ResolvedAgent]:
     if all_agents:
         found = [a for a in discovery.all_agents(cfg) if a.found and a.name != "demo"]
         return found or [discovery.resolve(cfg, "demo")]
-    return [discovery.resolve(cfg, name) for name in (names or [None])]  # type: ignore[list-item]
+    if not names:
+        return [discovery.resolve(cfg, None)]  # the default agent
+    return [discovery.resolve(cfg, name) for name in names]
 
 
 def launcher_warnings(command: list[str]) -> list[str]:
