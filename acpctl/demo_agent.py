@@ -28,15 +28,15 @@ from typing import Any
 
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 
 
 class DemoAgent:
     def __init__(self, output: jsonrpc.Output) -> None:
         self.out = output
         self.sessions: dict[str, asyncio.Event] = {}  # session id -> its cancel flag
-        self.waiting: dict[int, asyncio.Future[JsonObject]] = {}
-        self.ids = itertools.count(1)
+        self.pending: PendingRequests[int] = PendingRequests(itertools.count(1))
+        self.tool_ids = itertools.count(1)
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -49,9 +49,7 @@ class DemoAgent:
                                  "content": {"type": "text", "text": text}})
 
     async def call_client(self, method: str, params: JsonObject) -> JsonObject:
-        msg_id = next(self.ids)
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self.waiting[msg_id] = future
+        msg_id, future = self.pending.register(method)
         self.out.send(jsonrpc.request(msg_id, method, params))
         await self.out.drain()
         return await future
@@ -152,7 +150,7 @@ class DemoAgent:
     async def edit(self, session_id: str) -> str | None:
         """A tool call with a diff, gated by a permission request. Returns a stop reason
         when the turn must end early."""
-        tool_id = f"edit-{next(self.ids)}"
+        tool_id = f"edit-{next(self.tool_ids)}"
         diff = {"type": "diff", "path": "/tmp/demo.txt", "oldText": "hello\n",
                 "newText": "hello, world\n"}
         self.update(session_id, {"sessionUpdate": acp.TOOL_CALL, "toolCallId": tool_id,
@@ -186,9 +184,7 @@ class DemoAgent:
             return
         method = message.get("method")
         if method is None:  # a response to one of our requests
-            future = self.waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
-            if future is not None and not future.done():
-                future.set_result(message)
+            self.pending.resolve(message.get("id"), message)
             return
         handlers = {
             acp.INITIALIZE: self.initialize, acp.SESSION_NEW: self.new_session,
@@ -222,17 +218,12 @@ async def serve() -> None:
     reader = await jsonrpc.open_input(sys.stdin.fileno())
     agent = DemoAgent(output)
     tasks: set[asyncio.Task[None]] = set()
-    async for batch in jsonrpc.read_batches(reader):
-        for line in batch:
-            if isinstance(line, jsonrpc.OversizedLine):
-                output.send(jsonrpc.error(None, acp.PARSE_ERROR, "message too large"))
+    async for batch in jsonrpc.read_messages(reader):
+        for item in batch:
+            if isinstance(item, jsonrpc.BadLine):
+                output.send(jsonrpc.error_response(None, item.error))
                 continue
-            try:
-                message = jsonrpc.parse_line(line)
-            except RpcError as exc:
-                output.send({"jsonrpc": "2.0", "id": None, "error": exc.to_error()})
-                continue
-            task = asyncio.create_task(agent.handle(message))
+            task = asyncio.create_task(agent.handle(item[0]))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         await output.drain()

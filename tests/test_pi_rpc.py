@@ -13,7 +13,7 @@ import psutil
 import pytest
 from acp import RequestError, text_block
 
-from acpctl.runner.backends import pi_translate as pt
+from acpctl.runner.backends.pi import translate as pt
 from tests.acp_peer import connect, initialized
 from tests.conftest import run_cli, write_executable
 from tests.model_stub import ModelStub, text, thinking, tool_use

@@ -7,17 +7,15 @@ catalog agents and only when `package_runners = true`, npx or uvx.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from acpctl import __version__
+from acpctl import __version__, processes
 from acpctl.agents.catalog import DEMO_AGENT, CatalogEntry, demo_argv, entries
 from acpctl.config import AgentSpec, Config
 from acpctl.errors import UsageError
@@ -178,7 +176,8 @@ def probe_version(agent: ResolvedAgent, timeout: float = VERSION_TIMEOUT_S) -> N
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        processes.kill_group(process.pid)
+        process.communicate()
         agent.version_error = f"version probe timed out after {timeout:g}s"
         return
     text = output.decode("utf-8", "replace")
@@ -188,12 +187,6 @@ def probe_version(agent: ResolvedAgent, timeout: float = VERSION_TIMEOUT_S) -> N
         agent.version_error = f"unrecognised version output: {first!r}"
     else:
         agent.version = version
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()
 
 
 def probe_versions(agents: Iterable[ResolvedAgent], timeout: float = VERSION_TIMEOUT_S) -> None:

@@ -10,17 +10,17 @@ import typer
 
 def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")) -> None:
     """List live acpctl runs: pid, agent, uptime, memory (agent tree included), sessions."""
-    from acpctl.runner import records
+    from acpctl.runner import runs
 
-    runs = records.live_runs()
+    live = runs.live_runs()
     if as_json:
-        typer.echo(json.dumps(runs, indent=2))
+        typer.echo(json.dumps(live, indent=2))
         return
-    if not runs:
+    if not live:
         typer.echo("no acpctl runs are live")
         return
     typer.echo(f"{'PID':>7}  {'AGENT':<14} {'UPTIME':>8} {'RSS':>9}  SESSIONS")
-    for run in runs:
+    for run in live:
         uptime = _duration(time.time() - run["started"])
         rss = f"{run['rss'] / 2**20:.1f} MiB"
         sessions = ", ".join(s[:12] for s in run["sessions"]) or "-"

@@ -62,7 +62,7 @@ def _resolve(store: SessionStore, prefix: str) -> str:
 
 
 def _live_sessions() -> set[str]:
-    from acpctl.runner.records import live_runs
+    from acpctl.runner.runs import live_runs
 
     return {sid for run in live_runs() for sid in run.get("sessions", [])}
 

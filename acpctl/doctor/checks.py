@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from acpctl import config, paths
+from acpctl import config, paths, processes
 from acpctl.agents import discovery
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.doctor import probe, signatures
@@ -311,32 +309,8 @@ def check_storage() -> list[Finding]:
 
 # -- 6. processes -------------------------------------------------------------------------
 
-def orphans() -> list[psutil.Process]:
-    """Agent processes started by an acpctl run that is gone."""
-    from acpctl.runner.main import RUN_PID_VARIABLE
-    from acpctl.runner.supervisor import is_alive
-
-    found = []
-    me = os.getpid()
-    for process in psutil.process_iter(["pid"]):
-        try:
-            owner = process.environ().get(RUN_PID_VARIABLE)
-        except (psutil.Error, OSError):
-            continue
-        if not owner or not owner.isdigit() or int(owner) == me:
-            continue
-        try:
-            run_alive = is_alive(psutil.Process(int(owner)))
-        except psutil.Error:
-            run_alive = False
-        if not run_alive:
-            found.append(process)
-    return found
-
-
 def check_processes(fix: bool, confirm: Any) -> list[Finding]:
-    from acpctl.runner.records import live_runs
-    from acpctl.runner.supervisor import end_process_tree
+    from acpctl.runner.runs import live_runs, orphans
 
     runs = live_runs()
     findings = [ok("processes", f"{len(runs)} live acpctl run(s)" + (
@@ -350,7 +324,7 @@ def check_processes(fix: bool, confirm: Any) -> list[Finding]:
         evidence.append(f"pid {process.pid}: {with_name}")
     if fix and confirm(f"end {len(lost)} orphaned agent process(es)?"):
         for process in lost:
-            end_process_tree(process.pid, grace=2.0)
+            processes.end_tree(process.pid)
         findings.append(Finding("processes", "ok", f"ended {len(lost)} orphaned agent "
                                 "process(es)", evidence=evidence))
     else:

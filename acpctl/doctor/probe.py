@@ -1,21 +1,32 @@
-"""Live probes: start an agent the way an editor would and watch what it does."""
+"""Live probes: start an agent the way `run --acp` does and watch what it does.
+
+The agent is spawned like any other (its own process group, ACPCTL_RUN_PID, so a probe
+interrupted half-way leaves an orphan `doctor` finds), spoken to through the same read loop
+and pending table as the relay, and its whole tree is ended afterwards. Every step has a
+deadline: whatever the agent does, a probe ends within its timeout.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
+import itertools
+import logging
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.runner.supervisor import end_process_tree
+from acpctl.jsonrpc import JsonObject, PendingRequests
+from acpctl.runner.supervisor import AgentProcess
 
 GARBAGE_SHOWN = 120
+TEARDOWN_GRACE_S = 1.0
+LOG = logging.getLogger("acpctl.doctor.probe")
+_EXITED: JsonObject = {}  # what every request still waiting gets when the agent exits
 
 
 @dataclass
@@ -31,61 +42,67 @@ class ProbeResult:
     session_error: str | None = None
 
 
-async def _end(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(process.wait(), 0.2)  # closed stdin may be enough
-    await asyncio.to_thread(end_process_tree, process.pid, 1.0, False)
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(process.wait(), 3)
+class Conversation:
+    """A spawned agent: requests out, responses matched by id; for ACP agents, anything on
+    stdout that is not JSON is kept as evidence of a banner (pi may print a prelude)."""
 
+    def __init__(self, process: AgentProcess, probe: ProbeResult, ids: Iterator[Any],
+                 keep_garbage: bool) -> None:
+        self.process = process
+        self.probe = probe
+        self.keep_garbage = keep_garbage
+        self.pending: PendingRequests[Any] = PendingRequests(ids)
+        self.exit_code: int | None = None
+        self.reader = asyncio.create_task(self._read())
 
-async def _read_until(stdout: asyncio.StreamReader, probe: ProbeResult,
-                      wanted: Any) -> dict[str, Any] | None:
-    """Read stdout lines until the response with id `wanted`; non-JSON lines are kept."""
-    while True:
-        line = await stdout.readline()
-        if not line:
-            return None
-        text = line.decode("utf-8", "replace").strip()
-        if not text:
-            continue
-        try:
-            message = json.loads(text)
-        except ValueError:
-            probe.stdout_garbage.append(text[:GARBAGE_SHOWN])
-            continue
-        if isinstance(message, dict) and message.get("id") == wanted and "method" not in message:
-            return message
+    def send(self, make: Any, method: str, params: Any) -> asyncio.Future[JsonObject]:
+        msg_id, future = self.pending.register(method)
+        self.process.write(jsonrpc.encode(make(msg_id, method, params)))
+        return future
+
+    async def answer(self, future: asyncio.Future[JsonObject], timeout: float,
+                     ) -> JsonObject | None:
+        """The response, None when the agent exited first; raises TimeoutError."""
+        response = await asyncio.wait_for(future, max(timeout, 0.0))
+        return None if response is _EXITED else response
+
+    async def _read(self) -> None:
+        async for batch in jsonrpc.read_messages(self.process.stdout):
+            for item in batch:
+                if isinstance(item, jsonrpc.BadLine):
+                    if self.keep_garbage:
+                        garbage = item.preview().strip()[:GARBAGE_SHOWN]
+                        self.probe.stdout_garbage.append(garbage)
+                elif isinstance(item[0], dict) and "method" not in item[0]:
+                    self.pending.resolve(item[0].get("id"), item[0])
+        self.exit_code = await self.process.wait()
+        self.pending.fail_all(lambda _: _EXITED)
 
 
 @contextlib.asynccontextmanager
 async def _spawned(argv: list[str], env: dict[str, str], probe: ProbeResult, cwd: str,
-                   ) -> AsyncIterator[asyncio.subprocess.Process | None]:
+                   ids: Iterator[Any], keep_garbage: bool = True,
+                   ) -> AsyncIterator[Conversation | None]:
     """The agent started in `cwd` (None when it cannot start: probe.error says why); on
     exit its whole tree is ended and its stderr tail kept in the probe."""
+    process = AgentProcess(argv, env, cwd=cwd)
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env={**os.environ, **env}, cwd=cwd,
-            start_new_session=True, limit=64 * 1024 * 1024)
+        process.spawn()
+        await process.attach(LOG)
     except OSError as exc:
         probe.error = f"cannot start {argv[0]}: {exc.strerror or exc}"
         yield None
         return
     probe.started = True
-    assert process.stdin and process.stderr
-    stderr_task = asyncio.create_task(process.stderr.read())
+    conversation = Conversation(process, probe, ids, keep_garbage)
     try:
-        yield process
+        yield conversation
     finally:
-        if not process.stdin.is_closing():
-            process.stdin.close()
-        await _end(process)
-        with contextlib.suppress(Exception):
-            raw = await asyncio.wait_for(stderr_task, 1)
-            probe.stderr_tail = raw.decode("utf-8", "replace").splitlines()[-10:]
-        stderr_task.cancel()
+        await process.terminate(TEARDOWN_GRACE_S)
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(conversation.reader, TEARDOWN_GRACE_S)
+        conversation.reader.cancel()
+        probe.stderr_tail = list(process.stderr_tail)
 
 
 async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
@@ -93,86 +110,81 @@ async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> Pro
     authentication. The agent's whole process tree is ended afterwards."""
     probe = ProbeResult()
     with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
-        async with _spawned(argv, env, probe, cwd) as process:
-            if process is not None:
-                await _converse_acp(process, probe, cwd, timeout)
+        async with _spawned(argv, env, probe, cwd, itertools.count(1)) as conversation:
+            if conversation is not None:
+                await _converse_acp(conversation, probe, cwd, timeout)
     return probe
 
 
-async def _converse_acp(process: asyncio.subprocess.Process, probe: ProbeResult, cwd: str,
+async def _converse_acp(conversation: Conversation, probe: ProbeResult, cwd: str,
                         timeout: float) -> None:
-    assert process.stdin and process.stdout
     started = time.monotonic()
-    process.stdin.write(json.dumps({
-        "jsonrpc": "2.0", "id": 1, "method": acp.INITIALIZE,
-        "params": {"protocolVersion": acp.PROTOCOL_VERSION, "clientCapabilities": {},
-                   "clientInfo": {"name": "acpctl-doctor", "version": "1"}}}).encode() + b"\n")
+    initialize = conversation.send(jsonrpc.request, acp.INITIALIZE, {
+        "protocolVersion": acp.PROTOCOL_VERSION, "clientCapabilities": {},
+        "clientInfo": {"name": "acpctl-doctor", "version": "1"}})
     try:
-        answer = await asyncio.wait_for(_read_until(process.stdout, probe, 1), timeout)
+        answer = await conversation.answer(initialize, timeout)
     except asyncio.TimeoutError:
         probe.error = f"no answer to initialize within {timeout:g}s"
         return
     probe.seconds = time.monotonic() - started
     if answer is None:
-        probe.error = f"exited with status {await process.wait()} during initialize"
+        probe.error = f"exited with status {conversation.exit_code} during initialize"
         return
     if "error" in answer:
-        probe.error = f"initialize failed: {answer['error'].get('message')}"
+        error = answer["error"] if isinstance(answer["error"], dict) else {}
+        probe.error = f"initialize failed: {error.get('message')}"
         return
     probe.answered = True
-    probe.result = answer.get("result") or {}
-    process.stdin.write(json.dumps({
-        "jsonrpc": "2.0", "id": 2, "method": acp.SESSION_NEW,
-        "params": {"cwd": cwd, "mcpServers": []}}).encode() + b"\n")
+    result = answer.get("result")
+    probe.result = result if isinstance(result, dict) else {}
     remaining = max(timeout - probe.seconds, 1.0)
+    new_session = conversation.send(jsonrpc.request, acp.SESSION_NEW,
+                                    {"cwd": cwd, "mcpServers": []})
     try:
-        session = await asyncio.wait_for(_read_until(process.stdout, probe, 2), remaining)
+        session = await conversation.answer(new_session, remaining)
     except asyncio.TimeoutError:
         probe.session_error = f"no answer to session/new within {remaining:.0f}s"
         return
     if session is None:
         probe.session_error = "exited during session/new"
     elif "error" in session:
-        error = session["error"]
+        error = session["error"] if isinstance(session["error"], dict) else {}
         probe.auth_required = error.get("code") == acp.AUTH_REQUIRED
         probe.session_error = str(error.get("message"))
     else:
         probe.auth_required = False
 
 
+def _pi_command(msg_id: Any, method: str, params: Any) -> JsonObject:
+    return {"id": msg_id, "type": method}
+
+
 async def probe_pi_rpc(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
     """pi's --mode rpc handshake: get_state, matched by id."""
     probe = ProbeResult()
+    ids = (f"acpctl-doctor-{n}" for n in itertools.count(1))
     with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
-        async with _spawned(argv, env, probe, cwd) as process:
-            if process is not None:
-                await _converse_pi(process, probe, timeout)
+        async with _spawned(argv, env, probe, cwd, ids, keep_garbage=False) as conversation:
+            if conversation is not None:
+                await _converse_pi(conversation, probe, timeout)
     return probe
 
 
-async def _converse_pi(process: asyncio.subprocess.Process, probe: ProbeResult,
-                       timeout: float) -> None:
-    assert process.stdin and process.stdout
+async def _converse_pi(conversation: Conversation, probe: ProbeResult, timeout: float) -> None:
     started = time.monotonic()
-    process.stdin.write(b'{"id":"acpctl-doctor","type":"get_state"}\n')
-    while True:
-        try:
-            line = await asyncio.wait_for(process.stdout.readline(),
-                                          timeout - (time.monotonic() - started))
-        except (asyncio.TimeoutError, ValueError):
-            probe.error = f"no answer to get_state within {timeout:g}s"
-            return
-        if not line:
-            probe.error = f"exited with status {await process.wait()} before get_state"
-            return
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue  # pi may print a banner before its JSON
-        if isinstance(message, dict) and message.get("id") == "acpctl-doctor":
-            probe.seconds = time.monotonic() - started
-            probe.answered = bool(message.get("success"))
-            probe.result = message.get("data") or {}
-            if not probe.answered:
-                probe.error = f"get_state failed: {message.get('error')}"
-            return
+    state = conversation.send(_pi_command, "get_state", None)
+    try:
+        message = await conversation.answer(state, timeout)
+    except asyncio.TimeoutError:
+        probe.error = f"no answer to get_state within {timeout:g}s"
+        return
+    if message is None:
+        probe.error = f"exited with status {conversation.exit_code} before get_state"
+        return
+    probe.seconds = time.monotonic() - started
+    probe.answered = bool(message.get("success"))
+    data = message.get("data")
+    probe.result = data if isinstance(data, dict) else {}
+    if not probe.answered:
+        probe.error = f"get_state failed: {message.get('error')}"

@@ -13,7 +13,6 @@ from acpctl.errors import AcpctlError, report
 if TYPE_CHECKING:
     import subprocess
 
-RUN_PID_VARIABLE = "ACPCTL_RUN_PID"
 TTY_HINT = ("acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
             "editor; register it with `acpctl install zed` (or another client).")
 
@@ -46,7 +45,7 @@ def serve(agent: str | None, history: bool) -> int:
         sys.stderr.write(f"acpctl: {TTY_HINT}\n")
         return 2
 
-    from acpctl import config
+    from acpctl import config, processes
     from acpctl.agents import discovery
 
     spec = discovery.resolve(config.load(), agent).as_spec()
@@ -56,40 +55,12 @@ def serve(agent: str | None, history: bool) -> int:
     popen: subprocess.Popen[bytes] | None = None
     if spec.kind == "acp":
         with contextlib.suppress(OSError):  # spawned again, and reported, at initialize
-            popen = spawn_agent(argv, spec.env)
+            popen = processes.spawn(argv, spec.env)
 
-    import asyncio
+    from acpctl.runner.connection import run_connection
 
-    from acpctl.runner.runlog import RunRecord, open_log
-    from acpctl.runner.server import run_server
-    from acpctl.runner.supervisor import AgentProcess
-    from acpctl.store.sessions import SessionStore
-
-    agent_process = AgentProcess(argv, spec.env, popen=popen)
-
-    log, log_path = open_log(spec.name)
-    log.info("acpctl run --acp: agent %s (%s), log %s", spec.name, " ".join(argv), log_path)
-    record = RunRecord(spec.name, argv, log_path)
-    try:
-        asyncio.run(run_server(spec.name, argv, spec.env, log, record, SessionStore(),
-                               history=history, agent_process=agent_process, kind=spec.kind))
-    finally:
-        record.remove()
+    run_connection(spec.name, spec.kind, argv, spec.env, popen, history)
     return 0
-
-
-def spawn_agent(argv: list[str], env: dict[str, str],
-                cwd: str | None = None) -> subprocess.Popen[bytes]:
-    """Start an agent with pipes on all three streams. A session of its own, so the whole
-    tree can be signalled even after its members are reparented; ACPCTL_RUN_PID marks the
-    tree as this run's, so `acpctl doctor` can tell orphans once this run is gone."""
-    import subprocess
-
-    return subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, **env, RUN_PID_VARIABLE: str(os.getpid())}, cwd=cwd,
-        start_new_session=True, bufsize=0,
-    )
 
 
 def fast_main(args: list[str]) -> int | None:

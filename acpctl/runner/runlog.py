@@ -1,23 +1,19 @@
-"""The run's log (stderr plus a size-capped, rotated file) and its runtime record.
+"""The run's log: stderr plus a size-capped, rotated file.
 
 Every log line goes to stderr, so an editor's own log still shows it, and to
 <state>/logs/<agent>-<time>-<pid>.log, which `acpctl doctor` and `acpctl logs` read.
-The runtime record <state>/runs/<pid>.json lets `acpctl ps` find live runs.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import logging.handlers
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from acpctl import paths
-from acpctl.files import atomic_write
 
 LOG_MAX_BYTES = 2 * 1024 * 1024
 LOG_BACKUPS = 3
@@ -49,29 +45,3 @@ def open_log(agent: str) -> tuple[logging.Logger, Path]:
     logger.addHandler(file_handler)
     logger.addHandler(stderr_handler)
     return logger, path
-
-
-class RunRecord:
-    """<state>/runs/<pid>.json, rewritten when sessions open or close, removed on exit."""
-
-    def __init__(self, agent: str, command: list[str], log_file: Path) -> None:
-        self.path = paths.ensure_private_dir(paths.runs_dir()) / f"{os.getpid()}.json"
-        self.data: dict[str, Any] = {
-            "pid": os.getpid(), "agent": agent, "command": command,
-            "started": time.time(), "log": str(log_file), "agentPid": None, "sessions": [],
-        }
-        self.write()
-
-    def write(self) -> None:
-        # No fsync: the record only has to outlive this process, not a power cut.
-        atomic_write(self.path, json.dumps(self.data).encode(), sync=False)
-
-    def update(self, **changes: Any) -> None:
-        # Called on every prompt (the agent may have restarted): write only a change.
-        if all(self.data.get(key) == value for key, value in changes.items()):
-            return
-        self.data.update(changes)
-        self.write()
-
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)

@@ -1,14 +1,17 @@
-"""One editor-facing session: the single owner of its prompt, permissions, agent handle
-and history writer (seed 002: every event is routed by its owner first)."""
+"""The sessions open on one connection: each one's record (seed 002: the single owner of
+its prompt, permission requests, agent handle and history writer; every event is routed by
+its owner first), and the table that finds a record by the editor's id or the agent's."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from acpctl.jsonrpc import JsonObject
-from acpctl.store.sessions import HistoryWriter, SessionMeta
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.store.sessions import HistoryWriter, SessionMeta, valid_session_id
 
 
 @dataclass
@@ -36,3 +39,62 @@ class SessionRecord:
     @property
     def prompting(self) -> bool:
         return self.prompt_future is not None
+
+    def to_agent(self, params: JsonObject) -> JsonObject:
+        """`params` with the agent's id for this session."""
+        return {**params, "sessionId": self.agent_session_id}
+
+
+class SessionTable:
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self.by_id: dict[str, SessionRecord] = {}
+        self.by_agent_id: dict[str, SessionRecord] = {}
+        self._on_change = on_change  # the run record lists the open sessions
+
+    def add(self, record: SessionRecord) -> None:
+        self.by_id[record.id] = record
+        if record.agent_session_id:
+            self.by_agent_id[record.agent_session_id] = record
+        self._on_change()
+
+    def remove(self, record: SessionRecord) -> None:
+        self.by_id.pop(record.id, None)
+        self.unbind(record)
+        self._on_change()
+
+    def bind(self, record: SessionRecord, agent_session_id: str) -> None:
+        """Route the agent's messages for `agent_session_id` to `record`."""
+        self.by_agent_id[agent_session_id] = record
+
+    def unbind(self, record: SessionRecord) -> None:
+        agent_id = record.agent_session_id
+        if agent_id and self.by_agent_id.get(agent_id) is record:
+            del self.by_agent_id[agent_id]
+
+    def get(self, session_id: Any) -> SessionRecord | None:
+        return self.by_id.get(session_id) if isinstance(session_id, str) else None
+
+    def of_agent(self, agent_session_id: Any) -> SessionRecord | None:
+        if not isinstance(agent_session_id, str):
+            return None
+        return self.by_agent_id.get(agent_session_id)
+
+    def require(self, params: JsonObject, stored: Callable[[str], bool]) -> SessionRecord:
+        """The open session `params` names, or the error the editor gets."""
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str):
+            raise RpcError(acp.INVALID_PARAMS, "sessionId is required")
+        record = self.by_id.get(session_id)
+        if record is None:
+            if not valid_session_id(session_id):
+                raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
+            hint = "; load or resume it first" if stored(session_id) else ""
+            raise RpcError(acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}{hint}",
+                           {"sessionId": session_id})
+        return record
+
+    def __iter__(self) -> Iterator[SessionRecord]:
+        return iter(list(self.by_id.values()))
+
+    def ids(self) -> list[str]:
+        return sorted(self.by_id)

@@ -1,4 +1,5 @@
-"""Spawning the agent, capturing its stderr, restart limits, and process-tree teardown."""
+"""An agent process in the event loop: its pipes, its stderr in the run log, its teardown,
+and how often it may be restarted."""
 
 from __future__ import annotations
 
@@ -6,18 +7,16 @@ import asyncio
 import collections
 import contextlib
 import logging
-import os
 import signal
 import subprocess
-import sys
 import time
 
-import psutil
-
+from acpctl import processes
 from acpctl.jsonrpc import MAX_LINE_BYTES
 
-STDERR_TAIL_LINES = 20
-TERMINATE_GRACE_S = 2.0
+# The last lines of an agent's stderr kept for error messages and `doctor` (the run log
+# has them all).
+STDERR_TAIL_LINES = 10
 MAX_RESTARTS_PER_MINUTE = 5
 
 
@@ -44,9 +43,7 @@ class AgentProcess:
 
     def spawn(self) -> None:
         """Start the process (raises OSError). Needs no event loop."""
-        from acpctl.runner.main import spawn_agent
-
-        self.popen = spawn_agent(self.argv, self.env, self.cwd)
+        self.popen = processes.spawn(self.argv, self.env, self.cwd)
 
     async def attach(self, log: logging.Logger) -> None:
         """Adopt the pipes into the running event loop and start watching the process."""
@@ -112,72 +109,33 @@ class AgentProcess:
             status += " (killed: out of memory, or by hand)"
         return status
 
-    async def terminate(self, grace: float = TERMINATE_GRACE_S) -> None:
+    async def terminate(self, grace: float = processes.TERMINATE_GRACE_S) -> None:
         """Close stdin, then SIGTERM the whole tree, SIGKILL what is left after `grace`."""
         popen = self.popen
         if popen is None:
             return
-        tree = _process_tree(popen.pid)
+        tree = processes.process_tree(popen.pid)
         if self._stdin is not None and not self._stdin.is_closing():
             self._stdin.close()
         deadline = time.monotonic() + min(0.2, grace)
         while popen.poll() is None and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        tree = [p for p in {*tree, *_process_tree(popen.pid)} if is_alive(p)]
-        _signal_all(popen.pid, tree, signal.SIGTERM)
+        tree = [p for p in {*tree, *processes.process_tree(popen.pid)} if processes.is_alive(p)]
+        processes.signal_tree(popen.pid, tree, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and (
-            popen.poll() is None or any(is_alive(p) for p in tree)
+            popen.poll() is None or any(processes.is_alive(p) for p in tree)
         ):
             await asyncio.sleep(0.05)
-        leftovers = [p for p in tree if is_alive(p)]
+        leftovers = [p for p in tree if processes.is_alive(p)]
         if popen.poll() is None or leftovers:
-            _signal_all(popen.pid, leftovers, signal.SIGKILL)
+            processes.signal_tree(popen.pid, leftovers, signal.SIGKILL)
             self.log.info("killed %d agent processes that ignored SIGTERM",
                           len(leftovers) or 1)
         if self._exited is not None:
             await asyncio.shield(self._exited)
         if self._stderr_task is not None:
             self._stderr_task.cancel()
-
-
-def end_process_tree(pid: int, grace: float = TERMINATE_GRACE_S, reap_root: bool = True,
-                     ) -> None:
-    """SIGTERM a process, its descendants and its session; SIGKILL what is left after
-    `grace`. With reap_root=False the root process is signalled but not waited for: an
-    asyncio child, which the event loop must reap itself."""
-    tree = [p for p in _process_tree(pid) if is_alive(p)]
-    _signal_all(pid, tree, signal.SIGTERM)
-    waited = [p for p in tree if reap_root or p.pid != pid]
-    _, alive = psutil.wait_procs(waited, timeout=grace)
-    if alive or not reap_root:
-        _signal_all(pid, [p for p in tree if is_alive(p)], signal.SIGKILL)
-        psutil.wait_procs([p for p in alive if p.pid != pid], timeout=grace)
-
-
-def _process_tree(pid: int) -> list[psutil.Process]:
-    try:
-        parent = psutil.Process(pid)
-        return [parent, *parent.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def is_alive(process: psutil.Process) -> bool:
-    """Running and not a zombie (an exited child its parent has not reaped)."""
-    try:
-        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def _signal_all(group: int, processes: list[psutil.Process], sig: signal.Signals) -> None:
-    if sys.platform != "win32":
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, sig)
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.send_signal(sig)
 
 
 class RestartPolicy:
@@ -197,3 +155,8 @@ class RestartPolicy:
         delay = 0.0 if not self.restarts else min(0.25 * 2 ** (len(self.restarts) - 1), 4.0)
         self.restarts.append(now + delay)
         return delay
+
+    def refusal(self, agent: str) -> str:
+        span = "minute" if self.window == 60 else f"{self.window:g} s"
+        return (f"{agent} crashed {self.limit} times in the last {span}; acpctl stopped "
+                "restarting it (see `acpctl logs` and `acpctl doctor`)")

@@ -27,6 +27,7 @@ end and when a session is closed. A crash can leave a torn last line; readers sk
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -215,6 +216,25 @@ class SessionStore:
         if not valid_session_id(session_id):
             raise ValueError(f"invalid session id {session_id!r}")
         return self.root / session_id
+
+    def backend_dir(self, session_id: str, backend: str, create: bool) -> Path:
+        """A private directory in the session's own for a backend's files (pi keeps its
+        session files there). Raises FileNotFoundError when it is missing and not created,
+        ValueError for an id that cannot name a session."""
+        directory = self.session_dir(session_id) / backend
+        if create:
+            paths.ensure_private_dir(directory)
+        elif not directory.is_dir():
+            raise FileNotFoundError(directory)
+        return directory
+
+    def discard_backend_dir(self, session_id: str, backend: str) -> None:
+        """Remove what a backend left for a session that never started, and the session's
+        directory with it when nothing else is there."""
+        directory = self.session_dir(session_id)
+        shutil.rmtree(directory / backend, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
     def exists(self, session_id: str) -> bool:
         return valid_session_id(session_id) and (self.root / session_id / SESSION_FILE).is_file()

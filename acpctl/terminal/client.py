@@ -19,7 +19,8 @@ from typing import Any
 
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
+from acpctl.runner.supervisor import STDERR_TAIL_LINES
 from acpctl.terminal.host import ClientHost
 from acpctl.terminal.render import RENDERERS, Renderer
 
@@ -49,9 +50,8 @@ class RelayConnection:
         self.renderer = renderer
         self.session_id: str | None = None
         self.process: asyncio.subprocess.Process | None = None
-        self.pending: dict[int, asyncio.Future[JsonObject]] = {}
-        self.ids = itertools.count(1)
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=15)
+        self.pending: PendingRequests[int] = PendingRequests(itertools.count(1))
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.turn: Turn | None = None  # the turn Ctrl-C applies to
 
@@ -77,33 +77,22 @@ class RelayConnection:
             self.process.stdin.write(jsonrpc.encode(message))
 
     async def request(self, method: str, params: JsonObject) -> Any:
-        msg_id = next(self.ids)
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self.pending[msg_id] = future
+        msg_id, future = self.pending.register(method)
         self._send(jsonrpc.request(msg_id, method, params))
-        response = await future
-        if "error" in response:
-            error = response["error"]
-            raise RpcError(error.get("code", acp.INTERNAL_ERROR), error.get("message", ""),
-                           error.get("data"))
-        return response.get("result")
+        return jsonrpc.unwrap(await future)
 
     def notify(self, method: str, params: JsonObject) -> None:
         self._send(jsonrpc.notification(method, params))
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        async for batch in jsonrpc.read_batches(self.process.stdout):
-            for line in batch:
-                if isinstance(line, jsonrpc.OversizedLine):
-                    continue
-                with contextlib.suppress(RpcError):
-                    self._route(jsonrpc.parse_line(line))
+        async for batch in jsonrpc.read_messages(self.process.stdout):
+            for item in batch:
+                if not isinstance(item, jsonrpc.BadLine):
+                    self._route(item[0])
         tail = "; ".join(self.stderr_tail) or "no output"
-        for future in self.pending.values():
-            if not future.done():
-                future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR,
-                                                f"acpctl run --acp exited ({tail})"))
+        self.pending.fail_all(lambda _: jsonrpc.error(None, acp.INTERNAL_ERROR,
+                                                      f"acpctl run --acp exited ({tail})"))
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -121,9 +110,7 @@ class RelayConnection:
         raw_params = message.get("params")
         params: JsonObject = raw_params if isinstance(raw_params, dict) else {}
         if method is None:
-            future = self.pending.pop(message.get("id"), None)  # type: ignore[arg-type]
-            if future is not None and not future.done():
-                future.set_result(message)
+            self.pending.resolve(message.get("id"), message)
         elif "id" in message:
             self._spawn(self._answer(message["id"], method, params))
         elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
@@ -135,7 +122,7 @@ class RelayConnection:
         try:
             self._send(jsonrpc.result(msg_id, await self.host.handle(method, params)))
         except RpcError as exc:
-            self._send({"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()})
+            self._send(jsonrpc.error_response(msg_id, exc))
 
     async def close(self) -> None:
         await self.host.close()

@@ -8,7 +8,6 @@ subprocesses (no shell) with output limits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acpctl import processes
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 
@@ -212,8 +212,7 @@ class ClientHost:
     async def terminal_kill(self, params: JsonObject) -> JsonObject:
         terminal = self._terminal(params)
         if terminal.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(terminal.process.pid, 9)
+            processes.kill_group(terminal.process.pid)
         return {}
 
     async def terminal_release(self, params: JsonObject) -> JsonObject:

@@ -1,6 +1,8 @@
-"""Backends: how acpctl talks to the real agent (native ACP relay, pi's RPC).
+"""Backends: how acpctl talks to the real agent. `runner.main` builds one and hands it to
+the server, which sees every backend as one ACP agent through the interface below.
 
-Both present the same surface to the server, as if each were one ACP agent.
+To add a backend: implement `Backend` (requests out, the agent's messages in through the
+`AgentEvents` sink given to `connect`), and pick it in `runner.main.build_backend`.
 """
 
 from __future__ import annotations
@@ -8,23 +10,43 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, ResponseHook
+
+
+class AgentEvents(Protocol):
+    """What a backend tells the server about the agent (implemented by `AcpServer`)."""
+
+    def on_agent_request(self, message: JsonObject, generation: int) -> None: ...
+    def on_agent_notification(self, message: JsonObject, raw: bytes) -> None: ...
+    async def on_agent_batch_end(self) -> None: ...
+    def on_agent_exit(self, description: str, generation: int) -> None: ...
 
 
 class Backend(Protocol):
+    # Bumped at every (re)start: what the server attached under an older generation must
+    # be attached again.
     generation: int
     alive: bool
+    # The agent's own capabilities (before the server adds what it serves itself).
     agent_capabilities: JsonObject
+    # Replayed after a restart, as the editor first sent them.
     initialize_params: JsonObject | None
     authenticate_params: JsonObject | None
 
+    def connect(self, events: AgentEvents) -> None: ...
     @property
     def pid(self) -> int | None: ...
     async def ensure_running(self) -> None: ...
-    def call(self, method: str, params: Any, on_response: Any = None,
-             ) -> asyncio.Future[JsonObject]: ...
-    def request_id_of(self, future: asyncio.Future[JsonObject]) -> int | None: ...
+    def call(self, method: str, params: Any, on_response: ResponseHook | None = None,
+             ) -> asyncio.Future[JsonObject]:
+        """Send a request; the future resolves to the agent's whole response message."""
+        ...
+    def request_id_of(self, future: asyncio.Future[JsonObject]) -> Any:
+        """The id a pending call has on the agent's hop (for $/cancel_request)."""
+        ...
     def notify(self, method: str, params: Any) -> None: ...
-    def send(self, message: JsonObject) -> None: ...
+    def send(self, message: JsonObject) -> None:
+        """A response to one of the agent's requests, with the agent's id."""
+        ...
     def settle_pending(self, method: str, response: JsonObject) -> None: ...
     async def stop(self) -> None: ...

@@ -1,4 +1,5 @@
-"""Translation between ACP and pi's `--mode rpc` JSONL protocol, without any I/O.
+"""Translation between ACP and pi's `--mode rpc` JSONL protocol. Pure functions, except that
+a tool's diff reads the file it is about to change (`planned_diff`).
 
 Prompt content blocks become pi input; pi events become ACP session/update payloads. The
 stream repair lives here too: pi's text events may be deltas or cumulative snapshots, and a

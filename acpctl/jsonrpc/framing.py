@@ -1,0 +1,107 @@
+"""Line framing for stdio JSON-RPC (and pi's JSONL): one message a line, UTF-8.
+
+`read_messages` is the one read loop every connection uses. It decides, in one place, what
+a line that cannot be a message gets: an oversized, non-UTF-8, non-JSON or too deeply
+nested line becomes a `BadLine` carrying the parse error to answer with (or to log); it
+never ends the loop, and never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from acpctl.jsonrpc.messages import RpcError
+from acpctl.protocol import PARSE_ERROR
+
+# Lines above this are refused (with a parse error) instead of buffered without bound.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+READ_CHUNK = 256 * 1024
+BAD_LINE_SHOWN = 200  # bytes of a bad line kept for logs
+
+# A parsed line: the value and the line's own bytes (notifications are relayed as these).
+Message = tuple[Any, bytes]
+
+
+@dataclass
+class BadLine:
+    """A line that is not a JSON value: `error` says why, `head` is its start, for logs."""
+
+    error: RpcError
+    head: bytes
+
+    def preview(self) -> str:
+        return self.head.decode("utf-8", "replace")
+
+
+async def read_lines(reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES,
+                     ) -> AsyncIterator[list[bytes | None]]:
+    """Yield the complete lines available after each read, as one batch; None stands for
+    a line over `max_line`, which is skipped.
+
+    Batches let the consumer do per-batch work (flushing history, draining output) once per
+    read instead of once per message."""
+    pending = bytearray()
+    skipping = False
+    while True:
+        chunk = await reader.read(READ_CHUNK)
+        if not chunk:
+            if pending and not skipping:
+                yield [bytes(pending)]
+            return
+        batch: list[bytes | None] = []
+        start = 0
+        while True:
+            newline = chunk.find(b"\n", start)
+            if newline < 0:
+                break
+            if skipping:
+                skipping = False
+            elif pending:
+                pending += chunk[start:newline]
+                batch.append(bytes(pending))
+                pending.clear()
+            else:
+                batch.append(chunk[start:newline])
+            start = newline + 1
+        if not skipping:
+            pending += chunk[start:]
+            if len(pending) > max_line:
+                pending.clear()
+                skipping = True
+                batch.append(None)
+        if batch:
+            yield batch
+
+
+def parse_line(line: bytes) -> Any:
+    """Decode one line; raises RpcError(PARSE_ERROR) for whatever is not a JSON value."""
+    try:
+        return json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RpcError(PARSE_ERROR, f"parse error: invalid UTF-8 at byte {exc.start}") from exc
+    except RecursionError as exc:
+        raise RpcError(PARSE_ERROR, "parse error: nested too deeply") from exc
+    except ValueError as exc:
+        raise RpcError(PARSE_ERROR, f"parse error: {exc}") from exc
+
+
+async def read_messages(reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES,
+                        ) -> AsyncIterator[list[Message | BadLine]]:
+    """Yield the messages of each read as one batch: (value, line) pairs, or BadLine."""
+    async for lines in read_lines(reader, max_line):
+        batch: list[Message | BadLine] = []
+        for line in lines:
+            if line is None:
+                batch.append(BadLine(RpcError(
+                    PARSE_ERROR, f"parse error: message exceeds {max_line >> 20} MiB"), b""))
+            elif line.strip():
+                try:
+                    batch.append((parse_line(line), line))
+                except RpcError as exc:
+                    batch.append(BadLine(exc, line[:BAD_LINE_SHOWN]))
+        if batch:
+            yield batch

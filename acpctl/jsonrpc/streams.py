@@ -1,0 +1,91 @@
+"""The two ends of a stdio connection as asyncio objects: an output that writes whole lines
+to a pipe or a plain file, and an input reader over a pipe, socket, file or device."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+from typing import Any
+
+from acpctl.jsonrpc.framing import MAX_LINE_BYTES, READ_CHUNK
+from acpctl.jsonrpc.messages import encode
+
+
+class Output:
+    """Whole-line writes to a pipe (non-blocking, with backpressure) or a regular file.
+
+    Writes made in one turn of the event loop are joined into one system call: a stream
+    of small notifications would otherwise cost a write() each."""
+
+    def __init__(self, writer: asyncio.StreamWriter | None, fd: int) -> None:
+        self._writer = writer
+        self._fd = fd
+        self._pending: list[bytes] = []
+        self._scheduled = False
+
+    @classmethod
+    async def open(cls, fd: int) -> Output:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return cls(None, fd)
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(os.dup(fd), "wb", buffering=0)
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, pipe
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(writer, fd)
+
+    def write(self, data: bytes) -> None:
+        self._pending.append(data)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def send(self, message: Any) -> None:
+        self.write(encode(message))
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        if self._writer is None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        elif not self._writer.is_closing():
+            self._writer.write(data)
+
+    async def drain(self) -> None:
+        self.flush()
+        if self._writer is not None and not self._writer.is_closing():
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                await self._writer.drain()
+
+    def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._writer.close()
+
+
+async def open_input(fd: int) -> asyncio.StreamReader:
+    """A StreamReader over `fd`: a pipe or socket directly; files and devices (which epoll
+    cannot watch) through a reader thread."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        return reader
+
+    def pump() -> None:
+        while chunk := os.read(fd, READ_CHUNK):
+            loop.call_soon_threadsafe(reader.feed_data, chunk)
+        loop.call_soon_threadsafe(reader.feed_eof)
+
+    loop.run_in_executor(None, pump)
+    return reader

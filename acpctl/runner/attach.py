@@ -1,0 +1,104 @@
+"""Making the agent know a session again (after a restart, or for a session loaded from the
+store): the agent's session/resume, else its session/load with its replay suppressed (the
+editor gets acpctl's replay instead), else a fresh agent session with a note in `_meta`
+that the agent's context was lost."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner.backends import Backend
+from acpctl.runner.recorder import Recorder
+from acpctl.runner.session import SessionRecord, SessionTable
+
+CONTEXT_LOST_NOTE = "the agent's context for this session could not be restored"
+
+
+class Attacher:
+    def __init__(self, backend: Backend, table: SessionTable, recorder: Recorder,
+                 log: logging.Logger) -> None:
+        self.backend = backend
+        self.table = table
+        self.recorder = recorder
+        self.log = log
+
+    async def attach(self, record: SessionRecord) -> tuple[Any, str | None]:
+        """The agent's result for the session, and a note when its context was lost.
+        Call with record.lock held."""
+        await self.backend.ensure_running()
+        if record.generation == self.backend.generation:
+            return record.attach_result, None
+        result: Any = None
+        attached = False
+        if record.agent_session_id:
+            attached, result = await self._resume(record, record.agent_session_id)
+            if not attached:
+                attached, result = await self._load(record, record.agent_session_id)
+        note = None
+        if not attached:
+            result, note = await self._fresh(record)
+        record.generation = self.backend.generation
+        record.attach_result = result
+        return result, note
+
+    async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
+        session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
+        if not (isinstance(session_caps, dict) and isinstance(session_caps.get("resume"), dict)):
+            return False, None
+        self.table.bind(record, agent_id)
+        response = await self.backend.call(acp.SESSION_RESUME,
+                                           {**record.attach_params, "sessionId": agent_id})
+        if "result" not in response:
+            self.log.info("agent could not resume session %s: %s", record.id,
+                          response.get("error"))
+            return False, None
+        return True, response["result"]
+
+    async def _load(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
+        if self.backend.agent_capabilities.get("loadSession") is not True:
+            return False, None
+        self.table.bind(record, agent_id)
+        record.suppress_replay = True
+
+        def replay_done(response: JsonObject) -> None:
+            record.suppress_replay = False
+
+        response = await self.backend.call(
+            acp.SESSION_LOAD, {**record.attach_params, "sessionId": agent_id},
+            on_response=replay_done)
+        record.suppress_replay = False
+        if "result" not in response:
+            self.log.info("agent could not load session %s: %s", record.id,
+                          response.get("error"))
+            return False, None
+        return True, response["result"]
+
+    async def _fresh(self, record: SessionRecord) -> tuple[JsonObject, str | None]:
+        response = await self.backend.call(acp.SESSION_NEW, {**record.attach_params})
+        fresh = jsonrpc.unwrap(response)
+        if not isinstance(fresh, dict) or not isinstance(fresh.get("sessionId"), str):
+            raise RpcError(acp.INTERNAL_ERROR, "agent returned no sessionId")
+        had_context = bool(record.agent_session_id or record.meta.turns)
+        self.table.unbind(record)
+        record.meta.agent_session_id = fresh["sessionId"]
+        self.table.bind(record, fresh["sessionId"])
+        note = None
+        if had_context:
+            note = CONTEXT_LOST_NOTE
+            self.log.warning("session %s: %s; started a fresh agent session", record.id, note)
+        self.recorder.save(record)
+        return {k: v for k, v in fresh.items() if k != "sessionId"}, note
+
+
+def with_note(result: Any, note: str | None) -> Any:
+    """The attach result as the editor gets it: with acpctl's note when context was lost."""
+    result = dict(result) if isinstance(result, dict) else {}
+    if note:
+        meta = dict(result.get("_meta") or {})
+        meta["acpctl"] = {"contextRestored": False, "note": note}
+        result["_meta"] = meta
+    return result

@@ -1,0 +1,201 @@
+"""The ACP face of the pi backend: one virtual ACP agent in front of a pi child per session
+(see the package docstring). Requests become coroutines on the sessions; pi's dialogs become
+session/request_permission requests to the editor."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import shutil
+import uuid
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
+from acpctl.runner.backends import AgentEvents
+from acpctl.runner.backends.pi import translate as pt
+from acpctl.runner.backends.pi.child import PiChild
+from acpctl.runner.backends.pi.session import PiSession
+from acpctl.store.sessions import SessionStore
+
+BACKEND_DIR = "pi"  # inside each session's directory of the store: pi's session files
+
+
+class PiRpcBackend:
+    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger,
+                 store: SessionStore) -> None:
+        self.argv = argv
+        self.env = env
+        self.log = log
+        self.store = store
+        self.events: AgentEvents | None = None
+        self.generation = 0
+        self.alive = False
+        self.initialize_params: JsonObject | None = None
+        self.authenticate_params: JsonObject | None = None
+        self.agent_capabilities: JsonObject = {
+            "loadSession": False,
+            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+            "sessionCapabilities": {"resume": {}, "close": {}},
+        }
+        self.sessions: dict[str, PiSession] = {}
+        self.dialogs: dict[int, tuple[PiChild, JsonObject]] = {}
+        self._dialog_ids = itertools.count(1)
+        self._calls: dict[asyncio.Future[JsonObject], str] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._handlers = {
+            acp.INITIALIZE: self._initialize,
+            acp.SESSION_NEW: self._new_session,
+            acp.SESSION_RESUME: self._resume,
+            acp.SESSION_PROMPT: self._prompt,
+            acp.SESSION_CLOSE: self._close,
+            acp.SESSION_DELETE: self._close,
+        }
+
+    pid = None  # no process for the connection: each session has its own
+
+    def connect(self, events: AgentEvents) -> None:
+        self.events = events
+
+    async def ensure_running(self) -> None:
+        if shutil.which(self.argv[0]) is None and not os.access(self.argv[0], os.X_OK):
+            raise RpcError(acp.INTERNAL_ERROR, f"cannot start pi: {self.argv[0]} not found")
+        self.alive = True
+        self.generation = max(self.generation, 1)
+
+    def call(self, method: str, params: Any, on_response: ResponseHook | None = None,
+             ) -> asyncio.Future[JsonObject]:
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self._calls[future] = method
+
+        async def run() -> None:
+            response = await self._answer(method, params or {})
+            if on_response is not None:
+                on_response(response)
+            if not future.done():
+                future.set_result(response)
+            self._calls.pop(future, None)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return future
+
+    async def _answer(self, method: str, params: JsonObject) -> JsonObject:
+        handler = self._handlers.get(method)
+        try:
+            if handler is None:
+                raise RpcError(acp.METHOD_NOT_FOUND, f"method not found: {method}")
+            return jsonrpc.result(None, await handler(params))
+        except RpcError as exc:
+            return jsonrpc.error_response(None, exc)
+        except Exception as exc:  # a bug must fail the request, not the connection
+            self.log.exception("pi backend: %s failed", method)
+            return jsonrpc.error(None, acp.INTERNAL_ERROR, f"internal error: {exc}")
+
+    def request_id_of(self, future: asyncio.Future[JsonObject]) -> None:
+        return None  # $/cancel_request has nothing to cancel on pi's side
+
+    def notify(self, method: str, params: Any) -> None:
+        if method == acp.SESSION_CANCEL and isinstance(params, dict):
+            session = self.sessions.get(str(params.get("sessionId")))
+            if session is not None:
+                session.cancel()
+
+    def send(self, message: JsonObject) -> None:
+        """The editor answered a permission request: answer pi's dialog."""
+        entry = self.dialogs.pop(message.get("id"), None)  # type: ignore[arg-type]
+        if entry is None:
+            return
+        child, request = entry
+        outcome = (message.get("result") or {}).get("outcome") if "result" in message else None
+        child.send(pt.dialog_answer(request, outcome))
+
+    def settle_pending(self, method: str, response: JsonObject) -> None:
+        for future, called in list(self._calls.items()):
+            if called == method and not future.done():
+                future.set_result(response)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(s.close() for s in self.sessions.values()),
+                             return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+
+    # -- towards the server, for the sessions -------------------------------------------
+
+    def emit(self, session_id: str, update: JsonObject) -> None:
+        assert self.events is not None
+        message = jsonrpc.notification(acp.SESSION_UPDATE,
+                                       {"sessionId": session_id, "update": update})
+        self.events.on_agent_notification(message, jsonrpc.encode(message)[:-1])
+
+    def ask_permission(self, session: PiSession, child: PiChild, request: JsonObject) -> None:
+        assert self.events is not None
+        dialog_id = next(self._dialog_ids)
+        self.dialogs[dialog_id] = (child, request)
+        self.events.on_agent_request(jsonrpc.request(dialog_id, acp.REQUEST_PERMISSION, {
+            "sessionId": session.id, "toolCall": session.permission_tool(request),
+            "options": pt.permission_options(request)}), self.generation)
+
+    # -- ACP methods --------------------------------------------------------------------
+
+    async def _initialize(self, params: JsonObject) -> JsonObject:
+        return {"protocolVersion": acp.PROTOCOL_VERSION,
+                "agentCapabilities": self.agent_capabilities, "authMethods": [],
+                "agentInfo": {"name": "pi", "title": "pi (through acpctl)"}}
+
+    @staticmethod
+    def _cwd(params: JsonObject) -> str:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd) or not os.path.isdir(cwd):
+            raise RpcError(acp.INVALID_PARAMS,
+                           f"cwd must be the absolute path of an existing directory: {cwd!r}")
+        return cwd
+
+    async def _new_session(self, params: JsonObject) -> JsonObject:
+        cwd = self._cwd(params)
+        session_id = uuid.uuid4().hex
+        directory = self.store.backend_dir(session_id, BACKEND_DIR, create=True)
+        session = PiSession(self, session_id, cwd, directory)
+        try:
+            await session.start(resume=False)
+        except BaseException:
+            # No half-started session is kept: neither the child nor its directory.
+            self.store.discard_backend_dir(session_id, BACKEND_DIR)
+            raise
+        self.sessions[session.id] = session
+        return {"sessionId": session.id}
+
+    async def _resume(self, params: JsonObject) -> JsonObject:
+        session_id = str(params.get("sessionId"))
+        if session_id in self.sessions:
+            return {}
+        cwd = self._cwd(params)
+        try:
+            directory = self.store.backend_dir(session_id, BACKEND_DIR, create=False)
+        except (ValueError, FileNotFoundError):
+            raise RpcError(acp.RESOURCE_NOT_FOUND, f"no pi session file for {session_id}",
+                           {"sessionId": session_id}) from None
+        session = PiSession(self, session_id, cwd, directory)
+        await session.start(resume=True)
+        self.sessions[session_id] = session
+        return {}
+
+    def _session(self, params: JsonObject) -> PiSession:
+        session = self.sessions.get(str(params.get("sessionId")))
+        if session is None:
+            raise RpcError(acp.RESOURCE_NOT_FOUND, f"unknown session {params.get('sessionId')}")
+        return session
+
+    async def _prompt(self, params: JsonObject) -> JsonObject:
+        return await self._session(params).prompt(params.get("prompt") or [])
+
+    async def _close(self, params: JsonObject) -> JsonObject:
+        session = self.sessions.pop(str(params.get("sessionId")), None)
+        if session is not None:
+            await session.close()
+        return {}

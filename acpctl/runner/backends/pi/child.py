@@ -1,0 +1,104 @@
+"""One `pi --mode rpc` process: commands matched to their responses through the pending
+table, every other line handed to the current listener (the running turn)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
+from acpctl.runner.supervisor import AgentProcess
+
+HANDSHAKE_TIMEOUT_S = 30.0
+EXITED = object()  # put on the listener's queue when the child dies
+
+
+class PiChild:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str,
+                 log: logging.Logger) -> None:
+        self.process = AgentProcess(argv, env, cwd=cwd)
+        self.log = log
+        self.pending: PendingRequests[str] = PendingRequests(
+            f"acpctl-{n}" for n in itertools.count(1))
+        self.listener: asyncio.Queue[Any] | None = None
+        self.exit_code: int | None = None
+        self.reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> JsonObject:
+        """Spawn pi and wait for its answer to get_state; returns that state."""
+        self.process.spawn()
+        await self.process.attach(self.log)
+        self.reader = asyncio.create_task(self._read())
+        try:
+            state = await asyncio.wait_for(self.command("get_state"), HANDSHAKE_TIMEOUT_S)
+        except asyncio.TimeoutError as exc:
+            await self.stop()
+            raise RpcError(acp.INTERNAL_ERROR,
+                           f"pi did not answer get_state within {HANDSHAKE_TIMEOUT_S:g}s",
+                           {"stderr": self.stderr_tail()}) from exc
+        except RpcError as exc:
+            await self.stop()
+            raise RpcError(exc.code, f"pi failed to start: {exc.message}",
+                           {"stderr": self.stderr_tail()}) from exc
+        return state if isinstance(state, dict) else {}
+
+    def stderr_tail(self) -> list[str]:
+        return list(self.process.stderr_tail)
+
+    @property
+    def alive(self) -> bool:
+        return self.exit_code is None and self.process.returncode is None
+
+    def send(self, message: JsonObject) -> None:
+        self.process.write(jsonrpc.encode(message))
+
+    async def command(self, kind: str, **fields: Any) -> Any:
+        """Send a command; its data, or RpcError with pi's error."""
+        if not self.alive:
+            raise RpcError(acp.INTERNAL_ERROR, "pi is not running",
+                           {"stderr": self.stderr_tail()})
+        msg_id, future = self.pending.register(kind)
+        self.send({"id": msg_id, "type": kind, **fields})
+        response = await future
+        if not response.get("success"):
+            raise RpcError(acp.INTERNAL_ERROR, str(response.get("error") or f"{kind} failed"))
+        return response.get("data")
+
+    def subscribe(self) -> asyncio.Queue[Any]:
+        self.listener = asyncio.Queue()
+        if not self.alive:
+            self.listener.put_nowait(EXITED)
+        return self.listener
+
+    async def _read(self) -> None:
+        async for batch in jsonrpc.read_messages(self.process.stdout):
+            for item in batch:
+                if isinstance(item, jsonrpc.BadLine):  # pi may print a prelude before JSON
+                    self.log.info("pi stdout (not JSON): %.200s", item.preview())
+                    continue
+                message = item[0]
+                if not isinstance(message, dict):
+                    continue
+                if message.get("type") == "response" and self.pending.get(message.get("id")):
+                    self.pending.resolve(message["id"], message)
+                elif self.listener is not None:
+                    self.listener.put_nowait(message)
+        self.exit_code = await self.process.wait()
+        tail = self.stderr_tail()
+        self.log.warning("pi exited with status %s%s", self.exit_code,
+                         "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "")
+        self.pending.fail_all(lambda _: {"success": False,
+                                         "error": f"pi exited with status {self.exit_code}"})
+        if self.listener is not None:
+            self.listener.put_nowait(EXITED)
+
+    async def stop(self) -> None:
+        await self.process.terminate()
+        if self.reader is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self.reader, 2)

@@ -1,0 +1,151 @@
+"""One ACP session with pi: its child (started in the session's cwd, on session files in the
+directory the store hands out), its restarts, its tools announced so far, its cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner.backends.pi import translate as pt
+from acpctl.runner.backends.pi.child import PiChild
+from acpctl.runner.backends.pi.turn import Turn
+from acpctl.runner.supervisor import RestartPolicy
+
+if TYPE_CHECKING:
+    from acpctl.runner.backends.pi.agent import PiRpcBackend
+
+NO_GATE_VARIABLE = "ACPCTL_NO_PERMISSION_GATE"
+_TOOL_MARK = re.compile(r"\[acpctl:([^\]]+)\]")
+
+
+def gate_extension() -> str:
+    """The pi extension that asks before write, edit and bash (shipped in the package)."""
+    return str(resources.files("acpctl.runner.backends.pi").joinpath("permission_gate.ts"))
+
+
+class PiSession:
+    def __init__(self, backend: PiRpcBackend, session_id: str, cwd: str,
+                 directory: Path) -> None:
+        self.backend = backend
+        self.id = session_id
+        self.cwd = cwd
+        self.directory = directory
+        self.child: PiChild | None = None
+        self.restarts = RestartPolicy()
+        self.prompting = False
+        self.cancel_generation = 0
+        self.announced: dict[str, tuple[str, JsonObject]] = {}  # tool id -> (name, args)
+        self.before: dict[str, JsonObject] = {}  # tool id -> diff of the file before it ran
+        self.accepts_images = False
+
+    async def start(self, resume: bool) -> None:
+        argv = [*self.backend.argv, "--session-dir", str(self.directory)]
+        if resume:
+            argv.append("--continue")
+        if not os.environ.get(NO_GATE_VARIABLE) and not self.backend.env.get(NO_GATE_VARIABLE):
+            argv += ["--extension", gate_extension()]
+        child = PiChild(argv, self.backend.env, self.cwd, self.backend.log)
+        try:
+            state = await child.start()
+        except OSError as exc:
+            raise RpcError(acp.INTERNAL_ERROR,
+                           f"cannot start pi ({argv[0]}): {exc.strerror or exc}") from exc
+        model = state.get("model")
+        self.accepts_images = isinstance(model, dict) and "image" in (model.get("input") or [])
+        self.child = child
+
+    async def ensure_child(self) -> PiChild:
+        if self.child is not None and self.child.alive:
+            return self.child
+        delay = self.restarts.next_delay()
+        if delay is None:
+            raise RpcError(acp.INTERNAL_ERROR, self.restarts.refusal("pi"))
+        await asyncio.sleep(delay)
+        self.backend.log.info("session %s: starting pi again on its session file", self.id)
+        await self.start(resume=True)
+        assert self.child is not None
+        return self.child
+
+    def emit(self, update: JsonObject) -> None:
+        self.backend.emit(self.id, update)
+
+    async def prompt(self, blocks: list[Any]) -> JsonObject:
+        if self.prompting:
+            raise RpcError(acp.INVALID_REQUEST, "a prompt is already running")
+        self.prompting = True
+        try:
+            child = await self.ensure_child()
+            text, images, dropped = pt.prompt_input(blocks, self.accepts_images)
+            for note in dropped:
+                self.backend.log.info("session %s: dropped %s from the prompt", self.id, note)
+            generation = self.cancel_generation
+            turn = Turn(self, child)
+            await turn.run(text, images)
+        finally:
+            self.prompting = False
+        if self.cancel_generation != generation:
+            return {"stopReason": acp.CANCELLED}
+        reason, error = pt.stop_reason(turn.last_assistant)
+        if reason is None:
+            raise RpcError(acp.INTERNAL_ERROR, f"pi: {error}")
+        return {"stopReason": reason}
+
+    # -- for the turn ---------------------------------------------------------------------
+
+    def announce(self, tool_id: str, name: str, args: JsonObject, status: str) -> None:
+        self.announced[tool_id] = (name, args)
+        self.emit(pt.tool_call(tool_id, name, args, status, self.cwd))
+
+    def tool_started(self, tool_id: str, name: str, args: JsonObject) -> None:
+        before = pt.planned_diff(name, args, self.cwd)
+        if before is not None:
+            self.before[tool_id] = before
+        if tool_id in self.announced:
+            self.emit(pt.tool_call(tool_id, name, args, "in_progress", self.cwd, update=True))
+        else:
+            self.announce(tool_id, name, args, "in_progress")
+
+    def dialog(self, child: PiChild, request: JsonObject) -> None:
+        method = request.get("method")
+        if method in ("confirm", "select"):
+            self.backend.ask_permission(self, child, request)
+        elif method in ("input", "editor"):
+            child.send({"type": "extension_ui_response", "id": request.get("id"),
+                        "cancelled": True})
+            self.emit(pt.chunk(acp.AGENT_MESSAGE_CHUNK,
+                               f"\n(acpctl: pi asked for {method} input "
+                               f"\"{request.get('title', '')}\", which ACP cannot show; "
+                               "cancelled)\n"))
+        elif method == "notify":
+            self.emit(pt.chunk(acp.AGENT_MESSAGE_CHUNK, f"\n{request.get('message', '')}\n"))
+        elif method == "setTitle" and request.get("title"):
+            self.emit({"sessionUpdate": acp.SESSION_INFO_UPDATE,
+                       "title": str(request["title"])})
+
+    def permission_tool(self, request: JsonObject) -> JsonObject:
+        mark = _TOOL_MARK.search(str(request.get("message", "")))
+        tool_id = mark.group(1) if mark else next(reversed(self.announced), "pi-dialog")
+        name, args = self.announced.get(tool_id, ("other", {}))
+        tool: JsonObject = {"toolCallId": tool_id, "title": pt.tool_title(name, args)
+                            if name != "other" else str(request.get("title", "")),
+                            "kind": pt.TOOL_KINDS.get(name, "other"), "status": "pending"}
+        diff = pt.planned_diff(name, args, self.cwd)
+        if diff is not None:
+            tool["content"] = [diff]
+        return tool
+
+    def cancel(self) -> None:
+        self.cancel_generation += 1
+        if self.child is not None and self.child.alive:
+            self.child.send({"type": "abort"})
+
+    async def close(self) -> None:
+        if self.child is not None:
+            await self.child.stop()
+            self.child = None

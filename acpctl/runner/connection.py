@@ -1,0 +1,66 @@
+"""One `acpctl run --acp` connection, wired: the run log and record, the store, the backend
+for the agent's kind, the recorder and the server; served until EOF, SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import subprocess
+
+from acpctl import jsonrpc
+from acpctl.runner.backends import Backend
+from acpctl.runner.backends.acp import AcpBackend
+from acpctl.runner.backends.pi import PiRpcBackend
+from acpctl.runner.recorder import Recorder
+from acpctl.runner.runlog import open_log
+from acpctl.runner.runs import RunRecord
+from acpctl.runner.server import AcpServer
+from acpctl.runner.supervisor import AgentProcess
+from acpctl.store.sessions import SessionStore
+
+
+def run_connection(name: str, kind: str, argv: list[str], env: dict[str, str],
+                   popen: subprocess.Popen[bytes] | None, history: bool) -> None:
+    """`popen`: the agent, when it was spawned before this module was imported."""
+    log, log_path = open_log(name)
+    log.info("acpctl run --acp: agent %s (%s), log %s", name, " ".join(argv), log_path)
+    record = RunRecord(name, argv, log_path)
+    store = SessionStore()
+    try:
+        asyncio.run(run_server(build_backend(kind, argv, env, log, store, popen),
+                               Recorder(store, name, argv, enabled=history),
+                               store, log, record))
+    finally:
+        record.remove()
+
+
+def build_backend(kind: str, argv: list[str], env: dict[str, str], log: logging.Logger,
+                  store: SessionStore, popen: subprocess.Popen[bytes] | None) -> Backend:
+    if kind == "pi-rpc":
+        return PiRpcBackend(argv, env, log, store)
+    return AcpBackend(argv, env, log, AgentProcess(argv, env, popen=popen))
+
+
+async def run_server(backend: Backend, recorder: Recorder, store: SessionStore,
+                     log: logging.Logger, record: RunRecord) -> None:
+    """Serve the editor on stdin/stdout until EOF, SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    output = await jsonrpc.Output.open(1)
+    reader = await jsonrpc.open_input(0)
+    server = AcpServer(backend, store, recorder, log, output, record)
+    # Start the agent now, while the editor is still sending initialize: its start-up
+    # overlaps ours. A failure here is reported in the answer to initialize.
+    early_start = asyncio.create_task(backend.ensure_running())
+    early_start.add_done_callback(lambda task: task.cancelled() or task.exception())
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    serving = asyncio.create_task(server.endpoint.serve(reader))
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("editor closed the connection" if serving.done() else "stopping on signal")
+    await server.shutdown()
+    serving.cancel()
+    stopping.cancel()
+    output.close()

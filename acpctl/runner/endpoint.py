@@ -1,0 +1,139 @@
+"""The editor's end of `run --acp`: reads JSON-RPC from the editor, checks that each message
+is one, answers batches as arrays, and writes every reply. What a message means is the
+router's business (`runner.server.AcpServer`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject
+
+# What routing a request gives: the answer now, or later.
+Answer = JsonObject | Awaitable[JsonObject]
+
+
+class Router(Protocol):
+    def route_request(self, method: str, params: Any, msg_id: Any) -> Answer: ...
+    def route_notification(self, method: str, params: Any) -> None: ...
+    def route_response(self, message: JsonObject) -> None: ...
+
+
+class LineOutput(Protocol):
+    """Where replies go (jsonrpc.Output on stdout; a list in the in-process tests)."""
+
+    def send(self, message: Any) -> None: ...
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+
+
+class EditorEndpoint:
+    def __init__(self, output: LineOutput, log: logging.Logger, debug: bool) -> None:
+        self.out = output
+        self.log = log
+        self.debug = debug
+        self.router: Router | None = None
+        self.tasks: set[asyncio.Future[Any]] = set()
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        """Until the editor closes its end."""
+        async for batch in jsonrpc.read_messages(reader):
+            for item in batch:
+                if isinstance(item, jsonrpc.BadLine):
+                    self.out.send(jsonrpc.error_response(None, item.error))
+                else:
+                    self.dispatch(item[0])
+            await self.out.drain()
+
+    def dispatch(self, message: Any) -> None:
+        if isinstance(message, list):
+            self.spawn(self._batch(message))
+            return
+        answer = self._route(message)
+        if isinstance(answer, dict):
+            self.reply(answer)
+        elif isinstance(answer, asyncio.Future):
+            # The relay's fast path: no task for a plain forwarded request.
+            answer.add_done_callback(lambda done: self.reply(done.result()))
+        elif answer is not None:
+            self.spawn(self._reply_later(answer))
+
+    def spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def reply(self, response: JsonObject) -> None:
+        if self.debug:
+            error = response.get("error")
+            self.log.debug("-> response id=%s%s", response.get("id"),
+                           f" error={error.get('code')}" if isinstance(error, dict) else "")
+        self.out.send(response)
+
+    async def _reply_later(self, answer: Awaitable[JsonObject]) -> None:
+        self.reply(await answer)
+
+    async def _batch(self, messages: list[Any]) -> None:
+        """JSON-RPC batches: answered as one array; an empty batch is invalid."""
+        if not messages:
+            self.out.send(jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request: empty batch"))
+            return
+        answers: list[JsonObject] = []
+        for message in messages:
+            answer = self._route(message)
+            if answer is not None:
+                answers.append(answer if isinstance(answer, dict) else await answer)
+        if answers:
+            self.out.send(answers)
+
+    def _route(self, message: Any) -> Answer | None:
+        """Check one message and hand it to the router: a reply, a pending one, or None."""
+        assert self.router is not None
+        problem = _invalid(message)
+        if problem is not None:
+            return problem
+        method = message.get("method")
+        if method is None:
+            self.router.route_response(message)
+            return None
+        params = message.get("params")
+        if self.debug:
+            session = params.get("sessionId") if isinstance(params, dict) else None
+            self.log.debug("<- %s%s%s", method,
+                           f" id={message['id']}" if "id" in message else "",
+                           f" session={session}" if session else "")
+        if "id" not in message:
+            self.router.route_notification(method, params or {})
+            return None
+        return self.router.route_request(method, params, message["id"])
+
+
+def _invalid(message: Any) -> JsonObject | None:
+    """The error a message that is not a valid JSON-RPC 2.0 request, notification or
+    response gets; None when it is valid."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        msg_id = message.get("id") if isinstance(message, dict) else None
+        return jsonrpc.error(msg_id if jsonrpc.is_id(msg_id) else None, acp.INVALID_REQUEST,
+                             "invalid request: expected a JSON-RPC 2.0 object")
+    has_id = "id" in message
+    msg_id = message.get("id")
+    if has_id and not jsonrpc.is_id(msg_id):
+        return jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request: bad id")
+    method = message.get("method")
+    if method is None:
+        if not has_id or ("result" not in message and "error" not in message):
+            return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
+                                 "invalid request: no method, and not a response")
+        return None
+    if not isinstance(method, str):
+        return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
+                             "invalid request: method must be a string")
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict | list):
+        return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
+                             "invalid request: params must be an object or an array")
+    return None

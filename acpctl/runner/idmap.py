@@ -1,0 +1,83 @@
+"""Request ids across acpctl, both ways.
+
+Editor → agent: a forwarded request gets the backend's id on the agent hop; the editor's id
+is kept here so that the editor's `$/cancel_request` can name the agent's id.
+Agent → editor: a request from the agent (a permission, fs, terminal...) gets an id of
+acpctl's own on the editor hop, from a pending table; the editor's answer goes back under
+the agent's id, and the agent's `$/cancel_request` is translated to the editor's id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl.jsonrpc import JsonObject, PendingRequests
+
+
+@dataclass
+class ReverseRequest:
+    """A request from the agent, forwarded to the editor under acpctl's id."""
+
+    agent_id: Any
+    generation: int  # the agent process that asked; its answer is void once it died
+    session: Any  # the SessionRecord it belongs to, or None
+    method: str
+
+
+class IdMap:
+    def __init__(self) -> None:
+        self._upstream: dict[tuple[bool, Any], asyncio.Future[JsonObject]] = {}
+        self._reverse: PendingRequests[int] = PendingRequests(itertools.count(1))
+        self._editor_id_of: dict[tuple[bool, Any], int] = {}
+
+    # -- editor → agent -------------------------------------------------------------
+
+    def forwarded(self, editor_id: Any, upstream: asyncio.Future[JsonObject]) -> None:
+        """`upstream` answers the editor's request `editor_id`, until it is done."""
+        key = jsonrpc.id_key(editor_id)
+        self._upstream[key] = upstream
+
+        def forget(_: asyncio.Future[JsonObject]) -> None:
+            if self._upstream.get(key) is upstream:
+                del self._upstream[key]
+
+        upstream.add_done_callback(forget)
+
+    def upstream(self, editor_id: Any) -> asyncio.Future[JsonObject] | None:
+        try:
+            return self._upstream.get(jsonrpc.id_key(editor_id))
+        except TypeError:  # an unhashable id in a $/cancel_request
+            return None
+
+    # -- agent → editor -------------------------------------------------------------
+
+    def to_editor(self, request: ReverseRequest) -> int:
+        """The editor-hop id for the agent's request."""
+        editor_id, _ = self._reverse.register(request.method, context=request)
+        self._editor_id_of[jsonrpc.id_key(request.agent_id)] = editor_id
+        return editor_id
+
+    def editor_id(self, agent_id: Any) -> int | None:
+        try:
+            return self._editor_id_of.get(jsonrpc.id_key(agent_id))
+        except TypeError:
+            return None
+
+    def settle(self, editor_id: Any, response: JsonObject) -> ReverseRequest | None:
+        """The editor answered (or acpctl settled) `editor_id`: the request it answers, no
+        longer pending; None when no such request waits."""
+        entry = self._reverse.resolve(editor_id, response)
+        if entry is None:
+            return None
+        request: ReverseRequest = entry.context
+        self._editor_id_of.pop(jsonrpc.id_key(request.agent_id), None)
+        return request
+
+    def of_generation(self, generation: int) -> list[int]:
+        """Editor-hop ids of the requests that the agent process `generation` made."""
+        return [editor_id for editor_id, entry in self._reverse.items()
+                if entry.context.generation == generation]
