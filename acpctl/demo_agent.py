@@ -103,17 +103,22 @@ class DemoAgent:
         session_id = self._session(params)
         cancelled = self.sessions[session_id]
         cancelled.clear()
-        text = " ".join(
-            block.get("text", "") if block.get("type") == "text"
-            else block.get("resource", {}).get("text", "") if block.get("type") == "resource"
-            else block.get("uri", "") if block.get("type") == "resource_link" else ""
-            for block in params.get("prompt", []) if isinstance(block, dict)
-        ).strip()
+        text = _prompt_text(params.get("prompt", []))
         words = set(re.findall(r"[a-z]+", text.lower()))
         if flood := re.search(r"\bflood (\d+)", text):
             for _ in range(int(flood.group(1))):
                 self.chunk(session_id, ".")
             return {"stopReason": acp.END_TURN}
+        self.extras(session_id, text, words)
+        if "edit" in words:
+            stop = await self.edit(session_id)
+            if stop is not None:
+                return {"stopReason": stop}
+        await self.echo(session_id, text, words, cancelled)
+        return {"stopReason": acp.CANCELLED if cancelled.is_set() else acp.END_TURN}
+
+    def extras(self, session_id: str, text: str, words: set[str]) -> None:
+        """What the words `title`, `think` and `plan` ask for."""
         if "title" in words:
             self.update(session_id, {"sessionUpdate": acp.SESSION_INFO_UPDATE,
                                      "title": f"Demo: {text[:40]}"})
@@ -125,17 +130,18 @@ class DemoAgent:
                 {"content": "Read the prompt", "priority": "high", "status": "completed"},
                 {"content": "Echo it back", "priority": "medium", "status": "in_progress"},
             ]})
-        if "edit" in words:
-            stop = await self.edit(session_id)
-            if stop is not None:
-                return {"stopReason": stop}
+
+    async def echo(self, session_id: str, text: str, words: set[str],
+                   cancelled: asyncio.Event) -> None:
+        """The answer, a word a chunk (`slow`: 20 chunks 100 ms apart; `crash`: exit 3
+        after the first)."""
         pieces = re.findall(r"\S+\s*", f"You said: {text}") or ["You said nothing."]
         slow = "slow" in words
         if slow:
             pieces = (pieces * 20)[:20]
         for index, piece in enumerate(pieces):
             if cancelled.is_set():
-                return {"stopReason": acp.CANCELLED}
+                return
             self.chunk(session_id, piece)
             if "crash" in words and index == 0:
                 await self.out.drain()
@@ -145,7 +151,6 @@ class DemoAgent:
                 await self.out.drain()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(cancelled.wait(), 0.1)
-        return {"stopReason": acp.CANCELLED if cancelled.is_set() else acp.END_TURN}
 
     async def edit(self, session_id: str) -> str | None:
         """A tool call with a diff, gated by a permission request. Returns a stop reason
@@ -211,6 +216,15 @@ class DemoAgent:
 
     async def ping(self, params: JsonObject) -> JsonObject:
         return {}
+
+
+def _prompt_text(blocks: Any) -> str:
+    return " ".join(
+        block.get("text", "") if block.get("type") == "text"
+        else block.get("resource", {}).get("text", "") if block.get("type") == "resource"
+        else block.get("uri", "") if block.get("type") == "resource_link" else ""
+        for block in blocks if isinstance(block, dict)
+    ).strip()
 
 
 async def serve() -> None:

@@ -117,7 +117,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Metadata and events as JSON."),
 ) -> None:
     """The transcript, paged when long and the output is a terminal."""
-    from acpctl.store import archive, transcript
+    from acpctl.store import archive
+    from acpctl.terminal import transcript
 
     store = _store()
     meta = store.read_meta(_resolve(store, session))
@@ -162,7 +163,8 @@ def export(
     output: Path = typer.Option(None, "-o", "--output", help="Write here, not to stdout."),
 ) -> None:
     """Export a session (json and jsonl can be imported again)."""
-    from acpctl.store import archive, transcript
+    from acpctl.store import archive
+    from acpctl.terminal import transcript
 
     writers = {"markdown": transcript.markdown, "json": archive.export_json,
                "jsonl": archive.export_jsonl}

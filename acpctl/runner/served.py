@@ -12,6 +12,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.endpoint import LineOutput
+from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 
 LIST_PAGE_SIZE = 100
@@ -48,7 +49,7 @@ def list_page(store: SessionStore, params: JsonObject) -> JsonObject:
     if cwd is not None and not isinstance(cwd, str):
         raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
     offset = _decode_cursor(params.get("cursor"))
-    metas = store.list(cwd=cwd)
+    metas = SessionIndex(store).readable(cwd=cwd)
     result: JsonObject = {"sessions": [_info(meta)
                                        for meta in metas[offset:offset + LIST_PAGE_SIZE]]}
     if offset + LIST_PAGE_SIZE < len(metas):

@@ -1,4 +1,5 @@
-"""Export and import of sessions: JSON, JSONL (lossless) and Markdown (for reading)."""
+"""Export and import of sessions as JSON and JSONL (lossless; Markdown, for reading, is
+rendered in terminal/transcript.py)."""
 
 from __future__ import annotations
 

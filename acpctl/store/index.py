@@ -125,6 +125,10 @@ class SessionIndex:
             connection.executemany("DELETE FROM sessions WHERE id = ?", gone)
         return len(changed) + len(gone)
 
+    def readable(self, cwd: str | None = None) -> list[SessionMeta]:
+        """Every readable session, newest update first; unreadable ones are left out."""
+        return [s.meta for s in self.query(cwd=cwd) if s.problem is None]
+
     def query(self, agent: str | None = None, cwd: str | None = None,
               since: str | None = None, limit: int | None = None) -> list[IndexedSession]:
         """Sessions newest first (unreadable ones last), filtered; refreshed first."""

@@ -288,12 +288,6 @@ class SessionStore:
                 if isinstance(event, dict):
                     yield event
 
-    def list(self, cwd: str | None = None) -> list[SessionMeta]:
-        """Every readable session, newest update first; unreadable ones are left out."""
-        from acpctl.store.index import SessionIndex
-
-        return [s.meta for s in SessionIndex(self).query(cwd=cwd) if s.problem is None]
-
     def resolve_prefix(self, prefix: str) -> str:
         """The one stored session whose id starts with `prefix` (an exact id wins).
         Raises LookupError naming the candidates when there are none or several."""

@@ -105,44 +105,9 @@ def verify(store: SessionStore, repair: bool) -> Report:
             report.add(sid, "directory name is not a valid session id", False)
             continue
         report.checked += 1
-        mode = stat.S_IMODE(directory.stat().st_mode)
-        if mode != paths.PRIVATE_DIR_MODE:
-            if repair:
-                directory.chmod(paths.PRIVATE_DIR_MODE)
-            report.add(sid, f"directory mode is {mode:o}, not 700", repair)
-        for name in (SESSION_FILE, EVENTS_FILE):
-            path = directory / name
-            if path.exists() and stat.S_IMODE(path.stat().st_mode) != paths.PRIVATE_FILE_MODE:
-                if repair:
-                    path.chmod(paths.PRIVATE_FILE_MODE)
-                report.add(sid, f"{name} mode is not 600", repair)
-        events = directory / EVENTS_FILE
-        corrupt, torn, turns, good = _scan_events(str(events))
-        if torn:
-            if repair:
-                with open(events, "r+b") as handle:
-                    handle.truncate(good)
-            report.add(sid, f"{EVENTS_FILE}: torn last line (a crash mid-write)", repair)
-        if corrupt:
-            shown = ", ".join(map(str, corrupt[:5])) + ("..." if len(corrupt) > 5 else "")
-            if repair:
-                _drop_lines(events, set(corrupt))
-            report.add(sid, f"{EVENTS_FILE}: {len(corrupt)} corrupt line(s): {shown}"
-                       + (" (moved to events.corrupt.jsonl)" if repair else ""), repair)
-        try:
-            meta = store.read_meta(sid)
-        except CorruptSession as exc:
-            if repair:
-                store.write_meta(_rebuild_meta(store, sid))
-            report.add(sid, f"{exc}" + ("; rebuilt from the event log" if repair else ""),
-                       repair)
-            continue
-        if meta.turns != turns:
-            recorded = meta.turns
-            if repair:
-                meta.turns = turns
-                store.write_meta(meta)
-            report.add(sid, f"session.json counts {recorded} turns, the log {turns}", repair)
+        _check_modes(directory, sid, repair, report)
+        turns = _check_events(directory / EVENTS_FILE, sid, repair, report)
+        _check_meta(store, sid, turns, repair, report)
     index = SessionIndex(store)
     drift = index.drift()
     if drift:
@@ -151,6 +116,55 @@ def verify(store: SessionStore, repair: bool) -> Report:
         for problem in drift:
             report.add("index", problem, repair)
     return report
+
+
+def _check_modes(directory: Path, sid: str, repair: bool, report: Report) -> None:
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    if mode != paths.PRIVATE_DIR_MODE:
+        if repair:
+            directory.chmod(paths.PRIVATE_DIR_MODE)
+        report.add(sid, f"directory mode is {mode:o}, not 700", repair)
+    for name in (SESSION_FILE, EVENTS_FILE):
+        path = directory / name
+        if path.exists() and stat.S_IMODE(path.stat().st_mode) != paths.PRIVATE_FILE_MODE:
+            if repair:
+                path.chmod(paths.PRIVATE_FILE_MODE)
+            report.add(sid, f"{name} mode is not 600", repair)
+
+
+def _check_events(events: Path, sid: str, repair: bool, report: Report) -> int:
+    """Torn and corrupt lines of the event log; returns the turns it records."""
+    corrupt, torn, turns, good = _scan_events(str(events))
+    if torn:
+        if repair:
+            with open(events, "r+b") as handle:
+                handle.truncate(good)
+        report.add(sid, f"{EVENTS_FILE}: torn last line (a crash mid-write)", repair)
+    if corrupt:
+        shown = ", ".join(map(str, corrupt[:5])) + ("..." if len(corrupt) > 5 else "")
+        if repair:
+            _drop_lines(events, set(corrupt))
+        report.add(sid, f"{EVENTS_FILE}: {len(corrupt)} corrupt line(s): {shown}"
+                   + (" (moved to events.corrupt.jsonl)" if repair else ""), repair)
+    return turns
+
+
+def _check_meta(store: SessionStore, sid: str, turns: int, repair: bool,
+                report: Report) -> None:
+    """session.json readable (else rebuilt from the log), its turn count the log's."""
+    try:
+        meta = store.read_meta(sid)
+    except CorruptSession as exc:
+        if repair:
+            store.write_meta(_rebuild_meta(store, sid))
+        report.add(sid, f"{exc}" + ("; rebuilt from the event log" if repair else ""), repair)
+        return
+    if meta.turns != turns:
+        recorded = meta.turns
+        if repair:
+            meta.turns = turns
+            store.write_meta(meta)
+        report.add(sid, f"session.json counts {recorded} turns, the log {turns}", repair)
 
 
 def _drop_lines(path: os.PathLike[str], numbers: set[int]) -> None:

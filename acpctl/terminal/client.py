@@ -166,6 +166,7 @@ def _prompt_blocks(text: str, piped: str | None) -> list[JsonObject]:
 
 
 async def _open_session(conn: RelayConnection, options: Options, agent_name: str) -> str:
+    from acpctl.store.index import SessionIndex
     from acpctl.store.sessions import SessionStore
 
     store = SessionStore()
@@ -176,7 +177,8 @@ async def _open_session(conn: RelayConnection, options: Options, agent_name: str
         except LookupError as exc:
             raise RpcError(acp.RESOURCE_NOT_FOUND, str(exc)) from exc
     elif options.continue_:
-        newest = [m for m in store.list(cwd=options.cwd) if m.agent == agent_name]
+        newest = [m for m in SessionIndex(store).readable(cwd=options.cwd)
+                  if m.agent == agent_name]
         if newest:
             target = newest[0].id
         else:

@@ -4,11 +4,12 @@ directory the store hands out), its restarts, its tools announced so far, its ca
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
@@ -16,9 +17,6 @@ from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import PiChild
 from acpctl.runner.backends.pi.turn import Turn
 from acpctl.runner.supervisor import RestartPolicy
-
-if TYPE_CHECKING:
-    from acpctl.runner.backends.pi.agent import PiRpcBackend
 
 NO_GATE_VARIABLE = "ACPCTL_NO_PERMISSION_GATE"
 _TOOL_MARK = re.compile(r"\[acpctl:([^\]]+)\]")
@@ -29,8 +27,20 @@ def gate_extension() -> str:
     return str(resources.files("acpctl.runner.backends.pi").joinpath("permission_gate.ts"))
 
 
+class SessionHost(Protocol):
+    """What a session needs of the backend (`PiRpcBackend`)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log: logging.Logger
+
+    def emit(self, session_id: str, update: JsonObject) -> None: ...
+    def ask_permission(self, session: PiSession, child: PiChild,
+                       request: JsonObject) -> None: ...
+
+
 class PiSession:
-    def __init__(self, backend: PiRpcBackend, session_id: str, cwd: str,
+    def __init__(self, backend: SessionHost, session_id: str, cwd: str,
                  directory: Path) -> None:
         self.backend = backend
         self.id = session_id

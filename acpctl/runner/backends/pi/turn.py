@@ -4,19 +4,28 @@ the turn ends when pi says it is neither streaming nor compacting."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import EXITED, PiChild
 
-if TYPE_CHECKING:
-    from acpctl.runner.backends.pi.session import PiSession
+
+class TurnOwner(Protocol):
+    """What a turn needs of its session (`PiSession`)."""
+
+    announced: dict[str, tuple[str, JsonObject]]
+    before: dict[str, JsonObject]
+
+    def emit(self, update: JsonObject) -> None: ...
+    def announce(self, tool_id: str, name: str, args: JsonObject, status: str) -> None: ...
+    def tool_started(self, tool_id: str, name: str, args: JsonObject) -> None: ...
+    def dialog(self, child: PiChild, request: JsonObject) -> None: ...
 
 
 class Turn:
-    def __init__(self, session: PiSession, child: PiChild) -> None:
+    def __init__(self, session: TurnOwner, child: PiChild) -> None:
         self.session = session
         self.child = child
         self.stream = pt.StreamText()
