@@ -1,4 +1,5 @@
-"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s typecheck`, `nox -s bench`."""
+"""Developer sessions: `nox -s fast` (the fast tier), `nox -s tests`, `nox -s lint` (ruff,
+formatting, import layers), `nox -s typecheck`, `nox -s docs`, `nox -s bench`."""
 
 from __future__ import annotations
 
@@ -14,15 +15,25 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def fast(session: nox.Session) -> None:
+    """The tests without subprocess agents: seconds, for everyday work."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "not e2e and not npm", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
-    session.run("ruff", "check", "acpctl", "tests", "bench", "noxfile.py")
+    session.install("-e", ".[dev]")
+    targets = ["acpctl", "tests", "bench", "noxfile.py"]
+    session.run("ruff", "check", *targets)
+    session.run("ruff", "format", "--check", *targets)
+    session.run("lint-imports")
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[test]", "mypy")
-    session.run("mypy")
+    session.install("-e", ".[test,dev]")
+    session.run("mypy", "--strict")
 
 
 @nox.session

@@ -41,8 +41,14 @@ class AgentSpec(NamedTuple):
 
 
 class Config:
-    def __init__(self, path: Path, text: str, default_agent: str | None,
-                 package_runners: bool, agents: dict[str, AgentSpec]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        text: str,
+        default_agent: str | None,
+        package_runners: bool,
+        agents: dict[str, AgentSpec],
+    ) -> None:
         self.path = path
         self.text = text
         self.default_agent = default_agent
@@ -69,7 +75,7 @@ def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
         raise _fail(path, f"[agents.{name}] must be a table")
     command = table.get("command")
     if not isinstance(command, str) or not command:
-        raise _fail(path, f"[agents.{name}] needs command = \"...\" (a non-empty string)")
+        raise _fail(path, f'[agents.{name}] needs command = "..." (a non-empty string)')
     args = table.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise _fail(path, f"[agents.{name}] args must be a list of strings")

@@ -41,12 +41,12 @@ class DemoAgent:
     # -- plumbing ---------------------------------------------------------------------
 
     def update(self, session_id: str, update: JsonObject) -> None:
-        self.out.send(jsonrpc.notification(acp.SESSION_UPDATE,
-                                           {"sessionId": session_id, "update": update}))
+        self.out.send(
+            jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+        )
 
     def chunk(self, session_id: str, text: str, kind: str = acp.AGENT_MESSAGE_CHUNK) -> None:
-        self.update(session_id, {"sessionUpdate": kind,
-                                 "content": {"type": "text", "text": text}})
+        self.update(session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
 
     async def call_client(self, method: str, params: JsonObject) -> JsonObject:
         msg_id, future = self.pending.register(method)
@@ -120,19 +120,27 @@ class DemoAgent:
     def extras(self, session_id: str, text: str, words: set[str]) -> None:
         """What the words `title`, `think` and `plan` ask for."""
         if "title" in words:
-            self.update(session_id, {"sessionUpdate": acp.SESSION_INFO_UPDATE,
-                                     "title": f"Demo: {text[:40]}"})
+            self.update(
+                session_id,
+                {"sessionUpdate": acp.SESSION_INFO_UPDATE, "title": f"Demo: {text[:40]}"},
+            )
         if "think" in words:
-            self.chunk(session_id, "The user wants an echo; I will echo.",
-                       acp.AGENT_THOUGHT_CHUNK)
+            self.chunk(session_id, "The user wants an echo; I will echo.", acp.AGENT_THOUGHT_CHUNK)
         if "plan" in words:
-            self.update(session_id, {"sessionUpdate": acp.PLAN, "entries": [
-                {"content": "Read the prompt", "priority": "high", "status": "completed"},
-                {"content": "Echo it back", "priority": "medium", "status": "in_progress"},
-            ]})
+            self.update(
+                session_id,
+                {
+                    "sessionUpdate": acp.PLAN,
+                    "entries": [
+                        {"content": "Read the prompt", "priority": "high", "status": "completed"},
+                        {"content": "Echo it back", "priority": "medium", "status": "in_progress"},
+                    ],
+                },
+            )
 
-    async def echo(self, session_id: str, text: str, words: set[str],
-                   cancelled: asyncio.Event) -> None:
+    async def echo(
+        self, session_id: str, text: str, words: set[str], cancelled: asyncio.Event
+    ) -> None:
         """The answer, a word a chunk (`slow`: 20 chunks 100 ms apart; `crash`: exit 3
         after the first)."""
         pieces = re.findall(r"\S+\s*", f"You said: {text}") or ["You said nothing."]
@@ -156,27 +164,44 @@ class DemoAgent:
         """A tool call with a diff, gated by a permission request. Returns a stop reason
         when the turn must end early."""
         tool_id = f"edit-{next(self.tool_ids)}"
-        diff = {"type": "diff", "path": "/tmp/demo.txt", "oldText": "hello\n",
-                "newText": "hello, world\n"}
-        self.update(session_id, {"sessionUpdate": acp.TOOL_CALL, "toolCallId": tool_id,
-                                 "title": "Edit /tmp/demo.txt", "kind": "edit",
-                                 "status": "pending", "content": [diff],
-                                 "locations": [{"path": "/tmp/demo.txt", "line": 1}]})
-        answer = await self.call_client(acp.REQUEST_PERMISSION, {
-            "sessionId": session_id,
-            "toolCall": {"toolCallId": tool_id, "title": "Edit /tmp/demo.txt", "kind": "edit"},
-            "options": [
-                {"optionId": "allow", "name": "Allow", "kind": acp.ALLOW_ONCE},
-                {"optionId": "reject", "name": "Reject", "kind": acp.REJECT_ONCE},
-            ],
-        })
+        diff = {
+            "type": "diff",
+            "path": "/tmp/demo.txt",
+            "oldText": "hello\n",
+            "newText": "hello, world\n",
+        }
+        self.update(
+            session_id,
+            {
+                "sessionUpdate": acp.TOOL_CALL,
+                "toolCallId": tool_id,
+                "title": "Edit /tmp/demo.txt",
+                "kind": "edit",
+                "status": "pending",
+                "content": [diff],
+                "locations": [{"path": "/tmp/demo.txt", "line": 1}],
+            },
+        )
+        answer = await self.call_client(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": session_id,
+                "toolCall": {"toolCallId": tool_id, "title": "Edit /tmp/demo.txt", "kind": "edit"},
+                "options": [
+                    {"optionId": "allow", "name": "Allow", "kind": acp.ALLOW_ONCE},
+                    {"optionId": "reject", "name": "Reject", "kind": acp.REJECT_ONCE},
+                ],
+            },
+        )
         outcome = answer.get("result", {}).get("outcome", {}) if "result" in answer else {}
         if outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow":
             status = "completed"
         else:
             status = "failed"
-        self.update(session_id, {"sessionUpdate": acp.TOOL_CALL_UPDATE,
-                                 "toolCallId": tool_id, "status": status})
+        self.update(
+            session_id,
+            {"sessionUpdate": acp.TOOL_CALL_UPDATE, "toolCallId": tool_id, "status": status},
+        )
         if outcome.get("outcome") == "cancelled" or self.sessions[session_id].is_set():
             return acp.CANCELLED
         return None
@@ -192,9 +217,12 @@ class DemoAgent:
             self.pending.resolve(message.get("id"), message)
             return
         handlers = {
-            acp.INITIALIZE: self.initialize, acp.SESSION_NEW: self.new_session,
-            acp.SESSION_RESUME: self.resume_session, acp.SESSION_CLOSE: self.close_session,
-            acp.SESSION_PROMPT: self.prompt, acp.SESSION_CANCEL: self.cancel,
+            acp.INITIALIZE: self.initialize,
+            acp.SESSION_NEW: self.new_session,
+            acp.SESSION_RESUME: self.resume_session,
+            acp.SESSION_CLOSE: self.close_session,
+            acp.SESSION_PROMPT: self.prompt,
+            acp.SESSION_CANCEL: self.cancel,
             "_demo/ping": self.ping,
         }
         handler = handlers.get(method)
@@ -204,8 +232,9 @@ class DemoAgent:
             return
         msg_id = message["id"]
         if handler is None:
-            self.out.send(jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND,
-                                        f"method not found: {method}"))
+            self.out.send(
+                jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"method not found: {method}")
+            )
             return
         try:
             value = await handler(message.get("params") or {})
@@ -220,10 +249,15 @@ class DemoAgent:
 
 def _prompt_text(blocks: Any) -> str:
     return " ".join(
-        block.get("text", "") if block.get("type") == "text"
-        else block.get("resource", {}).get("text", "") if block.get("type") == "resource"
-        else block.get("uri", "") if block.get("type") == "resource_link" else ""
-        for block in blocks if isinstance(block, dict)
+        block.get("text", "")
+        if block.get("type") == "text"
+        else block.get("resource", {}).get("text", "")
+        if block.get("type") == "resource"
+        else block.get("uri", "")
+        if block.get("type") == "resource_link"
+        else ""
+        for block in blocks
+        if isinstance(block, dict)
     ).strip()
 
 

@@ -9,8 +9,12 @@ from pathlib import Path
 from acpctl.paths import PRIVATE_FILE_MODE
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE_MODE, sync: bool = True,
-                 ) -> None:
+def atomic_write(
+    path: Path,
+    data: bytes,
+    mode: int = PRIVATE_FILE_MODE,
+    sync: bool = True,
+) -> None:
     """Write a temp file beside `path`, fsync it (unless sync=False), give it `mode`, rename
     it over `path`, then fsync the directory so the rename itself is durable."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -23,14 +23,22 @@ RUN_PID_VARIABLE = "ACPCTL_RUN_PID"
 TERMINATE_GRACE_S = 2.0
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None,
-          ) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None = None,
+) -> subprocess.Popen[bytes]:
     """Start an agent with pipes on all three streams, in a session of its own, marked as
     this process's (raises OSError)."""
     return subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, **env, RUN_PID_VARIABLE: str(os.getpid())}, cwd=cwd,
-        start_new_session=True, bufsize=0,
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **env, RUN_PID_VARIABLE: str(os.getpid())},
+        cwd=cwd,
+        start_new_session=True,
+        bufsize=0,
     )
 
 

@@ -22,12 +22,17 @@ from acpctl.store.sessions import SessionMeta, SessionStore
 
 
 def build(store: SessionStore, updates: int) -> str:
-    meta = SessionMeta(id="bench-session", agent="demo", command=[], cwd="/tmp",
-                       agent_session_id="demo-bench")
+    meta = SessionMeta(
+        id="bench-session", agent="demo", command=[], cwd="/tmp", agent_session_id="demo-bench"
+    )
     writer = store.create(meta)
     for i in range(updates):
-        writer.update({"sessionUpdate": "agent_message_chunk",
-                       "content": {"type": "text", "text": f"chunk {i} "}})
+        writer.update(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": f"chunk {i} "},
+            }
+        )
         if i % 10000 == 0:
             writer.flush()
     writer.close()
@@ -38,8 +43,7 @@ async def replay(session_id: str, updates: int) -> float:
     peer = await Peer.start(ACPCTL)
     await peer.call("initialize", {"protocolVersion": 1})
     started = now()
-    msg_id = peer.send("session/load", {"sessionId": session_id, "cwd": "/tmp",
-                                        "mcpServers": []})
+    msg_id = peer.send("session/load", {"sessionId": session_id, "cwd": "/tmp", "mcpServers": []})
     response, received = await peer.response(msg_id)
     elapsed = now() - started
     await peer.close()
@@ -61,8 +65,10 @@ def main(updates: int) -> None:
     size = events.stat().st_size / 2**20
     print("| measure | time | ratio to parsing the log |\n|---|---|---|")
     print(f"| parse events.jsonl ({updates} updates, {size:.1f} MiB) | {parse_only:.2f} s | 1.0x |")
-    print(f"| session/load through acpctl, to the response | {elapsed:.2f} s "
-          f"| {elapsed / parse_only:.1f}x |")
+    print(
+        f"| session/load through acpctl, to the response | {elapsed:.2f} s "
+        f"| {elapsed / parse_only:.1f}x |"
+    )
 
 
 if __name__ == "__main__":

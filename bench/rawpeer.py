@@ -25,15 +25,21 @@ class Peer:
     @classmethod
     async def start(cls, argv: list[str], env: dict[str, str] | None = None) -> Peer:
         process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, env={**os.environ, **(env or {})}, limit=LIMIT)
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            limit=LIMIT,
+        )
         return cls(process)
 
     def send(self, method: str, params: Any) -> int:
         assert self.process.stdin is not None
         self.next_id += 1
-        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                           "params": params})
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        )
         self.process.stdin.write(line.encode() + b"\n")
         return self.next_id
 

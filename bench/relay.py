@@ -46,8 +46,13 @@ async def stream(argv: list[str], chunks: int) -> float:
     await peer.call("initialize", {"protocolVersion": 1})
     session = (await peer.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"]
     started = now()
-    msg_id = peer.send("session/prompt", {"sessionId": session["sessionId"],
-                                          "prompt": [{"type": "text", "text": f"flood {chunks}"}]})
+    msg_id = peer.send(
+        "session/prompt",
+        {
+            "sessionId": session["sessionId"],
+            "prompt": [{"type": "text", "text": f"flood {chunks}"}],
+        },
+    )
     _, received = await peer.response(msg_id)
     elapsed = now() - started
     await peer.close()
@@ -66,17 +71,25 @@ async def main(chunks: int, pings: int, spawns: int) -> None:
 
     ms = 1000.0
     print("| measure | direct | through acpctl | ratio | added |\n|---|---|---|---|---|")
-    print(f"| spawn to initialize response (median of {spawns}) | {direct_init * ms:.1f} ms "
-          f"| {relay_init * ms:.1f} ms | {relay_init / direct_init:.2f}x "
-          f"| {(relay_init - direct_init) * ms:+.1f} ms |")
+    print(
+        f"| spawn to initialize response (median of {spawns}) | {direct_init * ms:.1f} ms "
+        f"| {relay_init * ms:.1f} ms | {relay_init / direct_init:.2f}x "
+        f"| {(relay_init - direct_init) * ms:+.1f} ms |"
+    )
     for label, fraction in (("p50", 0.5), ("p99", 0.99)):
         d, r = percentile(direct_rt, fraction), percentile(relay_rt, fraction)
-        print(f"| round trip {label} ({pings} requests) | {d * ms:.3f} ms | {r * ms:.3f} ms "
-              f"| {r / d:.2f}x | {(r - d) * ms:+.3f} ms |")
-    print(f"| stream of {chunks} chunks, history on | {direct_rate:,.0f}/s "
-          f"| {recorded_rate:,.0f}/s | {recorded_rate / direct_rate:.2f}x | |")
-    print(f"| stream of {chunks} chunks, history off | {direct_rate:,.0f}/s "
-          f"| {unrecorded_rate:,.0f}/s | {unrecorded_rate / direct_rate:.2f}x | |")
+        print(
+            f"| round trip {label} ({pings} requests) | {d * ms:.3f} ms | {r * ms:.3f} ms "
+            f"| {r / d:.2f}x | {(r - d) * ms:+.3f} ms |"
+        )
+    print(
+        f"| stream of {chunks} chunks, history on | {direct_rate:,.0f}/s "
+        f"| {recorded_rate:,.0f}/s | {recorded_rate / direct_rate:.2f}x | |"
+    )
+    print(
+        f"| stream of {chunks} chunks, history off | {direct_rate:,.0f}/s "
+        f"| {unrecorded_rate:,.0f}/s | {unrecorded_rate / direct_rate:.2f}x | |"
+    )
 
 
 if __name__ == "__main__":

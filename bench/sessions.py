@@ -28,18 +28,27 @@ def make_store(root: Path, count: int, big_log_mb: int = 0, long_events: int = 0
     """Sessions written in the store's format (without fsync, to build 10,000 quickly)."""
     root.mkdir(parents=True, mode=0o700)
     for index in range(count):
-        meta = SessionMeta(id=f"s{index:06d}", agent="demo", command=[], cwd=f"/w/{index % 50}",
-                           title=f"session {index}", turns=3,
-                           updated=f"2026-11-{1 + index % 28:02d}T00:00:{index % 60:02d}.000Z")
+        meta = SessionMeta(
+            id=f"s{index:06d}",
+            agent="demo",
+            command=[],
+            cwd=f"/w/{index % 50}",
+            title=f"session {index}",
+            turns=3,
+            updated=f"2026-11-{1 + index % 28:02d}T00:00:{index % 60:02d}.000Z",
+        )
         directory = root / meta.id
         directory.mkdir(mode=0o700)
         (directory / "session.json").write_text(json.dumps(meta.to_json()))
         (directory / "events.jsonl").write_text(
             '{"ts":1,"type":"update","update":{"sessionUpdate":"user_message_chunk",'
-            '"content":{"type":"text","text":"hi"}}}\n')
-    chunk = ('{"ts":1.5,"type":"agent","message":{"jsonrpc":"2.0","method":"session/update",'
-             '"params":{"sessionId":"x","update":{"sessionUpdate":"agent_message_chunk",'
-             '"content":{"type":"text","text":"word "}}}}}\n')
+            '"content":{"type":"text","text":"hi"}}}\n'
+        )
+    chunk = (
+        '{"ts":1.5,"type":"agent","message":{"jsonrpc":"2.0","method":"session/update",'
+        '"params":{"sessionId":"x","update":{"sessionUpdate":"agent_message_chunk",'
+        '"content":{"type":"text","text":"word "}}}}}\n'
+    )
     if big_log_mb:
         with (root / "s000000" / "events.jsonl").open("a") as handle:
             handle.write(chunk * (big_log_mb * 2**20 // len(chunk)))
@@ -87,12 +96,17 @@ def main(count: int, runs: int) -> None:
         warm_large = timed(listing, env_large, runs)
         show = first_screen([*ACPCTL, "sessions", "show", long_session], env_large)
         baseline = timed([sys.executable, "-c", "pass"], os.environ.copy(), runs)
-    print("| measure | 10 sessions | "
-          f"{count:,} sessions (+100 MB log) | ratio |\n|---|---|---|---|")
-    print(f"| sessions list, index built (first run) | {cold_small:.0f} ms "
-          f"| {cold_large:.0f} ms | {cold_large / cold_small:.1f}x |")
-    print(f"| sessions list, median of {runs} | {warm_small:.0f} ms | {warm_large:.0f} ms "
-          f"| {warm_large / warm_small:.1f}x |")
+    print(
+        f"| measure | 10 sessions | {count:,} sessions (+100 MB log) | ratio |\n|---|---|---|---|"
+    )
+    print(
+        f"| sessions list, index built (first run) | {cold_small:.0f} ms "
+        f"| {cold_large:.0f} ms | {cold_large / cold_small:.1f}x |"
+    )
+    print(
+        f"| sessions list, median of {runs} | {warm_small:.0f} ms | {warm_large:.0f} ms "
+        f"| {warm_large / warm_small:.1f}x |"
+    )
     print(f"| sessions show (200,000 events): first 40 lines | | {show:.0f} ms | |")
     print(f"| python -c pass (for scale) | {baseline:.0f} ms | | |")
 

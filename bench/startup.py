@@ -1,6 +1,6 @@
 """Start-up cost of the commands people and editors run most, against `python -c pass`.
 
-    python bench/startup.py [--runs 20]
+python bench/startup.py [--runs 20]
 """
 
 from __future__ import annotations
@@ -19,8 +19,15 @@ COMMANDS = {
     "python -c pass (baseline)": [sys.executable, "-c", "pass"],
     "acpctl --version": [sys.executable, "-m", "acpctl", "--version"],
     "acpctl --help": [sys.executable, "-m", "acpctl", "--help"],
-    "acpctl agents list --json --no-probe": [sys.executable, "-m", "acpctl", "agents", "list",
-                                             "--json", "--no-probe"],
+    "acpctl agents list --json --no-probe": [
+        sys.executable,
+        "-m",
+        "acpctl",
+        "agents",
+        "list",
+        "--json",
+        "--no-probe",
+    ],
 }
 
 

@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,14 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
-ACPCTL_VARIABLES = ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR",
-                    "ACPCTL_SESSION_DIR", "ACPCTL_DEBUG", "PYTHONPATH")
+ACPCTL_VARIABLES = (
+    "ACPCTL_CONFIG_DIR",
+    "ACPCTL_DATA_DIR",
+    "ACPCTL_STATE_DIR",
+    "ACPCTL_SESSION_DIR",
+    "ACPCTL_DEBUG",
+    "PYTHONPATH",
+)
 
 
 class RecordingClient:
@@ -32,12 +38,29 @@ class RecordingClient:
         self.answers: dict[str, str] = {}
         self.default_answer = "allow"
         self.permission_asked = asyncio.Event()
+        self._updated = asyncio.Event()
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates[session_id].append(update)
+        self._updated.set()
 
-    async def request_permission(self, options: Any, session_id: str, tool_call: Any,
-                                 **kwargs: Any) -> RequestPermissionResponse:
+    async def until(self, condition: Callable[[], bool], timeout: float = 30) -> None:
+        """Wait, update by update, until `condition()` holds."""
+
+        async def wait() -> None:
+            while not condition():
+                self._updated.clear()
+                await self._updated.wait()
+
+        await asyncio.wait_for(wait(), timeout)
+
+    async def streaming(self, session_id: str, count: int = 1) -> None:
+        """Wait until `session_id` has had `count` updates."""
+        await self.until(lambda: len(self.updates[session_id]) >= count)
+
+    async def request_permission(
+        self, options: Any, session_id: str, tool_call: Any, **kwargs: Any
+    ) -> RequestPermissionResponse:
         self.permission_requests.append((session_id, tool_call))
         self.permission_asked.set()
         answer = self.answers.get(session_id, self.default_answer)
@@ -45,12 +68,16 @@ class RecordingClient:
             await asyncio.Event().wait()
         if answer == "cancel":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=answer,
-                                                                outcome="selected"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=answer, outcome="selected")
+        )
 
     def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
-        return "".join(u.content.text for u in self.updates[session_id]
-                       if u.session_update == kind and hasattr(u.content, "text"))
+        return "".join(
+            u.content.text
+            for u in self.updates[session_id]
+            if u.session_update == kind and hasattr(u.content, "text")
+        )
 
     def kinds(self, session_id: str) -> list[str]:
         return [u.session_update for u in self.updates[session_id]]
@@ -63,18 +90,29 @@ def acpctl_env(**extra: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def connect(*args: str, client: RecordingClient | None = None,
-                  stderr_file: Path | None = None, **env: str,
-                  ) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process, RecordingClient]]:
+async def connect(
+    *args: str,
+    client: RecordingClient | None = None,
+    stderr_file: Path | None = None,
+    **env: str,
+) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process, RecordingClient]]:
     """Start `acpctl run --acp ARGS` and connect the SDK's client side to it."""
     client = client or RecordingClient()
     stderr = open(stderr_file, "ab") if stderr_file else None  # noqa: SIM115
     try:
         async with acp.spawn_agent_process(
-            client, sys.executable, "-m", "acpctl", "run", "--acp", *args,
+            client,
+            sys.executable,
+            "-m",
+            "acpctl",
+            "run",
+            "--acp",
+            *args,
             env=acpctl_env(**env),
-            transport_kwargs={"stderr": stderr.fileno() if stderr else asyncio.subprocess.DEVNULL,
-                              "limit": 64 * 1024 * 1024},
+            transport_kwargs={
+                "stderr": stderr.fileno() if stderr else asyncio.subprocess.DEVNULL,
+                "limit": 64 * 1024 * 1024,
+            },
             use_unstable_protocol=True,
         ) as (conn, process):
             yield conn, process, client

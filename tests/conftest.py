@@ -19,8 +19,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty home with every acpctl directory inside it, set in os.environ."""
     root = tmp_path / "home"
     root.mkdir()
-    for variable, sub in (("ACPCTL_CONFIG_DIR", "config"), ("ACPCTL_DATA_DIR", "data"),
-                          ("ACPCTL_STATE_DIR", "state")):
+    for variable, sub in (
+        ("ACPCTL_CONFIG_DIR", "config"),
+        ("ACPCTL_DATA_DIR", "data"),
+        ("ACPCTL_STATE_DIR", "state"),
+    ):
         monkeypatch.setenv(variable, str(root / sub))
     monkeypatch.delenv("ACPCTL_SESSION_DIR", raising=False)
     monkeypatch.delenv("ACPCTL_DEBUG", raising=False)
@@ -33,10 +36,17 @@ def acpctl_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "acpctl", *args]
 
 
-def run_cli(*args: str, input: str | None = None, timeout: float = 30,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(acpctl_argv(*args), capture_output=True, text=True, input=input,
-                          timeout=timeout, env=env or dict(os.environ))
+def run_cli(
+    *args: str, input: str | None = None, timeout: float = 30, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        acpctl_argv(*args),
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        env=env or dict(os.environ),
+    )
 
 
 def write_executable(path: Path, body: str) -> Path:

@@ -54,8 +54,13 @@ class ModelStub:
                     blocks = stub.script.pop(0) if stub.script else [text(stub.default_reply)]
                 if failure is not None:
                     status, message = failure
-                    self._json({"type": "error", "error": {"type": "invalid_request_error",
-                                                           "message": message}}, status)
+                    self._json(
+                        {
+                            "type": "error",
+                            "error": {"type": "invalid_request_error", "message": message},
+                        },
+                        status,
+                    )
                     return
                 if body.get("stream"):
                     self.send_response(200)
@@ -64,8 +69,9 @@ class ModelStub:
                     self.end_headers()
                     try:
                         for event, data in stub.events(blocks):
-                            self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n"
-                                             .encode())
+                            self.wfile.write(
+                                f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+                            )
                             self.wfile.flush()
                             if stub.delay:
                                 threading.Event().wait(stub.delay)
@@ -106,46 +112,101 @@ class ModelStub:
 
     def message(self, blocks: list[Block]) -> dict[str, Any]:
         content = [b if b["type"] != "thinking" else {**b, "signature": "stub"} for b in blocks]
-        return {"id": "msg_stub", "type": "message", "role": "assistant", "model": "stub",
-                "content": content, "stop_reason": self._stop_reason(blocks),
-                "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 10}}
+        return {
+            "id": "msg_stub",
+            "type": "message",
+            "role": "assistant",
+            "model": "stub",
+            "content": content,
+            "stop_reason": self._stop_reason(blocks),
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 10},
+        }
 
     def events(self, blocks: list[Block]) -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "message_start", {"type": "message_start", "message": {
-            **self.message([]), "stop_reason": None}}
+        yield (
+            "message_start",
+            {"type": "message_start", "message": {**self.message([]), "stop_reason": None}},
+        )
         for index, block in enumerate(blocks):
             if block["type"] == "text":
-                yield "content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {"type": "text", "text": ""}}
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
                 for word in _pieces(block["text"]):
-                    yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "text_delta", "text": word}}
+                    yield (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "text_delta", "text": word},
+                        },
+                    )
             elif block["type"] == "thinking":
-                yield "content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {"type": "thinking",
-                                                                "thinking": ""}}
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "thinking", "thinking": ""},
+                    },
+                )
                 for word in _pieces(block["thinking"]):
-                    yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "thinking_delta",
-                                                            "thinking": word}}
-                yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                              "delta": {"type": "signature_delta",
-                                                        "signature": "stub"}}
+                    yield (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": word},
+                        },
+                    )
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": "stub"},
+                    },
+                )
             else:
-                yield "content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {"type": "tool_use",
-                                                                "id": block["id"],
-                                                                "name": block["name"],
-                                                                "input": {}}}
-                yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                              "delta": {"type": "input_json_delta",
-                                                        "partial_json": json.dumps(
-                                                            block["input"])}}
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": block["id"],
+                            "name": block["name"],
+                            "input": {},
+                        },
+                    },
+                )
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {
+                            "type": "input_json_delta",
+                            "partial_json": json.dumps(block["input"]),
+                        },
+                    },
+                )
             yield "content_block_stop", {"type": "content_block_stop", "index": index}
-        yield "message_delta", {"type": "message_delta",
-                                "delta": {"stop_reason": self._stop_reason(blocks),
-                                          "stop_sequence": None},
-                                "usage": {"output_tokens": 10}}
+        yield (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": self._stop_reason(blocks), "stop_sequence": None},
+                "usage": {"output_tokens": 10},
+            },
+        )
         yield "message_stop", {"type": "message_stop"}
 
 

@@ -22,8 +22,19 @@ def npm_bin(name: str) -> Path:
     with FileLock(str(NPM_DIR / ".install.lock")):
         if not _installed(wanted):
             result = subprocess.run(
-                ["npm", "install", "--no-package-lock", "--no-audit", "--no-fund",
-                 "--loglevel=error"], cwd=NPM_DIR, capture_output=True, text=True, timeout=600)
+                [
+                    "npm",
+                    "install",
+                    "--no-package-lock",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                ],
+                cwd=NPM_DIR,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if result.returncode != 0:
                 pytest.fail(f"npm install failed:\n{result.stderr[-3000:]}")
     path = NPM_DIR / "node_modules" / ".bin" / name

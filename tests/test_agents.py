@@ -57,8 +57,9 @@ def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path:
     config.parent.mkdir(parents=True)
     config.write_text("# my agents\npackage_runners = false  # keep npx out\n")
     agent = write_executable(tmp_path / "my-goose", "#!/bin/sh\necho v2.0.1\n")
-    result = run_cli("agents", "add", "goose", "--env", "TOKEN=s3cret", "--", str(agent),
-                     "acp", "--flag")
+    result = run_cli(
+        "agents", "add", "goose", "--env", "TOKEN=s3cret", "--", str(agent), "acp", "--flag"
+    )
     assert result.returncode == 0, result.stderr
     text = config.read_text()
     assert text.startswith("# my agents\npackage_runners = false  # keep npx out\n")
@@ -86,7 +87,7 @@ def test_unknown_agent_exits_2_listing_known_names(home: Path) -> None:
 def test_broken_config_exits_2_with_line_and_column(home: Path) -> None:
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
-    broken = "default_agent = \"x\"\n[agents.a\ncommand = 1\n"
+    broken = 'default_agent = "x"\n[agents.a\ncommand = 1\n'
     config.write_text(broken)
     result = run_cli("agents", "add", "b", "--", "/bin/true")
     assert result.returncode == 2
@@ -98,7 +99,7 @@ def test_broken_config_exits_2_with_line_and_column(home: Path) -> None:
 def test_invalid_config_values_are_explained(home: Path) -> None:
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text("[agents.x]\ncommand = \"x\"\nkind = \"grpc\"\n")
+    config.write_text('[agents.x]\ncommand = "x"\nkind = "grpc"\n')
     result = run_cli("agents", "list", "--json")
     assert result.returncode == 2 and "kind must be one of acp, pi-rpc" in result.stderr
 
@@ -118,16 +119,17 @@ def test_package_runner_fallback_is_opt_in(home: Path, tmp_path: Path) -> None:
     bin_dir.mkdir()
     write_executable(bin_dir / "npx", "#!/bin/sh\nexit 0\n")
     env = _path_with(bin_dir)
-    agents = {a["name"]: a for a in json.loads(
-        run_cli("agents", "list", "--json", env=env).stdout)}
+    agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json", env=env).stdout)}
     assert agents["claude"]["found"] is False
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("package_runners = true\n")
-    agents = {a["name"]: a for a in json.loads(
-        run_cli("agents", "list", "--json", env=env).stdout)}
-    assert agents["claude"]["command"][:3] == [str(bin_dir / "npx"), "--yes",
-                                               "@zed-industries/claude-agent-acp"]
+    agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json", env=env).stdout)}
+    assert agents["claude"]["command"][:3] == [
+        str(bin_dir / "npx"),
+        "--yes",
+        "@zed-industries/claude-agent-acp",
+    ]
 
 
 def test_env_overrides_move_every_directory(home: Path, tmp_path: Path) -> None:
@@ -143,11 +145,16 @@ def test_env_overrides_move_every_directory(home: Path, tmp_path: Path) -> None:
         del os.environ["ACPCTL_SESSION_DIR"]
 
 
-@pytest.mark.parametrize("output,expected", [
-    ("goose 1.9.3\n", "1.9.3"), ("v0.23.1", "0.23.1"),
-    ("Gemini CLI 0.61.0-nightly", "0.61.0-nightly"),
-    ("no digits here", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "output,expected",
+    [
+        ("goose 1.9.3\n", "1.9.3"),
+        ("v0.23.1", "0.23.1"),
+        ("Gemini CLI 0.61.0-nightly", "0.61.0-nightly"),
+        ("no digits here", None),
+        ("", None),
+    ],
+)
 def test_parse_version(output: str, expected: str | None) -> None:
     from acpctl.agents.discovery import parse_version
 

@@ -84,14 +84,21 @@ def test_examples_are_found() -> None:
     assert len(examples()) >= 10
 
 
+@pytest.mark.e2e
 def test_doc_examples_run(home: Path, tmp_path: Path) -> None:
     (home / ".config" / "zed").mkdir(parents=True)
     env = dict(os.environ)
     for source, line in examples():
         argv = shlex.split(line)
         assert argv[0] == "acpctl", (source, line)
-        result = subprocess.run([sys.executable, "-m", "acpctl", *argv[1:]], env=env,
-                                cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                                stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            [sys.executable, "-m", "acpctl", *argv[1:]],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         allowed = (0, 1) if argv[1] == "doctor" else (0,)
         assert result.returncode in allowed, (source, line, result.stderr[-2000:])

@@ -15,11 +15,17 @@ import pytest
 from acpctl.doctor.signatures import SIGNATURES, match
 from tests.conftest import TEST_AGENTS, run_cli, write_executable
 
+pytestmark = pytest.mark.e2e
+
 
 def add_fake(tmp_path: Path, name: str, mode: str) -> None:
-    script = write_executable(tmp_path / f"{name}.sh", (
-        f"#!/bin/sh\nFAKE_AGENT_MODE={mode} exec {sys.executable} "
-        f"{TEST_AGENTS / 'fake_agent.py'}\n"))
+    script = write_executable(
+        tmp_path / f"{name}.sh",
+        (
+            f"#!/bin/sh\nFAKE_AGENT_MODE={mode} exec {sys.executable} "
+            f"{TEST_AGENTS / 'fake_agent.py'}\n"
+        ),
+    )
     assert run_cli("agents", "add", name, "--", str(script)).returncode == 0
 
 
@@ -55,8 +61,9 @@ def test_misbehaving_agents_are_diagnosed(home: Path, tmp_path: Path) -> None:
     add_fake(tmp_path, "hang", "hang")
     add_fake(tmp_path, "crash", "crash")
     add_fake(tmp_path, "auth", "auth")
-    missing = write_executable(tmp_path / "needs-interp",
-                               "#!/usr/bin/env no-such-interpreter-xyz\nprint(1)\n")
+    missing = write_executable(
+        tmp_path / "needs-interp", "#!/usr/bin/env no-such-interpreter-xyz\nprint(1)\n"
+    )
     assert run_cli("agents", "add", "interp", "--", str(missing)).returncode == 0
     plain = tmp_path / "not-executable"
     plain.write_text("#!/bin/sh\n")
@@ -65,8 +72,9 @@ def test_misbehaving_agents_are_diagnosed(home: Path, tmp_path: Path) -> None:
     assert code == 1
 
     def messages(agent: str) -> str:
-        return " | ".join(str(f["message"]) for f in about(findings, f"agent {agent}")
-                          if f["status"] != "ok")
+        return " | ".join(
+            str(f["message"]) for f in about(findings, f"agent {agent}") if f["status"] != "ok"
+        )
 
     assert "non-JSON to stdout" in messages("banner")
     banner = next(f for f in about(findings, "agent banner") if f["status"] == "problem")
@@ -87,9 +95,13 @@ def test_shebang_found_only_on_login_path(home: Path, tmp_path: Path) -> None:
     agent = write_executable(tmp_path / "agent-js", "#!/usr/bin/env fakenode\n")
     assert run_cli("agents", "add", "js", "--", str(agent)).returncode == 0
     env = {**os.environ, "PATH": f"{shell_bin}:{os.environ['PATH']}"}
-    result = subprocess.run([sys.executable, "-m", "acpctl", "doctor", "--json", "--agent",
-                             "js", "--timeout", "2"], capture_output=True, text=True, env=env,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "acpctl", "doctor", "--json", "--agent", "js", "--timeout", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     findings = json.loads(result.stdout)
     warning = next(f for f in about(findings, "agent js") if "shell's PATH" in str(f["message"]))
     assert warning["status"] == "warning" and "--env PATH=" in str(warning["fix"])
@@ -98,8 +110,7 @@ def test_shebang_found_only_on_login_path(home: Path, tmp_path: Path) -> None:
 def test_orphaned_agent_is_found_and_ended(home: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    orphan = subprocess.Popen(["sleep", "300"], env={**os.environ,
-                                                     "ACPCTL_RUN_PID": str(gone.pid)})
+    orphan = subprocess.Popen(["sleep", "300"], env={**os.environ, "ACPCTL_RUN_PID": str(gone.pid)})
     try:
         code, findings = doctor("--agent", "demo")
         problem = next(f for f in about(findings, "processes") if f["status"] == "problem")
@@ -116,11 +127,24 @@ def test_orphaned_agent_is_found_and_ended(home: Path) -> None:
 def test_editor_entry_pointing_at_a_moved_acpctl(home: Path) -> None:
     settings = home / ".config" / "zed" / "settings.json"
     settings.parent.mkdir(parents=True)
-    settings.write_text(json.dumps({"agent_servers": {
-        "Old (acpctl)": {"type": "custom", "command": "/gone/venv/bin/acpctl",
-                         "args": ["run", "--acp", "--agent", "demo"]},
-        "Ghost (acpctl)": {"type": "custom", "command": sys.executable,
-                           "args": ["-m", "acpctl", "run", "--acp", "--agent", "ghost"]}}}))
+    settings.write_text(
+        json.dumps(
+            {
+                "agent_servers": {
+                    "Old (acpctl)": {
+                        "type": "custom",
+                        "command": "/gone/venv/bin/acpctl",
+                        "args": ["run", "--acp", "--agent", "demo"],
+                    },
+                    "Ghost (acpctl)": {
+                        "type": "custom",
+                        "command": sys.executable,
+                        "args": ["-m", "acpctl", "run", "--acp", "--agent", "ghost"],
+                    },
+                }
+            }
+        )
+    )
     code, findings = doctor("--agent", "demo")
     zed = about(findings, "editor zed")
     assert code == 1
@@ -130,8 +154,10 @@ def test_editor_entry_pointing_at_a_moved_acpctl(home: Path) -> None:
     broken.parent.mkdir(parents=True)
     broken.write_text('{"acp.agents": {,}}')
     code, findings = doctor("--agent", "demo")
-    assert any(f["status"] == "problem" and "settings.json" in str(f["message"])
-               for f in about(findings, "editor vscode"))
+    assert any(
+        f["status"] == "problem" and "settings.json" in str(f["message"])
+        for f in about(findings, "editor vscode")
+    )
 
 
 def test_logs_are_scanned_for_signatures(home: Path) -> None:
@@ -140,12 +166,15 @@ def test_logs_are_scanned_for_signatures(home: Path) -> None:
     (logs / "claude-20261129T000000-42.log").write_text(
         "2026-11-29 00:00:00,000 INFO started agent pid 43: claude-agent-acp\n"
         "2026-11-29 00:00:01,000 INFO agent stderr: Error: Query closed before response "
-        "received\n")
+        "received\n"
+    )
     zed_log = home / ".local" / "share" / "zed" / "logs" / "Zed.log"
     zed_log.parent.mkdir(parents=True)
-    zed_log.write_text("2026-11-29T00:00:00 WARN [agent_servers::acp] agent stderr: "
-                       "APIError: 429 Too Many Requests\n"
-                       "2026-11-29T00:00:01 INFO unrelated line with 429 in it\n")
+    zed_log.write_text(
+        "2026-11-29T00:00:00 WARN [agent_servers::acp] agent stderr: "
+        "APIError: 429 Too Many Requests\n"
+        "2026-11-29T00:00:01 INFO unrelated line with 429 in it\n"
+    )
     _, findings = doctor("--agent", "demo")
     found = {str(f["message"]).split(" (")[0]: f for f in about(findings, "logs")}
     query = next(f for k, f in found.items() if "Claude Code" in k)
@@ -165,8 +194,14 @@ def test_storage_problems(home: Path) -> None:
 
 def test_logs_command(home: Path, tmp_path: Path) -> None:
     assert run_cli("logs").returncode == 2
-    subprocess.run([sys.executable, "-m", "acpctl", "run", "hello"], capture_output=True,
-                   stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=60, env=dict(os.environ))
+    subprocess.run(
+        [sys.executable, "-m", "acpctl", "run", "hello"],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        timeout=60,
+        env=dict(os.environ),
+    )
     result = run_cli("logs", "--agent", "demo", "-n", "100")
     assert result.returncode == 0 and "agent stderr: acpctl demo agent" in result.stdout
     assert run_cli("logs", "--agent", "nosuch").returncode == 2
@@ -179,6 +214,9 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
     before = {p.pid for p in psutil.process_iter()}
     doctor("--agent", "hang", "--timeout", "1")
     time.sleep(0.5)
-    leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if p.pid not in before and "fake_agent.py" in " ".join(p.info["cmdline"] or [])]
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "fake_agent.py" in " ".join(p.info["cmdline"] or [])
+    ]
     assert leftovers == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,8 @@ from acpctl.store.sessions import SessionMeta, SessionStore, valid_session_id
 from tests.acp_peer import RecordingClient, connect, initialized
 from tests.conftest import TEST_AGENTS, run_cli, write_executable
 
+pytestmark = pytest.mark.e2e
+
 
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 60))
@@ -30,8 +33,10 @@ def sessions_root(home: Path) -> Path:
 
 def add_sdk_agent(tmp_path: Path, name: str = "sdk", **env: str) -> None:
     exports = "".join(f"export {k}={v}\n" for k, v in env.items())
-    agent = write_executable(tmp_path / f"{name}-agent", (
-        f"#!/bin/sh\n{exports}exec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"))
+    agent = write_executable(
+        tmp_path / f"{name}-agent",
+        (f"#!/bin/sh\n{exports}exec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"),
+    )
     assert run_cli("agents", "add", name, "--", str(agent)).returncode == 0
 
 
@@ -44,15 +49,18 @@ async def new_session_with_turn(conn: Any, cwd: Path, text: str) -> str:
 
 
 def transcript(client: RecordingClient, sid: str) -> list[tuple[str, str]]:
-    return [(u.session_update, getattr(u.content, "text", ""))
-            for u in client.updates[sid] if hasattr(u, "content")
-            and not isinstance(u.content, list)]
+    return [
+        (u.session_update, getattr(u.content, "text", ""))
+        for u in client.updates[sid]
+        if hasattr(u, "content") and not isinstance(u.content, list)
+    ]
 
 
 def test_store_layout_permissions_and_metadata(home: Path, tmp_path: Path) -> None:
     async def scenario() -> str:
         async with connect() as (conn, _, _):
             return await new_session_with_turn(conn, tmp_path, "first line\nsecond line")
+
     sid = run(scenario())
     directory = sessions_root(home) / sid
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
@@ -118,11 +126,12 @@ def test_agent_without_load_gets_fresh_context_and_a_note(home: Path, tmp_path: 
     async def second() -> None:
         async with connect("--agent", "sdk") as (conn, _, client):
             await initialized(conn)
-            response = await conn.load_session(cwd=str(tmp_path), session_id=sid,
-                                               mcp_servers=[])
+            response = await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             assert response.field_meta["acpctl"]["contextRestored"] is False
-            assert transcript(client, sid) == [("user_message_chunk", "remember me"),
-                                               ("agent_message_chunk", "sdk: remember me")]
+            assert transcript(client, sid) == [
+                ("user_message_chunk", "remember me"),
+                ("agent_message_chunk", "sdk: remember me"),
+            ]
             await conn.prompt(session_id=sid, prompt=[text_block("next")])
             assert client.text(sid).endswith("sdk: next")  # under the stable id
 
@@ -145,11 +154,12 @@ def test_agent_replay_on_load_is_suppressed(home: Path, tmp_path: Path) -> None:
     async def second() -> None:
         async with connect("--agent", "sdk") as (conn, _, client):
             await initialized(conn)
-            response = await conn.load_session(cwd=str(tmp_path), session_id=sid,
-                                               mcp_servers=[])
+            response = await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             assert not (response and response.field_meta)  # context restored: no note
-            assert transcript(client, sid) == [("user_message_chunk", "only once"),
-                                               ("agent_message_chunk", "sdk: only once")]
+            assert transcript(client, sid) == [
+                ("user_message_chunk", "only once"),
+                ("agent_message_chunk", "sdk: only once"),
+            ]
             await conn.prompt(session_id=sid, prompt=[text_block("twice")])
             assert client.text(sid) == "sdk: only oncesdk: twice"
 
@@ -159,13 +169,25 @@ def test_agent_replay_on_load_is_suppressed(home: Path, tmp_path: Path) -> None:
     assert json.loads((state / f"{sid}.json").read_text()) == ["only once", "twice"]
 
 
+async def agent_death_noticed(home: Path, run_pid: int) -> None:
+    """Until the run at `run_pid` has seen its agent die: its run record then shows no
+    agent pid (the next request restarts the agent)."""
+    record = home / "state" / "runs" / f"{run_pid}.json"
+    for _ in range(1500):
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(record.read_text()).get("agentPid") is None:
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError("acpctl did not notice that its agent died")
+
+
 def test_load_after_the_agent_was_killed(home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, process, client):
             sid = await new_session_with_turn(conn, tmp_path, "before")
             for child in psutil.Process(process.pid).children():
                 child.send_signal(signal.SIGKILL)
-            await asyncio.sleep(0.5)
+            await agent_death_noticed(home, process.pid)
             client.updates.clear()
             await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             assert transcript(client, sid)[0] == ("user_message_chunk", "before")
@@ -175,8 +197,9 @@ def test_load_after_the_agent_was_killed(home: Path, tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_ids_stay_stable_when_a_restarted_agent_hands_out_new_ones(home: Path,
-                                                                     tmp_path: Path) -> None:
+def test_ids_stay_stable_when_a_restarted_agent_hands_out_new_ones(
+    home: Path, tmp_path: Path
+) -> None:
     add_sdk_agent(tmp_path)
 
     async def scenario() -> None:
@@ -184,7 +207,7 @@ def test_ids_stay_stable_when_a_restarted_agent_hands_out_new_ones(home: Path,
             sid = await new_session_with_turn(conn, tmp_path, "one")
             for child in psutil.Process(process.pid).children(recursive=True):
                 child.send_signal(signal.SIGKILL)
-            await asyncio.sleep(0.5)
+            await agent_death_noticed(home, process.pid)
             await conn.prompt(session_id=sid, prompt=[text_block("two")])
             assert client.text(sid) == "sdk: onesdk: two"
 
@@ -218,10 +241,8 @@ def test_kill_9_mid_stream_leaves_a_loadable_history(home: Path, tmp_path: Path)
         async with connect() as (conn, process, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            turn = asyncio.create_task(conn.prompt(session_id=sid,
-                                                   prompt=[text_block("slow one")]))
-            while len(client.updates[sid]) < 5:
-                await asyncio.sleep(0.05)
+            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow one")]))
+            await client.streaming(sid, 5)
             agents = psutil.Process(process.pid).children(recursive=True)
             os.kill(process.pid, signal.SIGKILL)
             for agent in agents:
@@ -276,6 +297,7 @@ def test_unknown_and_malicious_ids(home: Path, tmp_path: Path) -> None:
                 with pytest.raises(RequestError) as invalid:
                     await conn.resume_session(cwd=str(tmp_path), session_id=bad, mcp_servers=[])
                 assert invalid.value.code == -32602
+
     run(scenario())
     assert not (home / "etc").exists()
 
@@ -293,15 +315,20 @@ def test_close_keeps_history_and_delete_removes_it(home: Path, tmp_path: Path) -
             assert not (sessions_root(home) / sid).exists()
             listed = await conn.list_sessions()
             assert listed.sessions == []
+
     run(scenario())
 
 
 def test_list_filters_by_cwd_and_pages(home: Path, tmp_path: Path) -> None:
     store = SessionStore(sessions_root(home))
     for i in range(130):
-        meta = SessionMeta(id=f"s{i:03d}", agent="demo", command=[],
-                           cwd="/a" if i % 2 else "/b", updated=f"2026-01-01T00:{i // 60:02d}:"
-                           f"{i % 60:02d}.000Z")
+        meta = SessionMeta(
+            id=f"s{i:03d}",
+            agent="demo",
+            command=[],
+            cwd="/a" if i % 2 else "/b",
+            updated=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z",
+        )
         store.create(meta).close()
 
     async def scenario() -> None:
@@ -316,14 +343,27 @@ def test_list_filters_by_cwd_and_pages(home: Path, tmp_path: Path) -> None:
             assert len(only_a.sessions) == 65 and {s.cwd for s in only_a.sessions} == {"/a"}
             with pytest.raises(RequestError):
                 await conn.list_sessions(cursor="garbage!")
+
     run(scenario())
 
 
-@pytest.mark.parametrize("candidate,ok", [
-    ("abc", True), ("0f3e-4a.b_c", True), ("", False), ("..", False), ("a/b", False),
-    ("a\\b", False), (".x", False), ("a..b", False), ("x" * 128, True), ("x" * 129, False),
-    (None, False), (5, False),
-])
+@pytest.mark.parametrize(
+    "candidate,ok",
+    [
+        ("abc", True),
+        ("0f3e-4a.b_c", True),
+        ("", False),
+        ("..", False),
+        ("a/b", False),
+        ("a\\b", False),
+        (".x", False),
+        ("a..b", False),
+        ("x" * 128, True),
+        ("x" * 129, False),
+        (None, False),
+        (5, False),
+    ],
+)
 def test_session_id_validation(candidate: object, ok: bool) -> None:
     assert valid_session_id(candidate) is ok
 
@@ -331,15 +371,17 @@ def test_session_id_validation(candidate: object, ok: bool) -> None:
 def test_reader_tolerates_torn_last_line(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     writer = store.create(SessionMeta(id="s", agent="a", command=[], cwd="/"))
-    writer.update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text",
-                                                                      "text": "a"}})
+    writer.update(
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a"}}
+    )
     writer.close()
     with (tmp_path / "s" / "events.jsonl").open("ab") as handle:
         handle.write(b'{"ts":1,"type":"upd')
     writer = store.open_writer("s")
-    writer.agent_message(b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-                         b'"x","update":{"sessionUpdate":"plan","entries":[]}}}\n')
+    writer.agent_message(
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+        b'"x","update":{"sessionUpdate":"plan","entries":[]}}}\n'
+    )
     writer.close()
     # The fragment is skipped; the event appended after it survives.
-    assert [u["sessionUpdate"] for u in store.iter_updates("s")] == ["agent_message_chunk",
-                                                                      "plan"]
+    assert [u["sessionUpdate"] for u in store.iter_updates("s")] == ["agent_message_chunk", "plan"]

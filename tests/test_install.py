@@ -26,8 +26,12 @@ def zed_settings(home: Path) -> Path:
 def add_agents(tmp_path: Path, *names: str, env: str | None = None) -> None:
     for name in names:
         extra = ["--env", env] if env else []
-        assert run_cli("agents", "add", name, *extra, "--", sys.executable, "-m",
-                       "acpctl.demo_agent").returncode == 0
+        assert (
+            run_cli(
+                "agents", "add", name, *extra, "--", sys.executable, "-m", "acpctl.demo_agent"
+            ).returncode
+            == 0
+        )
 
 
 def test_zed_install_is_idempotent_and_backed_up(home: Path) -> None:
@@ -66,7 +70,8 @@ def test_update_in_place_says_what_changed(home: Path, tmp_path: Path) -> None:
     assert servers["mine (acpctl)"]["env"] == {"TOKEN": "1"} and "x" in servers
     assert run_cli("uninstall", "zed", "--agent", "mine").returncode == 0
     assert settings.read_text() == (
-        '{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n')
+        '{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n'
+    )
 
 
 def test_unparsable_file_is_refused_and_untouched(home: Path) -> None:
@@ -115,7 +120,7 @@ def test_dry_run_and_print_write_nothing(home: Path) -> None:
     settings = zed_settings(home)
     settings.write_text('{\n  "agent_servers": {}\n}\n')
     dry = run_cli("install", "zed", "--dry-run")
-    assert dry.returncode == 0 and "+    \"Demo (acpctl)\": {" in dry.stdout
+    assert dry.returncode == 0 and '+    "Demo (acpctl)": {' in dry.stdout
     assert dry.stdout.count("---") >= 1
     printed = run_cli("install", "zed", "--print")
     assert json.loads(printed.stdout)["Demo (acpctl)"]["type"] == "custom"
@@ -123,6 +128,7 @@ def test_dry_run_and_print_write_nothing(home: Path) -> None:
     assert not list(settings.parent.glob("*.bak"))
 
 
+@pytest.mark.e2e
 def test_backups_keep_the_newest_five(home: Path, tmp_path: Path) -> None:
     settings = zed_settings(home)
     settings.write_text("{}\n")
@@ -133,22 +139,32 @@ def test_backups_keep_the_newest_five(home: Path, tmp_path: Path) -> None:
     assert len(list(settings.parent.glob("settings.json.acpctl-*.bak"))) == 5
 
 
+@pytest.mark.e2e
 def test_twenty_concurrent_installs(home: Path, tmp_path: Path) -> None:
     settings = zed_settings(home)
     settings.write_text((GOLDEN / "zed_agents_comments.json").read_text())
     names = [f"agent{i}" for i in range(20)]
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text("".join(
-        f'[agents.{n}]\ncommand = "{sys.executable}"\nargs = ["-m", "acpctl.demo_agent"]\n'
-        for n in names))
-    processes = [subprocess.Popen(acpctl_argv("install", "zed", "--agent", n),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for n in [*names, "agent0", "agent1"]]
+    config.write_text(
+        "".join(
+            f'[agents.{n}]\ncommand = "{sys.executable}"\nargs = ["-m", "acpctl.demo_agent"]\n'
+            for n in names
+        )
+    )
+    processes = [
+        subprocess.Popen(
+            acpctl_argv("install", "zed", "--agent", n),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for n in [*names, "agent0", "agent1"]
+    ]
     assert all(p.wait(120) == 0 for p in processes)
     servers = json5.loads(settings.read_text())["agent_servers"]
     assert sorted(k for k in servers if k.endswith("(acpctl)")) == sorted(
-        f"{n} (acpctl)" for n in names)
+        f"{n} (acpctl)" for n in names
+    )
     assert settings.read_text().count('"agent0 (acpctl)"') == 1
     assert "/* agents I use */" in settings.read_text()
 
@@ -185,23 +201,34 @@ def test_jetbrains_vscode_and_acpx(home: Path) -> None:
 
 def test_uninstall_leaves_entries_it_did_not_write(home: Path) -> None:
     settings = zed_settings(home)
-    settings.write_text('{"agent_servers": {"Demo (acpctl)": {"type": "custom", '
-                        '"command": "/usr/bin/other", "args": []}}}')
+    settings.write_text(
+        '{"agent_servers": {"Demo (acpctl)": {"type": "custom", '
+        '"command": "/usr/bin/other", "args": []}}}'
+    )
     result = run_cli("uninstall", "zed", "--all")
     assert "no acpctl entries" in result.stdout
     assert "/usr/bin/other" in settings.read_text()
 
 
-@pytest.mark.parametrize("client,needle", [
-    ("nvim", "codecompanion.adapters"), ("emacs", "agent-shell-make-agent-config"),
-    ("toad", "toad acp"),
-])
+@pytest.mark.parametrize(
+    "client,needle",
+    [
+        ("nvim", "codecompanion.adapters"),
+        ("emacs", "agent-shell-make-agent-config"),
+        ("toad", "toad acp"),
+    ],
+)
 def test_snippet_clients_print_and_write_nothing(home: Path, client: str, needle: str) -> None:
     result = run_cli("install", client)
     assert result.returncode == 0 and needle in result.stdout
-    assert any(form in result.stdout for form in (
-        '"run", "--acp", "--agent", "demo"', '"run" "--acp" "--agent" "demo"',
-        "run --acp --agent demo"))
+    assert any(
+        form in result.stdout
+        for form in (
+            '"run", "--acp", "--agent", "demo"',
+            '"run" "--acp" "--agent" "demo"',
+            "run --acp --agent demo",
+        )
+    )
     assert not list(home.rglob("*.json"))
 
 
@@ -214,6 +241,7 @@ def test_missing_zed_and_unknown_client(home: Path) -> None:
     assert agent.returncode == 2 and "unknown agent" in agent.stderr
 
 
+@pytest.mark.e2e
 def test_large_file_is_edited(home: Path) -> None:
     settings = zed_settings(home)
     body = "".join(f'  "key{i}": {{"value": "{"x" * 80}"}}, // c{i}\n' for i in range(9000))

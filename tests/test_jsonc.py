@@ -15,12 +15,16 @@ from hypothesis import strategies as st
 from acpctl.editors.jsonc import Document, JsoncError, tokenize
 
 GOLDEN = Path(__file__).parent / "golden"
-ENTRY = {"type": "custom", "command": "/opt/acpctl/bin/acpctl",
-         "args": ["run", "--acp", "--agent", "claude"], "env": {"A": "1"}}
+ENTRY = {
+    "type": "custom",
+    "command": "/opt/acpctl/bin/acpctl",
+    "args": ["run", "--acp", "--agent", "claude"],
+    "env": {"A": "1"},
+}
 
 
 def comments(text: str) -> list[str]:
-    return [text[t.start:t.end] for t in tokenize(text) if t.kind == "comment"]
+    return [text[t.start : t.end] for t in tokenize(text) if t.kind == "comment"]
 
 
 def strip_bom(raw: bytes) -> str:
@@ -32,7 +36,8 @@ def strip_bom(raw: bytes) -> str:
 def test_golden_install_and_uninstall(name: str) -> None:
     original = strip_bom((GOLDEN / name).read_bytes())
     container = {"vscode_settings.json": "acp.agents", "acpx_config.json": "agents"}.get(
-        name, "agent_servers")
+        name, "agent_servers"
+    )
     edited = Document(original).set([container, "Claude (acpctl)"], ENTRY)
     before, after = json5.loads(original), json5.loads(edited)
     expected = {**before, container: {**before.get(container, {}), "Claude (acpctl)": ENTRY}}
@@ -45,7 +50,7 @@ def test_golden_install_and_uninstall(name: str) -> None:
     added = [line[2:] for line in diff if line.startswith("+ ")]
     assert len(removed) <= 1
     for line in removed:
-        assert any(a[:i] + a[i + 1:] == line for a in added for i, c in enumerate(a) if c == ",")
+        assert any(a[:i] + a[i + 1 :] == line for a in added for i, c in enumerate(a) if c == ",")
     if ("\r\n" in original) and ("\r\n" in edited):
         assert "\n" not in edited.replace("\r\n", "")  # CRLF kept everywhere
     again = Document(edited).set([container, "Claude (acpctl)"], ENTRY)
@@ -57,12 +62,14 @@ def test_golden_install_and_uninstall(name: str) -> None:
 
 def test_expected_bytes_for_zed_comments_file() -> None:
     original = (GOLDEN / "zed_agents_comments.json").read_text()
-    edited = Document(original).set(["agent_servers", "Demo (acpctl)"],
-                                    {"type": "custom", "command": "/a", "args": ["x"]})
+    edited = Document(original).set(
+        ["agent_servers", "Demo (acpctl)"], {"type": "custom", "command": "/a", "args": ["x"]}
+    )
     assert edited == original.replace(
         '"args": []}, // keep\n',
         '"args": []}, // keep\n    "Demo (acpctl)": {\n      "type": "custom",\n'
-        '      "command": "/a",\n      "args": ["x"]\n    },\n')
+        '      "command": "/a",\n      "args": ["x"]\n    },\n',
+    )
 
 
 def test_tabs_and_crlf_are_followed() -> None:
@@ -72,46 +79,54 @@ def test_tabs_and_crlf_are_followed() -> None:
 
 
 def test_updates_an_entry_in_place() -> None:
-    original = ('{\n  "agent_servers": {\n    "A": {"command": "/old"}, // note\n'
-                '    "B": 1\n  }\n}\n')
+    original = (
+        '{\n  "agent_servers": {\n    "A": {"command": "/old"}, // note\n    "B": 1\n  }\n}\n'
+    )
     edited = Document(original).set(["agent_servers", "A"], {"command": "/new"})
-    assert edited == original.replace('{"command": "/old"}',
-                                      '{\n      "command": "/new"\n    }')
+    assert edited == original.replace('{"command": "/old"}', '{\n      "command": "/new"\n    }')
 
 
 def test_creates_parents_in_empty_and_comment_only_files() -> None:
     assert json5.loads(Document("").set(["agent_servers", "A"], {"x": 1})) == {
-        "agent_servers": {"A": {"x": 1}}}
+        "agent_servers": {"A": {"x": 1}}
+    }
     only_comments = "// my settings\n/* more */\n"
     edited = Document(only_comments).set(["agent_servers", "A"], {"x": 1})
     assert edited.startswith(only_comments) and json5.loads(edited) == {
-        "agent_servers": {"A": {"x": 1}}}
+        "agent_servers": {"A": {"x": 1}}
+    }
     inline = Document('{"a": 1}').set(["agent_servers", "A"], {"x": 1})
     assert json5.loads(inline) == {"a": 1, "agent_servers": {"A": {"x": 1}}}
 
 
-@pytest.mark.parametrize("original", [
-    '{\n  "agent_servers": {}\n}\n',
-    '{\n  "agent_servers": {"x": 1}\n}\n',
-    '{\n  "agent_servers": {\n    "x": 1\n  }\n}\n',
-    '{\n  "agent_servers": {\n    "x": 1,\n  },\n}\n',
-    '{\n  "agent_servers": {\n    "x": 1 /* c */\n  }\n}\n',
-    '{\n  "agent_servers": { "x": 1, "y": 2 }\n}\n',
-])
+@pytest.mark.parametrize(
+    "original",
+    [
+        '{\n  "agent_servers": {}\n}\n',
+        '{\n  "agent_servers": {"x": 1}\n}\n',
+        '{\n  "agent_servers": {\n    "x": 1\n  }\n}\n',
+        '{\n  "agent_servers": {\n    "x": 1,\n  },\n}\n',
+        '{\n  "agent_servers": {\n    "x": 1 /* c */\n  }\n}\n',
+        '{\n  "agent_servers": { "x": 1, "y": 2 }\n}\n',
+    ],
+)
 def test_install_then_uninstall_returns_the_original(original: str) -> None:
     edited = Document(original).set(["agent_servers", "Mine (acpctl)"], ENTRY)
     assert json5.loads(edited)["agent_servers"]["Mine (acpctl)"] == ENTRY
     assert Document(edited).remove(["agent_servers", "Mine (acpctl)"]) == original
 
 
-@pytest.mark.parametrize("text,line,column", [
-    ('{\n  "a": 1\n  "b": 2\n}', 3, 3),
-    ('{\n  "a": [1, 2\n}', 3, 1),
-    ('{"a": tru}', 1, 7),
-    ('{"a": "unterminated}\n', 1, 7),
-    ("/* open comment", 1, 1),
-    ('{"a": 1} x', 1, 10),
-])
+@pytest.mark.parametrize(
+    "text,line,column",
+    [
+        ('{\n  "a": 1\n  "b": 2\n}', 3, 3),
+        ('{\n  "a": [1, 2\n}', 3, 1),
+        ('{"a": tru}', 1, 7),
+        ('{"a": "unterminated}\n', 1, 7),
+        ("/* open comment", 1, 1),
+        ('{"a": 1} x', 1, 10),
+    ],
+)
 def test_parse_errors_name_line_and_column(text: str, line: int, column: int) -> None:
     with pytest.raises(JsoncError) as failure:
         Document(text)
@@ -128,10 +143,19 @@ def test_container_that_is_not_an_object_is_refused() -> None:
 # -- generated documents ------------------------------------------------------------------
 
 KEYS = st.text(st.sampled_from("abcxyz_- ./é"), min_size=1, max_size=8)
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
-                    st.text(st.characters(blacklist_categories=("Cs",)), max_size=10))
-VALUES = st.recursive(SCALARS, lambda children: st.one_of(
-    st.lists(children, max_size=3), st.dictionaries(KEYS, children, max_size=3)), max_leaves=8)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=10),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(KEYS, children, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 class Styler:
@@ -161,14 +185,22 @@ class Styler:
                     self.count += 1
                     tail = f" // tail {self.count}"
                 name = json.dumps(key, ensure_ascii=False)
-                parts.append(f"{self.comment(inner)}{inner}{name}: "
-                             f"{self.render(item, inner)}{comma}{tail}")
+                parts.append(
+                    f"{self.comment(inner)}{inner}{name}: {self.render(item, inner)}{comma}{tail}"
+                )
             return "{" + self.newline + self.newline.join(parts) + self.newline + indent + "}"
         if isinstance(value, list) and value:
             items = [inner + self.render(item, inner) for item in value]
             end = "," if self.trailing else ""
-            return "[" + self.newline + ("," + self.newline).join(items) + end + \
-                self.newline + indent + "]"
+            return (
+                "["
+                + self.newline
+                + ("," + self.newline).join(items)
+                + end
+                + self.newline
+                + indent
+                + "]"
+            )
         return json.dumps(value, ensure_ascii=False)  # raw UTF-8, as editors write it
 
 
@@ -184,8 +216,12 @@ def documents(draw: Any) -> tuple[str, dict[str, Any]]:
     position = draw(st.integers(0, len(items)))
     items.insert(position, ("agent_servers", servers))
     value = dict(items)
-    styler = Styler(draw, draw(st.sampled_from(["  ", "    ", "\t"])),
-                    draw(st.sampled_from(["\n", "\r\n"])), draw(st.booleans()))
+    styler = Styler(
+        draw,
+        draw(st.sampled_from(["  ", "    ", "\t"])),
+        draw(st.sampled_from(["\n", "\r\n"])),
+        draw(st.booleans()),
+    )
     header = styler.comment("")
     return header + styler.render(value, "") + styler.newline, value
 
@@ -193,11 +229,14 @@ def documents(draw: Any) -> tuple[str, dict[str, Any]]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents())
 def test_generated_documents_survive_install_and_uninstall(
-        generated: tuple[str, dict[str, Any]]) -> None:
+    generated: tuple[str, dict[str, Any]],
+) -> None:
     text, value = generated
     assert json5.loads(text) == value  # the generator makes valid JSONC
     edited = Document(text).set(["agent_servers", "Mine (acpctl)"], ENTRY)
-    assert json5.loads(edited) == {**value, "agent_servers": {**value["agent_servers"],
-                                                              "Mine (acpctl)": ENTRY}}
+    assert json5.loads(edited) == {
+        **value,
+        "agent_servers": {**value["agent_servers"], "Mine (acpctl)": ENTRY},
+    }
     assert comments(edited) == comments(text)
     assert Document(edited).remove(["agent_servers", "Mine (acpctl)"]) == text

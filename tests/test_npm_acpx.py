@@ -9,8 +9,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.npm_agents import npm_bin
+
+pytestmark = [pytest.mark.e2e, pytest.mark.npm]
 
 
 def test_acpx_runs_agents_through_acpctl(home: Path, tmp_path: Path) -> None:
@@ -25,9 +29,15 @@ def test_acpx_runs_agents_through_acpctl(home: Path, tmp_path: Path) -> None:
 
     def acpx_run(*args: str) -> subprocess.CompletedProcess[str]:
         # --ttl 1: acpx's background queue owner leaves a second after the last turn.
-        return subprocess.run([str(acpx), "--ttl", "1", *args], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [str(acpx), "--ttl", "1", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
 
     created = acpx_run("acpctl-demo", "sessions", "new")
     assert created.returncode == 0, created.stderr + created.stdout

@@ -14,6 +14,8 @@ from tests.conftest import run_cli
 from tests.model_stub import ModelStub
 from tests.npm_agents import npm_bin
 
+pytestmark = [pytest.mark.e2e, pytest.mark.npm]
+
 
 @pytest.fixture
 def claude(home: Path) -> ModelStub:
@@ -21,9 +23,13 @@ def claude(home: Path) -> ModelStub:
     with ModelStub(default_reply="Hello from the stand-in model.") as stub:
         claude_home = home / "claude-home"
         claude_home.mkdir()
-        env = {"ANTHROPIC_BASE_URL": stub.url, "ANTHROPIC_API_KEY": "sk-test",
-               "IS_SANDBOX": "1", "HOME": str(claude_home),
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        env = {
+            "ANTHROPIC_BASE_URL": stub.url,
+            "ANTHROPIC_API_KEY": "sk-test",
+            "IS_SANDBOX": "1",
+            "HOME": str(claude_home),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
         args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
         assert run_cli("agents", "add", "claude", *args, "--", str(binary)).returncode == 0
         yield stub
@@ -37,7 +43,8 @@ def test_claude_agent_acp_through_acpctl(claude: ModelStub, home: Path, tmp_path
             assert response.agent_capabilities.load_session is True
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             result = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("Say hello")]), 120)
+                conn.prompt(session_id=sid, prompt=[text_block("Say hello")]), 120
+            )
             assert result.stop_reason == "end_turn"
             assert client.text(sid) == "Hello from the stand-in model."
             return str(sid)
@@ -52,7 +59,8 @@ def test_claude_agent_acp_through_acpctl(claude: ModelStub, home: Path, tmp_path
             await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             assert client.text(sid) == "Hello from the stand-in model."  # replayed once
             result = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("Again")]), 120)
+                conn.prompt(session_id=sid, prompt=[text_block("Again")]), 120
+            )
             assert result.stop_reason == "end_turn"
             assert client.text(sid).endswith("Second answer.")
 

@@ -13,11 +13,12 @@ import psutil
 import pytest
 from acp import RequestError, text_block
 
-from acpctl.runner.backends.pi import translate as pt
 from tests.acp_peer import connect, initialized
 from tests.conftest import run_cli, write_executable
 from tests.model_stub import ModelStub, text, thinking, tool_use
 from tests.npm_agents import npm_bin
+
+pytestmark = [pytest.mark.e2e, pytest.mark.npm]
 
 
 @pytest.fixture
@@ -26,13 +27,41 @@ def pi(home: Path) -> Iterator[ModelStub]:
     with ModelStub(default_reply="Hi from pi's model.") as stub:
         pi_home = home / "pi-home"
         (pi_home / ".pi" / "agent").mkdir(parents=True)
-        (pi_home / ".pi" / "agent" / "models.json").write_text(json.dumps({"providers": {
-            "stub": {"baseUrl": stub.url, "api": "anthropic-messages", "apiKey": "test",
-                     "models": [{"id": "stub-model", "reasoning": True,
-                                 "input": ["text"]}]}}}))
-        assert run_cli("agents", "add", "pi", "--kind", "pi-rpc", "--env", f"HOME={pi_home}",
-                       "--", str(binary), "--mode", "rpc", "--provider", "stub", "--model",
-                       "stub-model", "--no-themes").returncode == 0
+        (pi_home / ".pi" / "agent" / "models.json").write_text(
+            json.dumps(
+                {
+                    "providers": {
+                        "stub": {
+                            "baseUrl": stub.url,
+                            "api": "anthropic-messages",
+                            "apiKey": "test",
+                            "models": [{"id": "stub-model", "reasoning": True, "input": ["text"]}],
+                        }
+                    }
+                }
+            )
+        )
+        assert (
+            run_cli(
+                "agents",
+                "add",
+                "pi",
+                "--kind",
+                "pi-rpc",
+                "--env",
+                f"HOME={pi_home}",
+                "--",
+                str(binary),
+                "--mode",
+                "rpc",
+                "--provider",
+                "stub",
+                "--model",
+                "stub-model",
+                "--no-themes",
+            ).returncode
+            == 0
+        )
         yield stub
 
 
@@ -50,8 +79,13 @@ async def new_session(conn: object, cwd: Path) -> str:
 
 
 def prompt(conn: object, sid: str, words: str) -> object:
-    return asyncio.wait_for(conn.prompt(session_id=sid,  # type: ignore[attr-defined]
-                                        prompt=[text_block(words)]), 60)
+    return asyncio.wait_for(
+        conn.prompt(
+            session_id=sid,  # type: ignore[attr-defined]
+            prompt=[text_block(words)],
+        ),
+        60,
+    )
 
 
 def pi_children(pid: int) -> list[psutil.Process]:
@@ -83,12 +117,17 @@ def test_streaming_text_and_thinking(pi: ModelStub, home: Path, work: Path) -> N
 
 
 @pytest.mark.parametrize("answer,expected", [("yes", "hello world\n"), ("no", "hello\n")])
-def test_edit_with_diff_and_permission(pi: ModelStub, work: Path, answer: str,
-                                       expected: str) -> None:
+def test_edit_with_diff_and_permission(
+    pi: ModelStub, work: Path, answer: str, expected: str
+) -> None:
     target = str(work / "notes.txt")
-    pi.script = [[text("Editing."), tool_use("edit", {"path": target, "oldText": "hello",
-                                                      "newText": "hello world"})],
-                 [text("Finished.")]]
+    pi.script = [
+        [
+            text("Editing."),
+            tool_use("edit", {"path": target, "oldText": "hello", "newText": "hello world"}),
+        ],
+        [text("Finished.")],
+    ]
 
     async def scenario() -> None:
         async with connect("--agent", "pi") as (conn, _, client):
@@ -96,7 +135,7 @@ def test_edit_with_diff_and_permission(pi: ModelStub, work: Path, answer: str,
             client.answers = {sid: answer}
             result = await prompt(conn, sid, "edit the notes")
             assert result.stop_reason == "end_turn"
-            (asked_session, tool), = client.permission_requests
+            ((asked_session, tool),) = client.permission_requests
             assert asked_session == sid and tool.kind == "edit"
             assert tool.content[0].old_text == "hello\n"
             assert tool.content[0].new_text == "hello world\n"
@@ -117,8 +156,7 @@ def test_cancel_mid_stream_keeps_the_session(pi: ModelStub, work: Path) -> None:
         async with connect("--agent", "pi") as (conn, _, client):
             sid = await new_session(conn, work)
             turn = asyncio.create_task(prompt(conn, sid, "talk a lot"))
-            while len(client.updates[sid]) < 3:
-                await asyncio.sleep(0.05)
+            await client.streaming(sid, 3)
             await conn.cancel(session_id=sid)
             assert (await turn).stop_reason == "cancelled"
             assert client.text(sid).count("word") < 60
@@ -170,8 +208,7 @@ def test_crash_mid_turn_then_restart_on_the_same_file(pi: ModelStub, work: Path)
             await prompt(conn, sid, "the first question")
             pi.delay = 0.05
             turn = asyncio.create_task(prompt(conn, sid, "a long one"))
-            while client.text(sid).count("slow") < 3:
-                await asyncio.sleep(0.05)
+            await client.until(lambda: client.text(sid).count("slow") >= 3)
             for child in pi_children(process.pid):
                 child.send_signal(signal.SIGKILL)
             with pytest.raises(RequestError) as crashed:
@@ -186,10 +223,10 @@ def test_crash_mid_turn_then_restart_on_the_same_file(pi: ModelStub, work: Path)
 
 
 def test_bad_cwd_and_failed_handshake(pi: ModelStub, home: Path, tmp_path: Path) -> None:
-    broken = write_executable(tmp_path / "not-pi", "#!/bin/sh\necho 'pi: broken install' >&2\n"
-                              "exit 7\n")
-    assert run_cli("agents", "add", "broken", "--kind", "pi-rpc", "--",
-                   str(broken)).returncode == 0
+    broken = write_executable(
+        tmp_path / "not-pi", "#!/bin/sh\necho 'pi: broken install' >&2\nexit 7\n"
+    )
+    assert run_cli("agents", "add", "broken", "--kind", "pi-rpc", "--", str(broken)).returncode == 0
 
     async def scenario() -> None:
         async with connect("--agent", "pi") as (conn, _, _):
@@ -210,42 +247,10 @@ def test_bad_cwd_and_failed_handshake(pi: ModelStub, home: Path, tmp_path: Path)
     assert not [p for p in (home / "data" / "sessions").glob("*") if p.is_dir()]
 
 
-def test_stream_repair_sends_exactly_the_missing_part() -> None:
-    stream = pt.StreamText()
-    assert stream.delta(0, "Hel", None) == "Hel"
-    assert stream.delta(0, "lo", None) == "lo"
-    assert stream.delta(0, "Hello wor", None) == " wor"  # a cumulative snapshot
-    assert stream.missing(0, "Hello world!") == "ld!"  # the final text holds more
-    assert stream.missing(0, "Hello world!") == ""  # nothing twice
-    assert stream.delta(1, "x", "ab") == "ab"  # the partial message is the truth
-
-
-def test_prompt_blocks_become_pi_input() -> None:
-    message, images, dropped = pt.prompt_input([
-        {"type": "text", "text": "look"},
-        {"type": "resource_link", "uri": "file:///a.py", "name": "a.py"},
-        {"type": "resource", "resource": {"uri": "file:///b.py", "text": "print(1)"}},
-        {"type": "image", "data": "AAAA", "mimeType": "image/png"},
-    ], accepts_images=False)
-    assert message.startswith("look\n\n[a.py](file:///a.py)") and "print(1)" in message
-    assert images == [] and "image block" in dropped[0]
-    _, images, _ = pt.prompt_input([{"type": "image", "data": "AAAA"}], accepts_images=True)
-    assert images == [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
-
-
 def test_doctor_probes_pi_with_get_state(pi: ModelStub) -> None:
     result = run_cli("doctor", "--json", "--agent", "pi", timeout=120)
     findings = [f for f in json.loads(result.stdout) if f["check"] == "agent pi"]
     assert any("answers get_state" in f["message"] and f["status"] == "ok" for f in findings)
-
-
-def test_plan_events_become_plans() -> None:
-    update = pt.plan({"type": "plan_mode_complete", "steps": [
-        "Read the code", {"content": "Fix it", "status": "in_progress"}]})
-    assert update == {"sessionUpdate": "plan", "entries": [
-        {"content": "Read the code", "priority": "medium", "status": "pending"},
-        {"content": "Fix it", "priority": "medium", "status": "in_progress"}]}
-    assert pt.plan({"type": "plan_mode_complete"}) is None
 
 
 def test_model_error_becomes_a_jsonrpc_error_with_pis_message(pi: ModelStub, work: Path) -> None:
@@ -265,6 +270,7 @@ def test_model_error_becomes_a_jsonrpc_error_with_pis_message(pi: ModelStub, wor
 def test_turn_settles_after_compaction_and_retry(pi: ModelStub, work: Path) -> None:
     """pi answers a context overflow by compacting and retrying: several runs end before
     the turn does, and the answer arrives once, after them."""
+
     async def scenario() -> None:
         async with connect("--agent", "pi") as (conn, _, client):
             sid = await new_session(conn, work)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -24,15 +26,23 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "pytest" in test_command and "acpctl run" in main_job
 
 
+@pytest.mark.e2e
 def test_main_job_command_answers_like_an_agent(home: Path, tmp_path: Path) -> None:
     main_job = readme_commands()[0]
     # The venv set-up is the fresh-machine part; here the package is already installed, so
     # run the rest of the pipeline with this interpreter's acpctl.
-    pipeline = main_job.split(" && ", 2)[2].replace(".venv/bin/acpctl",
-                                                    f"{sys.executable} -m acpctl")
-    result = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True,
-                            timeout=60, env=dict(os.environ), cwd=tmp_path,
-                            stdin=subprocess.DEVNULL)
+    pipeline = main_job.split(" && ", 2)[2].replace(
+        ".venv/bin/acpctl", f"{sys.executable} -m acpctl"
+    )
+    result = subprocess.run(
+        ["bash", "-c", pipeline],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, result.stderr
     assert "demo" in result.stdout and "[completed]" in result.stdout
     assert "You said: and once more" in result.stdout

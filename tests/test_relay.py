@@ -16,6 +16,8 @@ from acp import text_block
 from tests.acp_peer import connect, initialized
 from tests.conftest import TEST_AGENTS, acpctl_argv, run_cli, write_executable
 
+pytestmark = pytest.mark.e2e
+
 
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 60))
@@ -32,6 +34,7 @@ def test_initialize_relays_agent_info_and_adds_history_capabilities(home: Path) 
             session_caps = caps.session_capabilities
             for name in ("list", "resume", "close", "delete"):
                 assert getattr(session_caps, name) is not None, name
+
     run(scenario())
 
 
@@ -40,12 +43,14 @@ def test_prompt_streams_thought_plan_and_answer(home: Path, tmp_path: Path) -> N
         async with connect() as (conn, _, client):
             await initialized(conn)
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            result = await conn.prompt(session_id=session.session_id,
-                                       prompt=[text_block("think and plan hello")])
+            result = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block("think and plan hello")]
+            )
             assert result.stop_reason == "end_turn"
             kinds = client.kinds(session.session_id)
             assert kinds[0] == "agent_thought_chunk" and "plan" in kinds
             assert client.text(session.session_id) == "You said: think and plan hello"
+
     run(scenario())
 
 
@@ -53,28 +58,35 @@ def test_many_sessions_interleave_without_crosstalk(home: Path, tmp_path: Path) 
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
-            sessions = [(await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-                        for _ in range(6)]
-            results = await asyncio.gather(*(
-                conn.prompt(session_id=s, prompt=[text_block(f"session number {i} " * 30)])
-                for i, s in enumerate(sessions)))
+            sessions = [
+                (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                for _ in range(6)
+            ]
+            results = await asyncio.gather(
+                *(
+                    conn.prompt(session_id=s, prompt=[text_block(f"session number {i} " * 30)])
+                    for i, s in enumerate(sessions)
+                )
+            )
             assert all(r.stop_reason == "end_turn" for r in results)
             for i, s in enumerate(sessions):
                 assert client.text(s) == "You said: " + " ".join([f"session number {i}"] * 30)
+
     run(scenario())
 
 
 def test_second_prompt_in_one_session_is_refused(home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with connect() as (conn, _, _):
+        async with connect() as (conn, _, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
-            await asyncio.sleep(0.3)
+            await client.streaming(sid)
             with pytest.raises(Exception, match="already running"):
                 await conn.prompt(session_id=sid, prompt=[text_block("again")])
             await conn.cancel(session_id=sid)
             assert (await first).stop_reason == "cancelled"
+
     run(scenario())
 
 
@@ -86,11 +98,12 @@ def test_cancel_reaches_only_its_session(home: Path, tmp_path: Path) -> None:
             b = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             pa = asyncio.create_task(conn.prompt(session_id=a, prompt=[text_block("slow a")]))
             pb = asyncio.create_task(conn.prompt(session_id=b, prompt=[text_block("slow b")]))
-            await asyncio.sleep(0.4)
+            await client.streaming(a, 2)
             await conn.cancel(session_id=a)
             ra, rb = await pa, await pb
             assert ra.stop_reason == "cancelled" and rb.stop_reason == "end_turn"
             assert len(client.updates[a]) < len(client.updates[b]) == 20
+
     run(scenario())
 
 
@@ -101,16 +114,21 @@ def test_permission_requests_are_routed_to_their_session(home: Path, tmp_path: P
             a = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             b = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             client.answers = {a: "allow", b: "reject"}
-            await asyncio.gather(conn.prompt(session_id=a, prompt=[text_block("edit a")]),
-                                 conn.prompt(session_id=b, prompt=[text_block("edit b")]))
+            await asyncio.gather(
+                conn.prompt(session_id=a, prompt=[text_block("edit a")]),
+                conn.prompt(session_id=b, prompt=[text_block("edit b")]),
+            )
             assert sorted(s for s, _ in client.permission_requests) == sorted([a, b])
 
             def final_status(sid: str) -> str:
-                return [u for u in client.updates[sid]
-                        if u.session_update == "tool_call_update"][-1].status
+                return [u for u in client.updates[sid] if u.session_update == "tool_call_update"][
+                    -1
+                ].status
+
             assert final_status(a) == "completed" and final_status(b) == "failed"
             diff = next(u for u in client.updates[a] if u.session_update == "tool_call")
             assert diff.content[0].new_text == "hello, world\n"
+
     run(scenario())
 
 
@@ -124,6 +142,7 @@ def test_cancel_settles_open_permission_request(home: Path, tmp_path: Path) -> N
             await asyncio.wait_for(client.permission_asked.wait(), 10)
             await conn.cancel(session_id=sid)
             assert (await turn).stop_reason == "cancelled"
+
     run(scenario())
 
 
@@ -142,6 +161,7 @@ def test_agent_crash_fails_prompt_then_restarts(home: Path, tmp_path: Path) -> N
             again = await conn.prompt(session_id=sid, prompt=[text_block("still here")])
             assert again.stop_reason == "end_turn"
             assert client.text(sid).endswith("You said: still here")
+
     run(scenario())
     log = stderr.read_text()
     assert "crashing on request" in log and "restarting the agent" in log
@@ -151,6 +171,7 @@ def test_stderr_goes_to_the_run_log(home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, _):
             await initialized(conn)
+
     run(scenario())
     logs = list((home / "state" / "logs").glob("demo-*.log"))
     assert len(logs) == 1
@@ -159,8 +180,9 @@ def test_stderr_goes_to_the_run_log(home: Path, tmp_path: Path) -> None:
 
 
 def test_sdk_agent_behind_acpctl(home: Path, tmp_path: Path) -> None:
-    agent = write_executable(tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} "
-                             f"{TEST_AGENTS / 'sdk_agent.py'}\n")
+    agent = write_executable(
+        tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"
+    )
     assert run_cli("agents", "add", "sdk", "--", str(agent)).returncode == 0
 
     async def scenario() -> None:
@@ -171,32 +193,34 @@ def test_sdk_agent_behind_acpctl(home: Path, tmp_path: Path) -> None:
             result = await conn.prompt(session_id=sid, prompt=[text_block("ask me")])
             assert result.stop_reason == "end_turn"
             assert client.text(sid) == "sdk: ask me [selected]"
+
     run(scenario())
 
 
 def test_teardown_ends_the_whole_agent_tree(home: Path, tmp_path: Path) -> None:
     # The agent leaves a child that ignores SIGTERM: it must still be gone afterwards.
-    agent = write_executable(tmp_path / "stubborn", (
-        "#!/bin/sh\n(trap '' TERM; sleep 300) &\n"
-        f"exec {sys.executable} -m acpctl.demo_agent\n"))
+    agent = write_executable(
+        tmp_path / "stubborn",
+        (f"#!/bin/sh\n(trap '' TERM; sleep 300) &\nexec {sys.executable} -m acpctl.demo_agent\n"),
+    )
     assert run_cli("agents", "add", "stubborn", "--", str(agent)).returncode == 0
     tree: list[psutil.Process] = []
     names: list[str] = []
 
     async def scenario() -> None:
-        async with connect("--agent", "stubborn") as (conn, process, _):
+        async with connect("--agent", "stubborn") as (conn, process, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            asyncio.get_running_loop().call_later(
-                0.5, lambda: tree.extend(psutil.Process(process.pid).children(recursive=True)))
-            asyncio.get_running_loop().call_later(0.6, lambda: names.extend(p.name() for p in tree))
             # The connection closes with a prompt in flight.
             turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
-            await asyncio.sleep(1.0)
+            await client.streaming(sid)  # the agent (and the child it left) are up
+            tree.extend(psutil.Process(process.pid).children(recursive=True))
+            names.extend(p.name() for p in tree)
             process.terminate()  # SIGTERM to acpctl, as an editor does
             result = await turn
             assert result.stop_reason == "cancelled"
             assert await process.wait() == 0
+
     run(scenario())
     assert len(tree) >= 2 and "sleep" in names  # the agent and its stubborn child
     deadline = time.monotonic() + 5
@@ -221,6 +245,7 @@ def test_runtime_record_and_ps(home: Path, tmp_path: Path) -> None:
             assert [r["pid"] for r in listed] == [process.pid]
             assert listed[0]["agent"] == "demo" and listed[0]["sessions"] == [sid]
             assert listed[0]["rss"] > 0
+
     run(scenario())
     assert json.loads(run_cli("ps", "--json").stdout) == []
 
@@ -229,8 +254,9 @@ def test_terminal_on_stdin_gets_a_hint(home: Path) -> None:
     import pty
 
     _leader, follower = pty.openpty()
-    result = subprocess.run(acpctl_argv("run", "--acp"), stdin=follower, capture_output=True,
-                            text=True, timeout=20)
+    result = subprocess.run(
+        acpctl_argv("run", "--acp"), stdin=follower, capture_output=True, text=True, timeout=20
+    )
     assert result.returncode == 2 and "acpctl install zed" in result.stderr
     assert result.stdout == ""
 
@@ -239,8 +265,12 @@ class RawPeer:
     """Line-level access to acpctl for malformed input the SDK would never send."""
 
     def __init__(self) -> None:
-        self.process = subprocess.Popen(acpctl_argv("run", "--acp"), stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            acpctl_argv("run", "--acp"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
 
     def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -260,7 +290,9 @@ class RawPeer:
 def test_bad_input_gets_jsonrpc_errors_and_service_continues(home: Path) -> None:
     peer = RawPeer()
     try:
-        peer.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n')
+        peer.send(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+        )
         assert peer.receive()["id"] == 1  # type: ignore[index]
         cases = [
             (b"{not json\n", -32700, None),
@@ -269,10 +301,18 @@ def test_bad_input_gets_jsonrpc_errors_and_service_continues(home: Path) -> None
             (b'{"jsonrpc":"2.0","id":8,"method":42}\n', -32600, 8),
             (b'"just a string"\n', -32600, None),
             (b'{"jsonrpc":"2.0","id":9,"method":"no/such/method","params":{}}\n', -32601, 9),
-            (b'{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":'
-             b'"nope","prompt":[]}}\n', -32002, 10),
-            (b'{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":'
-             b'"../../etc","cwd":"/","mcpServers":[]}}\n', -32602, 11),
+            (
+                b'{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":'
+                b'"nope","prompt":[]}}\n',
+                -32002,
+                10,
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":11,"method":"session/load","params":{"sessionId":'
+                b'"../../etc","cwd":"/","mcpServers":[]}}\n',
+                -32602,
+                11,
+            ),
             (b"[]\n", -32600, None),
         ]
         for line, code, msg_id in cases:
@@ -281,17 +321,24 @@ def test_bad_input_gets_jsonrpc_errors_and_service_continues(home: Path) -> None
             assert isinstance(answer, dict), line
             assert answer["error"]["code"] == code, (line, answer)
             assert answer["id"] == msg_id
-        big = b'{"jsonrpc":"2.0","id":12,"method":"_demo/ping","params":{"pad":"' + \
-            b"x" * (10 * 1024 * 1024) + b'"}}\n'
+        big = (
+            b'{"jsonrpc":"2.0","id":12,"method":"_demo/ping","params":{"pad":"'
+            + b"x" * (10 * 1024 * 1024)
+            + b'"}}\n'
+        )
         peer.send(big)
         assert peer.receive() == {"jsonrpc": "2.0", "id": 12, "result": {}}
-        peer.send(b'[{"jsonrpc":"2.0","id":13,"method":"_demo/ping"},'
-                  b'{"jsonrpc":"2.0","id":14,"method":"nope"}]\n')
+        peer.send(
+            b'[{"jsonrpc":"2.0","id":13,"method":"_demo/ping"},'
+            b'{"jsonrpc":"2.0","id":14,"method":"nope"}]\n'
+        )
         batch = peer.receive()
         assert isinstance(batch, list)
         assert {a["id"] for a in batch} == {13, 14}
-        peer.send(b'{"jsonrpc":"2.0","id":15,"method":"session/new","params":'
-                  b'{"cwd":"/tmp","mcpServers":[]}}\n')
+        peer.send(
+            b'{"jsonrpc":"2.0","id":15,"method":"session/new","params":'
+            b'{"cwd":"/tmp","mcpServers":[]}}\n'
+        )
         assert "sessionId" in peer.receive()["result"]  # type: ignore[index]
     finally:
         assert peer.close() == 0
@@ -300,8 +347,10 @@ def test_bad_input_gets_jsonrpc_errors_and_service_continues(home: Path) -> None
 def test_extension_methods_and_meta_pass_through(home: Path, tmp_path: Path) -> None:
     peer = RawPeer()
     try:
-        peer.send(b'{"jsonrpc":"2.0","id":"a","method":"initialize","params":'
-                  b'{"protocolVersion":1,"_meta":{"x":1}}}\n')
+        peer.send(
+            b'{"jsonrpc":"2.0","id":"a","method":"initialize","params":'
+            b'{"protocolVersion":1,"_meta":{"x":1}}}\n'
+        )
         assert peer.receive()["id"] == "a"  # type: ignore[index]
         peer.send(b'{"jsonrpc":"2.0","id":"b","method":"_demo/ping","params":{"_meta":{}}}\n')
         assert peer.receive() == {"jsonrpc": "2.0", "id": "b", "result": {}}

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from acp import text_block
 
 from acpctl.store.sessions import SessionMeta, SessionStore
@@ -17,9 +18,14 @@ from tests.conftest import acpctl_argv, run_cli
 
 
 def turn(cwd: Path, *args: str) -> None:
-    result = subprocess.run(acpctl_argv("run", "--approve-all", *args), cwd=cwd,
-                            capture_output=True, text=True, timeout=60,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        acpctl_argv("run", "--approve-all", *args),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -34,14 +40,19 @@ def store(home: Path) -> SessionStore:
 
 
 def old_session(home: Path, sid: str, updated: str, agent: str = "demo") -> None:
-    writer = store(home).create(SessionMeta(id=sid, agent=agent, command=[], cwd="/old",
-                                            title=f"old {sid}", updated=updated))
-    writer.update({"sessionUpdate": "user_message_chunk",
-                   "content": {"type": "text", "text": "long ago"}})
+    writer = store(home).create(
+        SessionMeta(
+            id=sid, agent=agent, command=[], cwd="/old", title=f"old {sid}", updated=updated
+        )
+    )
+    writer.update(
+        {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "long ago"}}
+    )
     writer.turn_end("end_turn")
     writer.close()
 
 
+@pytest.mark.e2e
 def test_list_filters_and_json(home: Path, tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
@@ -64,6 +75,7 @@ def test_list_filters_and_json(home: Path, tmp_path: Path) -> None:
     assert "first in a" in table and "ago" in table
 
 
+@pytest.mark.e2e
 def test_corrupt_session_is_listed_with_a_warning(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "fine")
     broken = store(home).root / "broken-session"
@@ -75,25 +87,35 @@ def test_corrupt_session_is_listed_with_a_warning(home: Path, tmp_path: Path) ->
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_show_and_prefixes(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "think, plan and edit this")
     sid = str(listed()[0]["id"])
     shown = run_cli("sessions", "show", sid[:10])
     assert shown.returncode == 0
-    for needle in ("> think, plan and edit this", "Plan:", "+hello, world",
-                   "You said: think, plan and edit this", "[end_turn]"):
+    for needle in (
+        "> think, plan and edit this",
+        "Plan:",
+        "+hello, world",
+        "You said: think, plan and edit this",
+        "[end_turn]",
+    ):
         assert needle in shown.stdout, needle
     as_json = json.loads(run_cli("sessions", "show", sid, "--json").stdout)
     assert as_json["session"]["id"] == sid and len(as_json["events"]) > 5
     old_session(home, "dup-one", "2020-01-01T00:00:00.000Z")
     old_session(home, "dup-two", "2020-01-01T00:00:00.000Z")
     ambiguous = run_cli("sessions", "show", "dup")
-    assert ambiguous.returncode == 2 and "dup-one" in ambiguous.stderr \
+    assert (
+        ambiguous.returncode == 2
+        and "dup-one" in ambiguous.stderr
         and "dup-two" in ambiguous.stderr
+    )
     unknown = run_cli("sessions", "show", "nothing-like-it")
     assert unknown.returncode == 2 and "no stored session" in unknown.stderr
 
 
+@pytest.mark.e2e
 def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "edit and plan this")
     sid = str(listed()[0]["id"])
@@ -102,8 +124,7 @@ def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
     assert markdown.startswith("# edit and plan this") and "```diff" in markdown
     for output_format in ("json", "jsonl"):
         exported = tmp_path / f"export.{output_format}"
-        result = run_cli("sessions", "export", sid, "--format", output_format, "-o",
-                         str(exported))
+        result = run_cli("sessions", "export", sid, "--format", output_format, "-o", str(exported))
         assert result.returncode == 0, result.stderr
         assert run_cli("sessions", "delete", sid).returncode == 0
         imported = run_cli("sessions", "import", str(exported))
@@ -125,6 +146,7 @@ def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
     assert run_cli("sessions", "import", str(bad)).returncode == 2
 
 
+@pytest.mark.e2e
 def test_delete_refuses_sessions_open_in_a_live_run(home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, _):
@@ -138,6 +160,7 @@ def test_delete_refuses_sessions_open_in_a_live_run(home: Path, tmp_path: Path) 
     asyncio.run(scenario())
 
 
+@pytest.mark.e2e
 def test_prune_and_dry_run(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "recent")
     old_session(home, "old-a", "2020-01-01T00:00:00.000Z")
@@ -151,6 +174,7 @@ def test_prune_and_dry_run(home: Path, tmp_path: Path) -> None:
     assert run_cli("sessions", "prune", "--older-than", "soon").returncode == 2
 
 
+@pytest.mark.e2e
 def test_prune_while_a_run_appends(home: Path, tmp_path: Path) -> None:
     for index in range(20):
         old_session(home, f"old-{index}", "2020-01-01T00:00:00.000Z")
@@ -159,9 +183,10 @@ def test_prune_while_a_run_appends(home: Path, tmp_path: Path) -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            streaming = asyncio.create_task(conn.prompt(session_id=sid,
-                                                        prompt=[text_block("slow")]))
-            await asyncio.sleep(0.3)
+            streaming = asyncio.create_task(
+                conn.prompt(session_id=sid, prompt=[text_block("slow")])
+            )
+            await client.streaming(sid)
             pruned = await asyncio.to_thread(run_cli, "sessions", "prune", "--older-than", "1d")
             assert pruned.returncode == 0 and "20 session(s) pruned" in pruned.stdout
             assert (await streaming).stop_reason == "end_turn"
@@ -173,6 +198,7 @@ def test_prune_while_a_run_appends(home: Path, tmp_path: Path) -> None:
     assert len(list(store(home).iter_updates(str(remaining[0]["id"])))) == 21
 
 
+@pytest.mark.e2e
 def test_verify_reports_and_repairs(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "one")
     turn(tmp_path, "two")
@@ -185,13 +211,19 @@ def test_verify_reports_and_repairs(home: Path, tmp_path: Path) -> None:
     os.chmod(root / second, 0o755)
     lost = root / "lost-meta"
     lost.mkdir(mode=0o700)
-    (lost / "events.jsonl").write_bytes(lines[0] + b'{"ts": 5, "type": "turn_end", '
-                                        b'"stopReason": "end_turn"}\n')
+    (lost / "events.jsonl").write_bytes(
+        lines[0] + b'{"ts": 5, "type": "turn_end", "stopReason": "end_turn"}\n'
+    )
     os.chmod(lost / "events.jsonl", 0o600)
     check = run_cli("sessions", "verify")
     assert check.returncode == 1
-    for needle in ("torn last line", "1 corrupt line(s): 2", "mode is 755",
-                   "lost-meta", "session.json: missing"):
+    for needle in (
+        "torn last line",
+        "1 corrupt line(s): 2",
+        "mode is 755",
+        "lost-meta",
+        "session.json: missing",
+    ):
         assert needle in check.stdout, needle
     repaired = run_cli("sessions", "verify", "--repair")
     assert repaired.returncode == 0, repaired.stdout
@@ -201,6 +233,7 @@ def test_verify_reports_and_repairs(home: Path, tmp_path: Path) -> None:
     assert rebuilt["turns"] == 1 and rebuilt["title"] == "one"  # from the log it was cut from
 
 
+@pytest.mark.e2e
 def test_index_rebuilds_when_stale_or_broken(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "keep")
     turn(tmp_path, "drop")
@@ -222,6 +255,7 @@ def test_index_rebuilds_when_stale_or_broken(home: Path, tmp_path: Path) -> None
     assert [s["title"] for s in listed()] == ["renamed by hand"]
 
 
+@pytest.mark.e2e
 def test_unwritable_export_target_is_an_error_not_a_traceback(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "x")
     sid = str(listed()[0]["id"])

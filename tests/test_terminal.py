@@ -13,17 +13,27 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from acp import text_block
 
 from tests.acp_peer import connect, initialized
 from tests.conftest import TEST_AGENTS, acpctl_argv, run_cli, write_executable
 
+pytestmark = pytest.mark.e2e
 
-def terminal(*args: str, stdin: str | None = None, cwd: Path | None = None,
-             timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(acpctl_argv("run", *args), input=stdin if stdin is not None else "",
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=dict(os.environ))
+
+def terminal(
+    *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        acpctl_argv("run", *args),
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=dict(os.environ),
+    )
 
 
 def test_one_shot_streams_the_answer(home: Path, tmp_path: Path) -> None:
@@ -34,8 +44,7 @@ def test_one_shot_streams_the_answer(home: Path, tmp_path: Path) -> None:
 
 
 def test_piped_stdin_joins_the_prompt_and_json_output(home: Path, tmp_path: Path) -> None:
-    result = terminal("--format", "json", "review this", stdin="diff --git a b\n",
-                      cwd=tmp_path)
+    result = terminal("--format", "json", "review this", stdin="diff --git a b\n", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert lines[-1] == {"stopReason": "end_turn"}
@@ -64,8 +73,11 @@ def test_terminal_turns_land_in_the_shared_store(home: Path, tmp_path: Path) -> 
         async with connect() as (conn, _, client):
             await initialized(conn)
             await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
-            return [u.content.text for u in client.updates[sid]
-                    if u.session_update == "user_message_chunk"]
+            return [
+                u.content.text
+                for u in client.updates[sid]
+                if u.session_update == "user_message_chunk"
+            ]
 
     assert asyncio.run(back_in_editor()) == ["from the editor", "from the shell", "by prefix"]
 
@@ -86,8 +98,13 @@ def test_permission_policies(home: Path, tmp_path: Path) -> None:
 
 def test_permission_asked_on_a_terminal(home: Path, tmp_path: Path) -> None:
     leader, follower = pty.openpty()
-    process = subprocess.Popen(acpctl_argv("run", "edit please"), stdin=follower,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    process = subprocess.Popen(
+        acpctl_argv("run", "edit please"),
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
     os.close(follower)
     deadline = time.monotonic() + 30
     seen = b""
@@ -103,8 +120,9 @@ def test_permission_asked_on_a_terminal(home: Path, tmp_path: Path) -> None:
 
 
 def test_fs_and_terminal_requests_are_served(home: Path, tmp_path: Path) -> None:
-    agent = write_executable(tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} "
-                             f"{TEST_AGENTS / 'sdk_agent.py'}\n")
+    agent = write_executable(
+        tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"
+    )
     assert run_cli("agents", "add", "sdk", "--", str(agent)).returncode == 0
     work = tmp_path / "work"
     work.mkdir()
@@ -118,13 +136,19 @@ def test_fs_and_terminal_requests_are_served(home: Path, tmp_path: Path) -> None
 
 
 def test_sigint_cancels_the_turn(home: Path, tmp_path: Path) -> None:
-    process = subprocess.Popen(acpctl_argv("run", "slow"), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                               text=True)
+    process = subprocess.Popen(
+        acpctl_argv("run", "slow"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(
-            b'"type":"agent"' in p.read_bytes()
-            for p in (home / "data" / "sessions").glob("*/events.jsonl")):
+        b'"type":"agent"' in p.read_bytes()
+        for p in (home / "data" / "sessions").glob("*/events.jsonl")
+    ):
         time.sleep(0.05)  # until the stream has started
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
@@ -147,8 +171,9 @@ def test_usage_errors(home: Path, tmp_path: Path) -> None:
 
 def test_chat_loop_on_a_terminal(home: Path, tmp_path: Path) -> None:
     leader, follower = pty.openpty()
-    process = subprocess.Popen(acpctl_argv("run"), stdin=follower, stdout=follower,
-                               stderr=follower, cwd=tmp_path)
+    process = subprocess.Popen(
+        acpctl_argv("run"), stdin=follower, stdout=follower, stderr=follower, cwd=tmp_path
+    )
     os.close(follower)
     seen = b""
     mark = 0  # what was already matched: each wait looks only at newer output

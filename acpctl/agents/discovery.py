@@ -28,10 +28,19 @@ class ResolvedAgent:
     """An agent name resolved to a command line (argv None: not found, `reason` says why).
     A plain class for start-up speed (see config.AgentSpec)."""
 
-    def __init__(self, name: str, title: str, kind: str, source: str, argv: list[str] | None,
-                 env: dict[str, str] | None = None, reason: str = "", install: str = "",
-                 version_args: tuple[str, ...] = ("--version",), version: str | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        kind: str,
+        source: str,
+        argv: list[str] | None,
+        env: dict[str, str] | None = None,
+        reason: str = "",
+        install: str = "",
+        version_args: tuple[str, ...] = ("--version",),
+        version: str | None = None,
+    ) -> None:
         self.name = name
         self.title = title
         self.kind = kind
@@ -50,8 +59,9 @@ class ResolvedAgent:
 
     def as_spec(self) -> AgentSpec:
         if self.argv is None:
-            raise UsageError(f"agent {self.name!r} is not installed: {self.reason}",
-                             hint=self.install or None)
+            raise UsageError(
+                f"agent {self.name!r} is not installed: {self.reason}", hint=self.install or None
+            )
         return AgentSpec(self.name, self.argv[0], tuple(self.argv[1:]), self.env, self.kind)
 
 
@@ -83,8 +93,12 @@ def _from_config(spec: AgentSpec) -> ResolvedAgent:
     entry = entries().get(spec.name)
     found = which(spec.command)
     return ResolvedAgent(
-        name=spec.name, title=entry.title if entry else spec.name, kind=spec.kind,
-        source="config", argv=[found, *spec.args] if found else None, env=dict(spec.env),
+        name=spec.name,
+        title=entry.title if entry else spec.name,
+        kind=spec.kind,
+        source="config",
+        argv=[found, *spec.args] if found else None,
+        env=dict(spec.env),
         reason="" if found else _explain_missing(spec.command),
         install=entry.install if entry else "",
     )
@@ -92,8 +106,14 @@ def _from_config(spec: AgentSpec) -> ResolvedAgent:
 
 def _from_catalog(entry: CatalogEntry, package_runners: bool) -> ResolvedAgent:
     agent = ResolvedAgent(
-        name=entry.name, title=entry.title, kind=entry.kind, source="catalog", argv=None,
-        env=dict(entry.env), install=entry.install, version_args=entry.version_args,
+        name=entry.name,
+        title=entry.title,
+        kind=entry.kind,
+        source="catalog",
+        argv=None,
+        env=dict(entry.env),
+        install=entry.install,
+        version_args=entry.version_args,
     )
     for binary in entry.binaries:
         found = which(binary)
@@ -115,8 +135,14 @@ def _from_catalog(entry: CatalogEntry, package_runners: bool) -> ResolvedAgent:
 
 def _demo() -> ResolvedAgent:
     return ResolvedAgent(
-        name=DEMO_AGENT, title="Demo", kind="acp", source="builtin", argv=demo_argv(),
-        reason="built in", version=__version__, version_args=(),
+        name=DEMO_AGENT,
+        title="Demo",
+        kind="acp",
+        source="builtin",
+        argv=demo_argv(),
+        reason="built in",
+        version=__version__,
+        version_args=(),
     )
 
 
@@ -144,8 +170,10 @@ def resolve(config: Config, name: str | None) -> ResolvedAgent:
         return _from_catalog(entries()[name], config.package_runners)
     if name == DEMO_AGENT:
         return _demo()
-    raise UsageError(f"unknown agent {name!r}; known agents: {', '.join(known_names(config))}",
-                     hint="add your own with: acpctl agents add NAME -- COMMAND [ARGS...]")
+    raise UsageError(
+        f"unknown agent {name!r}; known agents: {', '.join(known_names(config))}",
+        hint="add your own with: acpctl agents add NAME -- COMMAND [ARGS...]",
+    )
 
 
 def parse_version(output: str) -> str | None:
@@ -167,7 +195,10 @@ def probe_version(agent: ResolvedAgent, timeout: float = VERSION_TIMEOUT_S) -> N
     try:
         # A session of its own, so a hung probe is killed with all its children.
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError as exc:

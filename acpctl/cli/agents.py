@@ -25,15 +25,27 @@ def list_agents(
     if not no_probe:
         discovery.probe_versions(agents)
     if as_json:
-        typer.echo(json.dumps([
-            {
-                "name": a.name, "title": a.title, "kind": a.kind, "command": a.argv,
-                "found": a.found, "version": a.version, "version_error": a.version_error,
-                "source": a.source, "default": a.name == (cfg.default_agent or "demo"),
-                "reason": a.reason or None, "install": a.install or None,
-            }
-            for a in agents
-        ], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "name": a.name,
+                        "title": a.title,
+                        "kind": a.kind,
+                        "command": a.argv,
+                        "found": a.found,
+                        "version": a.version,
+                        "version_error": a.version_error,
+                        "source": a.source,
+                        "default": a.name == (cfg.default_agent or "demo"),
+                        "reason": a.reason or None,
+                        "install": a.install or None,
+                    }
+                    for a in agents
+                ],
+                indent=2,
+            )
+        )
         return
     from rich.console import Console
     from rich.table import Table
@@ -109,11 +121,18 @@ def show(
     agent = discovery.resolve(cfg, name)
     discovery.probe_version(agent)
     record = {
-        "name": agent.name, "title": agent.title, "kind": agent.kind, "source": agent.source,
-        "command": agent.argv, "found": agent.found, "version": agent.version,
-        "version_error": agent.version_error, "reason": agent.reason or None,
+        "name": agent.name,
+        "title": agent.title,
+        "kind": agent.kind,
+        "source": agent.source,
+        "command": agent.argv,
+        "found": agent.found,
+        "version": agent.version,
+        "version_error": agent.version_error,
+        "reason": agent.reason or None,
         # Values may be secrets: show only the names.
-        "env": sorted(agent.env), "install": agent.install or None,
+        "env": sorted(agent.env),
+        "install": agent.install or None,
     }
     entry = catalog.entries().get(agent.name)
     if entry is not None and entry.legacy_args:

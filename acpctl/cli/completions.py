@@ -22,8 +22,10 @@ def script(shell: str) -> str:
 
     if shell not in SHELLS:
         raise UsageError(f"unknown shell {shell!r}; one of: {', '.join(SHELLS)}")
-    return get_completion_script(prog_name="acpctl", complete_var=COMPLETE_VARIABLE,
-                                 shell=shell) + "\n"
+    return (
+        get_completion_script(prog_name="acpctl", complete_var=COMPLETE_VARIABLE, shell=shell)
+        + "\n"
+    )
 
 
 def agent_names(incomplete: str) -> list[str]:

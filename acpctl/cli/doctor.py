@@ -87,13 +87,15 @@ def logs(
         files = [p for p in files if p.stem.endswith(f"-{run}")]
     if list_:
         for path in files:
-            typer.echo(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}"
-                       f"  {path}")
+            typer.echo(
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}  {path}"
+            )
         return
     if not files:
-        raise UsageError("no matching run logs" + (f" in {paths.logs_dir()}" if not
-                                                   (agent or run) else ""),
-                         hint="logs appear once an editor or `acpctl run` starts an agent")
+        raise UsageError(
+            "no matching run logs" + (f" in {paths.logs_dir()}" if not (agent or run) else ""),
+            hint="logs appear once an editor or `acpctl run` starts an agent",
+        )
     path = files[-1]
     typer.echo(f"==> {path} <==", err=True)
     with path.open(encoding="utf-8", errors="replace") as handle:
@@ -107,4 +109,3 @@ def logs(
                 sys.stdout.flush()
             else:
                 time.sleep(0.2)
-

@@ -27,8 +27,9 @@ def install(
         return
     if client is None:
         raise UsageError("name a client: acpctl install zed (or --list)")
-    command.install(client, agent, all_agents, settings, dry_run, print_only, typer.echo,
-                    command.stderr)
+    command.install(
+        client, agent, all_agents, settings, dry_run, print_only, typer.echo, command.stderr
+    )
 
 
 def uninstall(

@@ -16,23 +16,37 @@ FORMATS = ("text", "json", "quiet")
 def run(
     prompt: str = typer.Argument(None, help="The prompt (without it, on a terminal: a chat)."),
     acp_mode: bool = typer.Option(False, "--acp", help="Serve ACP on stdio (for editors)."),
-    agent: str = agent_option(None, "Agent name (default: configured default, "
-                                      "else the built-in demo)."),
+    agent: str = agent_option(
+        None, "Agent name (default: configured default, else the built-in demo)."
+    ),
     cwd: str = typer.Option(None, "--cwd", help="Working directory of the session."),
-    session: str = typer.Option(None, "--session", help="Continue this stored session (an "
-                                "id or a unique prefix)."),
-    continue_: bool = typer.Option(False, "--continue", "-c", help="Continue the newest "
-                                   "session of this agent in this directory."),
+    session: str = typer.Option(
+        None, "--session", help="Continue this stored session (an id or a unique prefix)."
+    ),
+    continue_: bool = typer.Option(
+        False,
+        "--continue",
+        "-c",
+        help="Continue the newest session of this agent in this directory.",
+    ),
     approve_all: bool = typer.Option(False, "--approve-all", help="Allow every tool call."),
-    approve_reads: bool = typer.Option(False, "--approve-reads", help="Allow reads, deny the "
-                                       "rest (the default without a terminal)."),
+    approve_reads: bool = typer.Option(
+        False,
+        "--approve-reads",
+        help="Allow reads, deny the rest (the default without a terminal).",
+    ),
     deny_all: bool = typer.Option(False, "--deny-all", help="Deny every tool call."),
-    output_format: str = typer.Option("text", "--format", help="text, json (NDJSON of the "
-                                      "updates) or quiet (the final text only)."),
-    timeout: float = typer.Option(None, "--timeout", help="Cancel the turn after SECONDS "
-                                  "(exit 3)."),
-    no_history: bool = typer.Option(False, "--no-history",
-                                    help="With --acp: do not record new sessions."),
+    output_format: str = typer.Option(
+        "text",
+        "--format",
+        help="text, json (NDJSON of the updates) or quiet (the final text only).",
+    ),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Cancel the turn after SECONDS (exit 3)."
+    ),
+    no_history: bool = typer.Option(
+        False, "--no-history", help="With --acp: do not record new sessions."
+    ),
 ) -> None:
     """Talk to an agent from the shell, in the same sessions the editor sees.
 
@@ -51,14 +65,35 @@ def run(
         raise UsageError("choose one of --approve-all, --approve-reads, --deny-all")
     if session and continue_:
         raise UsageError("--session and --continue exclude each other")
-    policy = ("approve-all" if approve_all else "approve-reads" if approve_reads
-              else "deny-all" if deny_all else "ask" if sys.stdin.isatty() else "approve-reads")
+    policy = (
+        "approve-all"
+        if approve_all
+        else "approve-reads"
+        if approve_reads
+        else "deny-all"
+        if deny_all
+        else "ask"
+        if sys.stdin.isatty()
+        else "approve-reads"
+    )
     piped = None if sys.stdin.isatty() else sys.stdin.read()
     if prompt is None and not piped and not sys.stdin.isatty():
-        raise UsageError("give a prompt: acpctl run \"PROMPT\" (or pipe one in)")
+        raise UsageError('give a prompt: acpctl run "PROMPT" (or pipe one in)')
     directory = os.path.abspath(cwd or os.getcwd())
     if not os.path.isdir(directory):
         raise UsageError(f"--cwd {directory} is not a directory")
-    raise typer.Exit(main(Options(
-        agent=agent, prompt=prompt, cwd=directory, session=session, continue_=continue_,
-        policy=policy, format=output_format, timeout=timeout, piped=piped or None)))
+    raise typer.Exit(
+        main(
+            Options(
+                agent=agent,
+                prompt=prompt,
+                cwd=directory,
+                session=session,
+                continue_=continue_,
+                policy=policy,
+                format=output_format,
+                timeout=timeout,
+                piped=piped or None,
+            )
+        )
+    )

@@ -81,14 +81,31 @@ def list_sessions(
     from acpctl.store.index import SessionIndex
 
     found = SessionIndex(_store()).query(
-        agent=agent, cwd=str(cwd.resolve()) if cwd else None,
-        since=_cutoff(since) if since else None, limit=limit)
+        agent=agent,
+        cwd=str(cwd.resolve()) if cwd else None,
+        since=_cutoff(since) if since else None,
+        limit=limit,
+    )
     if as_json:
-        typer.echo(json.dumps([
-            {"id": s.meta.id, "agent": s.meta.agent, "title": s.meta.title, "cwd": s.meta.cwd,
-             "created": s.meta.created, "updated": s.meta.updated, "turns": s.meta.turns,
-             "lastStopReason": s.meta.last_stop_reason, "problem": s.problem}
-            for s in found], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "id": s.meta.id,
+                        "agent": s.meta.agent,
+                        "title": s.meta.title,
+                        "cwd": s.meta.cwd,
+                        "created": s.meta.created,
+                        "updated": s.meta.updated,
+                        "turns": s.meta.turns,
+                        "lastStopReason": s.meta.last_stop_reason,
+                        "problem": s.problem,
+                    }
+                    for s in found
+                ],
+                indent=2,
+            )
+        )
         return
     if not found:
         typer.echo("no sessions yet: they appear here once an editor or `acpctl run` starts one")
@@ -100,15 +117,19 @@ def list_sessions(
         if session.problem:
             lines.append(f"{meta.id[:14]:<14} ! unreadable: {session.problem}")
             continue
-        where = "~" + meta.cwd[len(home):] if meta.cwd.startswith(home + os.sep) else meta.cwd
+        where = "~" + meta.cwd[len(home) :] if meta.cwd.startswith(home + os.sep) else meta.cwd
         title = (meta.title or "").replace("\n", " ")
-        lines.append(f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
-                     f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}")
+        lines.append(
+            f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
+            f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}"
+        )
     typer.echo("\n".join(lines))
     problems = sum(1 for s in found if s.problem)
     if problems:
-        typer.echo(f"warning: {problems} session(s) could not be read; run "
-                   "`acpctl sessions verify`", err=True)
+        typer.echo(
+            f"warning: {problems} session(s) could not be read; run `acpctl sessions verify`",
+            err=True,
+        )
 
 
 @app.command("show")
@@ -166,8 +187,11 @@ def export(
     from acpctl.store import archive
     from acpctl.terminal import transcript
 
-    writers = {"markdown": transcript.markdown, "json": archive.export_json,
-               "jsonl": archive.export_jsonl}
+    writers = {
+        "markdown": transcript.markdown,
+        "json": archive.export_json,
+        "jsonl": archive.export_jsonl,
+    }
     if output_format not in writers:
         raise UsageError(f"--format must be one of {', '.join(writers)}")
     store = _store()
@@ -207,8 +231,10 @@ def delete(
     ids = [_resolve(store, s) for s in sessions]
     busy = _live_sessions() & set(ids)
     if busy and not force:
-        raise UsageError(f"open in a live acpctl run: {', '.join(sorted(busy))}",
-                         hint="close it in the editor first, or pass --force")
+        raise UsageError(
+            f"open in a live acpctl run: {', '.join(sorted(busy))}",
+            hint="close it in the editor first, or pass --force",
+        )
     for session_id in ids:
         store.delete(session_id)
         typer.echo(f"deleted {session_id}")
@@ -227,8 +253,11 @@ def prune(
     store = _store()
     cutoff = _cutoff(older_than)
     busy = set() if force else _live_sessions()
-    old = [s.meta for s in SessionIndex(store).query(agent=agent)
-           if s.problem is None and s.meta.updated < cutoff]
+    old = [
+        s.meta
+        for s in SessionIndex(store).query(agent=agent)
+        if s.problem is None and s.meta.updated < cutoff
+    ]
     removed = 0
     for meta in old:
         if meta.id in busy:
@@ -237,8 +266,10 @@ def prune(
         if not dry_run:
             store.delete(meta.id)
         removed += 1
-        typer.echo(f"{'would delete' if dry_run else 'deleted'} {meta.id} "
-                   f"({meta.title or 'untitled'}, {_relative(meta.updated)})")
+        typer.echo(
+            f"{'would delete' if dry_run else 'deleted'} {meta.id} "
+            f"({meta.title or 'untitled'}, {_relative(meta.updated)})"
+        )
     typer.echo(f"{removed} session(s) {'would be ' if dry_run else ''}pruned")
 
 
@@ -252,7 +283,9 @@ def verify(repair: bool = typer.Option(False, "--repair", help="Repair what can 
         mark = "repaired" if finding.repaired else "problem"
         typer.echo(f"{mark}: {finding.session}: {finding.problem}")
     unrepaired = [f for f in report.findings if not f.repaired]
-    typer.echo(f"checked {report.checked} session(s): {len(report.findings)} finding(s)"
-               f"{f', {len(unrepaired)} left' if repair else ''}")
+    typer.echo(
+        f"checked {report.checked} session(s): {len(report.findings)} finding(s)"
+        f"{f', {len(unrepaired)} left' if repair else ''}"
+    )
     if unrepaired:
         raise typer.Exit(1)

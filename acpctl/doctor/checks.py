@@ -34,8 +34,13 @@ class Finding:
     evidence: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {"check": self.check, "status": self.status, "message": self.message,
-                "fix": self.fix or None, "evidence": self.evidence}
+        return {
+            "check": self.check,
+            "status": self.status,
+            "message": self.message,
+            "fix": self.fix or None,
+            "evidence": self.evidence,
+        }
 
 
 def ok(check: str, message: str) -> Finding:
@@ -44,19 +49,32 @@ def ok(check: str, message: str) -> Finding:
 
 # -- 1. install ---------------------------------------------------------------------------
 
+
 def check_install() -> list[Finding]:
     findings = []
     on_path = shutil.which("acpctl")
     if on_path:
         findings.append(ok("install", f"acpctl is on PATH: {on_path}"))
     else:
-        findings.append(Finding("install", "warning", "acpctl is not on PATH",
-                                "install it with `pipx install acp-ctl` (or `uv tool install "
-                                "acp-ctl`) so shells and editors find it"))
+        findings.append(
+            Finding(
+                "install",
+                "warning",
+                "acpctl is not on PATH",
+                "install it with `pipx install acp-ctl` (or `uv tool install "
+                "acp-ctl`) so shells and editors find it",
+            )
+        )
     version = sys.version_info
     if version < (3, 10):
-        findings.append(Finding("install", "problem", f"Python {version.major}.{version.minor}"
-                                " is too old", "use Python 3.10 or newer"))
+        findings.append(
+            Finding(
+                "install",
+                "problem",
+                f"Python {version.major}.{version.minor} is too old",
+                "use Python 3.10 or newer",
+            )
+        )
     else:
         findings.append(ok("install", f"Python {sys.version.split()[0]}"))
     return findings
@@ -64,30 +82,45 @@ def check_install() -> list[Finding]:
 
 # -- 2. config ----------------------------------------------------------------------------
 
+
 def check_config() -> tuple[list[Finding], config.Config | None]:
     try:
         cfg = config.load()
     except UsageError as exc:
         return [Finding("config", "problem", exc.message, "fix the file by hand")], None
-    findings = [ok("config", f"{cfg.path} parses" if cfg.path.exists()
-                   else f"no {cfg.path} yet (defaults apply)")]
+    findings = [
+        ok(
+            "config",
+            f"{cfg.path} parses" if cfg.path.exists() else f"no {cfg.path} yet (defaults apply)",
+        )
+    ]
     if cfg.default_agent and cfg.default_agent not in discovery.known_names(cfg):
-        findings.append(Finding("config", "problem",
-                                f"default_agent {cfg.default_agent!r} is not a known agent",
-                                "acpctl agents default NAME, with a name from "
-                                "`acpctl agents list`"))
+        findings.append(
+            Finding(
+                "config",
+                "problem",
+                f"default_agent {cfg.default_agent!r} is not a known agent",
+                "acpctl agents default NAME, with a name from `acpctl agents list`",
+            )
+        )
     return findings, cfg
 
 
 # -- 3. agents ----------------------------------------------------------------------------
+
 
 def _login_path() -> str | None:
     shell = os.environ.get("SHELL")
     if not shell:
         return None
     try:
-        result = subprocess.run([shell, "-lc", "printf %s \"$PATH\""], capture_output=True,
-                                text=True, timeout=5, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            [shell, "-lc", 'printf %s "$PATH"'],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() or None
@@ -117,35 +150,57 @@ def check_shebang(agent: ResolvedAgent, login_path: str | None) -> list[Finding]
         return []
     name = interpreter[0]
     check = f"agent {agent.name}"
-    path_env = (agent.env.get("PATH") or MINIMAL_PATH)
+    path_env = agent.env.get("PATH") or MINIMAL_PATH
     if os.path.isabs(name):
         if os.access(name, os.X_OK):
             return [ok(check, f"interpreter {name} exists")]
-        return [Finding(check, "problem", f"{agent.argv[0]} needs {name}, which is missing",
-                        f"install {Path(name).name}, or fix the script's first line")]
+        return [
+            Finding(
+                check,
+                "problem",
+                f"{agent.argv[0]} needs {name}, which is missing",
+                f"install {Path(name).name}, or fix the script's first line",
+            )
+        ]
     if shutil.which(name, path=path_env):
         return [ok(check, f"interpreter {name} resolves on a desktop PATH")]
     in_login = shutil.which(name, path=login_path) if login_path else None
     in_here = shutil.which(name)
     if in_login or in_here:
         where = in_login or in_here
-        return [Finding(check, "warning",
-                        f"{agent.argv[0]} runs `{name}`, found only on your shell's PATH "
-                        f"({where}), not on the PATH an editor started from the desktop sees",
-                        f"acpctl agents add {agent.name} --env PATH={Path(str(where)).parent}:"
-                        f"{MINIMAL_PATH} -- {' '.join(agent.argv)}")]
-    return [Finding(check, "problem", f"{agent.argv[0]} needs `{name}`, which is not "
-                    "installed", f"install {name} (e.g. Node.js 20+ for `node`)")]
+        return [
+            Finding(
+                check,
+                "warning",
+                f"{agent.argv[0]} runs `{name}`, found only on your shell's PATH "
+                f"({where}), not on the PATH an editor started from the desktop sees",
+                f"acpctl agents add {agent.name} --env PATH={Path(str(where)).parent}:"
+                f"{MINIMAL_PATH} -- {' '.join(agent.argv)}",
+            )
+        ]
+    return [
+        Finding(
+            check,
+            "problem",
+            f"{agent.argv[0]} needs `{name}`, which is not installed",
+            f"install {name} (e.g. Node.js 20+ for `node`)",
+        )
+    ]
 
 
 def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Finding]:
     check = f"agent {agent.name}"
     findings = []
     if result.stdout_garbage:
-        findings.append(Finding(
-            check, "problem", "prints non-JSON to stdout before answering (editors then hang "
-            "on \"Loading\")", "stop the banner or shell profile output, or send it to stderr",
-            [f"stdout: {line}" for line in result.stdout_garbage[:3]]))
+        findings.append(
+            Finding(
+                check,
+                "problem",
+                'prints non-JSON to stdout before answering (editors then hang on "Loading")',
+                "stop the banner or shell profile output, or send it to stderr",
+                [f"stdout: {line}" for line in result.stdout_garbage[:3]],
+            )
+        )
     evidence = [f"stderr: {line}" for line in result.stderr_tail[-5:]]
     if result.error:
         fix = "run it by hand to see why: " + " ".join(agent.argv or [])
@@ -163,35 +218,60 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
     info = result.result.get("agentInfo") or {}
     name = f"{info.get('name', agent.name)} {info.get('version', '')}".strip()
     if seconds > SLOW_INITIALIZE_S:
-        findings.append(Finding(check, "warning", f"{name} answers initialize slowly "
-                                f"({seconds:.1f}s; Zed gives up at 30s)",
-                                "warm its cache (e.g. run it once by hand) or install it "
-                                "globally instead of through npx"))
+        findings.append(
+            Finding(
+                check,
+                "warning",
+                f"{name} answers initialize slowly ({seconds:.1f}s; Zed gives up at 30s)",
+                "warm its cache (e.g. run it once by hand) or install it "
+                "globally instead of through npx",
+            )
+        )
     else:
         findings.append(ok(check, f"{name} answers initialize in {seconds:.2f}s"))
     caps = result.result.get("agentCapabilities") or {}
     session_caps = caps.get("sessionCapabilities") or {}
-    served = [k for k in ("list", "resume", "close", "delete") if isinstance(session_caps.get(k),
-                                                                             dict)]
+    served = [
+        k for k in ("list", "resume", "close", "delete") if isinstance(session_caps.get(k), dict)
+    ]
     if caps.get("loadSession"):
         served.insert(0, "load")
-    findings.append(ok(check, f"its own session support: {', '.join(served) or 'none'} "
-                       "(acpctl serves list/load/resume from its store either way)"))
-    methods = [m.get("id") for m in result.result.get("authMethods") or [] if isinstance(m,
-                                                                                        dict)]
+    findings.append(
+        ok(
+            check,
+            f"its own session support: {', '.join(served) or 'none'} "
+            "(acpctl serves list/load/resume from its store either way)",
+        )
+    )
+    methods = [m.get("id") for m in result.result.get("authMethods") or [] if isinstance(m, dict)]
     if result.auth_required:
-        findings.append(Finding(check, "warning", "needs authentication before a session "
-                                f"starts (methods: {', '.join(map(str, methods)) or 'none'})",
-                                "authenticate from the editor's agent panel, or run the "
-                                "agent's login command once", evidence))
+        findings.append(
+            Finding(
+                check,
+                "warning",
+                "needs authentication before a session "
+                f"starts (methods: {', '.join(map(str, methods)) or 'none'})",
+                "authenticate from the editor's agent panel, or run the agent's login command once",
+                evidence,
+            )
+        )
     elif result.session_error:
-        findings.append(Finding(check, "warning", f"session/new failed: {result.session_error}",
-                                "see `acpctl logs --agent " + agent.name + "`", evidence))
+        findings.append(
+            Finding(
+                check,
+                "warning",
+                f"session/new failed: {result.session_error}",
+                "see `acpctl logs --agent " + agent.name + "`",
+                evidence,
+            )
+        )
     return findings
 
 
-async def _probe_all(agents: list[ResolvedAgent], timeout: float,
-                     ) -> list[probe.ProbeResult | BaseException]:
+async def _probe_all(
+    agents: list[ResolvedAgent],
+    timeout: float,
+) -> list[probe.ProbeResult | BaseException]:
     jobs = []
     for agent in agents:
         assert agent.argv is not None
@@ -211,22 +291,28 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
     for agent in agents:
         check = f"agent {agent.name}"
         if not agent.found:
-            findings.append(Finding(check, "problem", f"not found: {agent.reason}",
-                                    agent.install or "fix its command in config.toml"))
+            findings.append(
+                Finding(
+                    check,
+                    "problem",
+                    f"not found: {agent.reason}",
+                    agent.install or "fix its command in config.toml",
+                )
+            )
             continue
         findings.extend(check_shebang(agent, login_path))
         runnable.append(agent)
     # Probes run concurrently, each under its own timeout.
     for agent, result in zip(runnable, asyncio.run(_probe_all(runnable, timeout)), strict=True):
         if isinstance(result, BaseException):
-            findings.append(Finding(f"agent {agent.name}", "problem",
-                                    f"probe failed: {result}"))
+            findings.append(Finding(f"agent {agent.name}", "problem", f"probe failed: {result}"))
         else:
             findings.extend(_probe_findings(agent, result))
     return findings
 
 
 # -- 4. editors ---------------------------------------------------------------------------
+
 
 def check_editors(cfg: config.Config) -> list[Finding]:
     from acpctl.editors import install
@@ -242,8 +328,14 @@ def check_editors(cfg: config.Config) -> list[Finding]:
             try:
                 entries = install.existing_entries(path, client.container)
             except UsageError as exc:
-                findings.append(Finding(check, "problem", exc.message,
-                                        "fix the file; acpctl will not edit it until it parses"))
+                findings.append(
+                    Finding(
+                        check,
+                        "problem",
+                        exc.message,
+                        "fix the file; acpctl will not edit it until it parses",
+                    )
+                )
                 continue
             mine = {k: v for k, v in entries.items() if client.is_ours(v)}
             if not mine:
@@ -254,28 +346,51 @@ def check_editors(cfg: config.Config) -> list[Finding]:
                 agent = clients.agent_of(argv) or "(default)"
                 command = Path(str(argv[0]))
                 if not command.exists():
-                    findings.append(Finding(check, "problem", f"{key}: {command} does not exist "
-                                            "(acpctl moved or its virtualenv was removed)",
-                                            f"acpctl install {client.name} --agent {agent}"))
+                    findings.append(
+                        Finding(
+                            check,
+                            "problem",
+                            f"{key}: {command} does not exist "
+                            "(acpctl moved or its virtualenv was removed)",
+                            f"acpctl install {client.name} --agent {agent}",
+                        )
+                    )
                 elif command.resolve() != ours and command.name.startswith("acpctl"):
-                    findings.append(Finding(check, "warning", f"{key}: runs {command}, not this "
-                                            f"acpctl ({ours})",
-                                            f"acpctl install {client.name} --agent {agent}"))
+                    findings.append(
+                        Finding(
+                            check,
+                            "warning",
+                            f"{key}: runs {command}, not this acpctl ({ours})",
+                            f"acpctl install {client.name} --agent {agent}",
+                        )
+                    )
                 elif agent not in known and agent != "(default)":
-                    findings.append(Finding(check, "problem", f"{key}: unknown agent {agent!r}",
-                                            f"acpctl agents add {agent} -- COMMAND, or "
-                                            f"acpctl uninstall {client.name} --agent {agent}"))
+                    findings.append(
+                        Finding(
+                            check,
+                            "problem",
+                            f"{key}: unknown agent {agent!r}",
+                            f"acpctl agents add {agent} -- COMMAND, or "
+                            f"acpctl uninstall {client.name} --agent {agent}",
+                        )
+                    )
                 else:
                     findings.append(ok(check, f"{key} -> {agent}"))
                 if agent in seen:
-                    findings.append(Finding(check, "warning", f"{key} and {seen[agent]} both "
-                                            f"run agent {agent}", f"remove one of them from "
-                                            f"{path}"))
+                    findings.append(
+                        Finding(
+                            check,
+                            "warning",
+                            f"{key} and {seen[agent]} both run agent {agent}",
+                            f"remove one of them from {path}",
+                        )
+                    )
                 seen[agent] = key
     return findings
 
 
 # -- 5. storage ---------------------------------------------------------------------------
+
 
 def check_storage() -> list[Finding]:
     from acpctl.store.index import SessionIndex
@@ -287,21 +402,47 @@ def check_storage() -> list[Finding]:
     findings = []
     mode = root.stat().st_mode & 0o777
     if mode != paths.PRIVATE_DIR_MODE:
-        findings.append(Finding("storage", "problem", f"{root} has mode {mode:o}: others can "
-                                "read your conversations", f"chmod 700 {root}"))
+        findings.append(
+            Finding(
+                "storage",
+                "problem",
+                f"{root} has mode {mode:o}: others can read your conversations",
+                f"chmod 700 {root}",
+            )
+        )
     if not os.access(root, os.W_OK):
-        findings.append(Finding("storage", "problem", f"{root} is not writable",
-                                f"fix its owner or mode (chown/chmod) {root}"))
+        findings.append(
+            Finding(
+                "storage",
+                "problem",
+                f"{root} is not writable",
+                f"fix its owner or mode (chown/chmod) {root}",
+            )
+        )
     free = shutil.disk_usage(root).free
     if free < LOW_DISK_BYTES:
-        findings.append(Finding("storage", "warning", f"only {free >> 20} MiB free for history",
-                                "free disk space, or `acpctl sessions prune --older-than 30d`"))
+        findings.append(
+            Finding(
+                "storage",
+                "warning",
+                f"only {free >> 20} MiB free for history",
+                "free disk space, or `acpctl sessions prune --older-than 30d`",
+            )
+        )
     drift = SessionIndex(SessionStore(root)).drift()
     stale = [d for d in drift if "missing" not in d]
     if stale:
-        findings.append(Finding("storage", "warning", f"the session index differs from the "
-                                f"files in {len(stale)} place(s) (it refreshes on the next "
-                                "listing)", "acpctl sessions verify --repair", stale[:5]))
+        findings.append(
+            Finding(
+                "storage",
+                "warning",
+                f"the session index differs from the "
+                f"files in {len(stale)} place(s) (it refreshes on the next "
+                "listing)",
+                "acpctl sessions verify --repair",
+                stale[:5],
+            )
+        )
     if not findings:
         findings.append(ok("storage", f"{root}: private, writable, {free >> 30} GiB free"))
     return findings
@@ -309,12 +450,18 @@ def check_storage() -> list[Finding]:
 
 # -- 6. processes -------------------------------------------------------------------------
 
+
 def check_processes(fix: bool, confirm: Any) -> list[Finding]:
     from acpctl.runner.runs import live_runs, orphans
 
     runs = live_runs()
-    findings = [ok("processes", f"{len(runs)} live acpctl run(s)" + (
-        ": " + ", ".join(f"{r['pid']} ({r['agent']})" for r in runs) if runs else ""))]
+    findings = [
+        ok(
+            "processes",
+            f"{len(runs)} live acpctl run(s)"
+            + (": " + ", ".join(f"{r['pid']} ({r['agent']})" for r in runs) if runs else ""),
+        )
+    ]
     lost = orphans()
     if not lost:
         return findings
@@ -325,22 +472,39 @@ def check_processes(fix: bool, confirm: Any) -> list[Finding]:
     if fix and confirm(f"end {len(lost)} orphaned agent process(es)?"):
         for process in lost:
             processes.end_tree(process.pid)
-        findings.append(Finding("processes", "ok", f"ended {len(lost)} orphaned agent "
-                                "process(es)", evidence=evidence))
+        findings.append(
+            Finding(
+                "processes",
+                "ok",
+                f"ended {len(lost)} orphaned agent process(es)",
+                evidence=evidence,
+            )
+        )
     else:
-        findings.append(Finding("processes", "problem", f"{len(lost)} agent process(es) "
-                                "outlived the acpctl run that started them",
-                                "acpctl doctor --fix", evidence))
+        findings.append(
+            Finding(
+                "processes",
+                "problem",
+                f"{len(lost)} agent process(es) outlived the acpctl run that started them",
+                "acpctl doctor --fix",
+                evidence,
+            )
+        )
     return findings
 
 
 # -- 7. logs ------------------------------------------------------------------------------
 
+
 def zed_logs() -> list[Path]:
     home = clients.home()
-    candidates = [home / "Library" / "Logs" / "Zed" / "Zed.log",
-                  Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
-                  / "zed" / "logs" / "Zed.log"]
+    candidates = [
+        home / "Library" / "Logs" / "Zed" / "Zed.log",
+        Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+        / "zed"
+        / "logs"
+        / "Zed.log",
+    ]
     return [p for p in candidates if p.is_file()]
 
 
@@ -356,8 +520,9 @@ def _log_lines(path: Path, zed: bool) -> Iterable[tuple[int, str]]:
 
 
 def check_logs() -> list[Finding]:
-    logs = sorted(paths.logs_dir().glob("*.log*"), key=lambda p: p.stat().st_mtime,
-                  reverse=True)[:LOG_FILES_SCANNED]
+    logs = sorted(paths.logs_dir().glob("*.log*"), key=lambda p: p.stat().st_mtime, reverse=True)[
+        :LOG_FILES_SCANNED
+    ]
     hits: dict[str, list[str]] = {}
     for path, zed in [*((p, False) for p in logs), *((p, True) for p in zed_logs())]:
         for number, line in _log_lines(path, zed):
@@ -371,6 +536,13 @@ def check_logs() -> list[Finding]:
     by_id = {s.id: s for s in signatures.SIGNATURES}
     for signature_id, lines in hits.items():
         signature = by_id[signature_id]
-        findings.append(Finding("logs", "warning", f"{signature.diagnosis} "
-                                f"({len(lines)} line(s))", signature.fix, lines[-3:]))
+        findings.append(
+            Finding(
+                "logs",
+                "warning",
+                f"{signature.diagnosis} ({len(lines)} line(s))",
+                signature.fix,
+                lines[-3:],
+            )
+        )
     return findings

@@ -46,8 +46,9 @@ class Conversation:
     """A spawned agent: requests out, responses matched by id; for ACP agents, anything on
     stdout that is not JSON is kept as evidence of a banner (pi may print a prelude)."""
 
-    def __init__(self, process: AgentProcess, probe: ProbeResult, ids: Iterator[Any],
-                 keep_garbage: bool) -> None:
+    def __init__(
+        self, process: AgentProcess, probe: ProbeResult, ids: Iterator[Any], keep_garbage: bool
+    ) -> None:
         self.process = process
         self.probe = probe
         self.keep_garbage = keep_garbage
@@ -60,8 +61,11 @@ class Conversation:
         self.process.write(jsonrpc.encode(make(msg_id, method, params)))
         return future
 
-    async def answer(self, future: asyncio.Future[JsonObject], timeout: float,
-                     ) -> JsonObject | None:
+    async def answer(
+        self,
+        future: asyncio.Future[JsonObject],
+        timeout: float,
+    ) -> JsonObject | None:
         """The response, None when the agent exited first; raises TimeoutError."""
         response = await asyncio.wait_for(future, max(timeout, 0.0))
         return None if response is _EXITED else response
@@ -80,9 +84,14 @@ class Conversation:
 
 
 @contextlib.asynccontextmanager
-async def _spawned(argv: list[str], env: dict[str, str], probe: ProbeResult, cwd: str,
-                   ids: Iterator[Any], keep_garbage: bool = True,
-                   ) -> AsyncIterator[Conversation | None]:
+async def _spawned(
+    argv: list[str],
+    env: dict[str, str],
+    probe: ProbeResult,
+    cwd: str,
+    ids: Iterator[Any],
+    keep_garbage: bool = True,
+) -> AsyncIterator[Conversation | None]:
     """The agent started in `cwd` (None when it cannot start: probe.error says why); on
     exit its whole tree is ended and its stderr tail kept in the probe."""
     process = AgentProcess(argv, env, cwd=cwd)
@@ -116,12 +125,19 @@ async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> Pro
     return probe
 
 
-async def _converse_acp(conversation: Conversation, probe: ProbeResult, cwd: str,
-                        timeout: float) -> None:
+async def _converse_acp(
+    conversation: Conversation, probe: ProbeResult, cwd: str, timeout: float
+) -> None:
     started = time.monotonic()
-    initialize = conversation.send(jsonrpc.request, acp.INITIALIZE, {
-        "protocolVersion": acp.PROTOCOL_VERSION, "clientCapabilities": {},
-        "clientInfo": {"name": "acpctl-doctor", "version": "1"}})
+    initialize = conversation.send(
+        jsonrpc.request,
+        acp.INITIALIZE,
+        {
+            "protocolVersion": acp.PROTOCOL_VERSION,
+            "clientCapabilities": {},
+            "clientInfo": {"name": "acpctl-doctor", "version": "1"},
+        },
+    )
     try:
         answer = await conversation.answer(initialize, timeout)
     except asyncio.TimeoutError:
@@ -139,8 +155,9 @@ async def _converse_acp(conversation: Conversation, probe: ProbeResult, cwd: str
     result = answer.get("result")
     probe.result = result if isinstance(result, dict) else {}
     remaining = max(timeout - probe.seconds, 1.0)
-    new_session = conversation.send(jsonrpc.request, acp.SESSION_NEW,
-                                    {"cwd": cwd, "mcpServers": []})
+    new_session = conversation.send(
+        jsonrpc.request, acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []}
+    )
     try:
         session = await conversation.answer(new_session, remaining)
     except asyncio.TimeoutError:

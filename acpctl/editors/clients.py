@@ -123,33 +123,49 @@ def _vscode_paths() -> list[Path]:
         base = _appdata()
     else:
         base = _config_home()
-    return [base / flavour / "User" / "settings.json"
-            for flavour in ("Code", "Code - Insiders", "VSCodium", "Cursor")]
+    return [
+        base / flavour / "User" / "settings.json"
+        for flavour in ("Code", "Code - Insiders", "VSCodium", "Cursor")
+    ]
 
 
 ZED = FileClient(
-    name="zed", title="Zed", container=("agent_servers",), paths=_zed_paths,
+    name="zed",
+    title="Zed",
+    container=("agent_servers",),
+    paths=_zed_paths,
     entry_key=display_name,
     entry_value=lambda agent, cmd: _with_env(
-        {"type": "custom", "command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent),
+        {"type": "custom", "command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent
+    ),
     entry_argv=_command_args,
 )
 JETBRAINS = FileClient(
-    name="jetbrains", title="JetBrains AI Assistant", container=("agent_servers",),
-    paths=lambda: [home() / ".jetbrains" / "acp.json"], entry_key=display_name,
+    name="jetbrains",
+    title="JetBrains AI Assistant",
+    container=("agent_servers",),
+    paths=lambda: [home() / ".jetbrains" / "acp.json"],
+    entry_key=display_name,
     entry_value=lambda agent, cmd: _with_env(
-        {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent),
+        {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent
+    ),
     entry_argv=_command_args,
 )
 VSCODE = FileClient(
-    name="vscode", title="VS Code ACP Client", container=("acp.agents",), paths=_vscode_paths,
+    name="vscode",
+    title="VS Code ACP Client",
+    container=("acp.agents",),
+    paths=_vscode_paths,
     entry_key=display_name,
     entry_value=lambda agent, cmd: _with_env(
-        {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent),
+        {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent
+    ),
     entry_argv=_command_args,
 )
 ACPX = FileClient(
-    name="acpx", title="acpx", container=("agents",),
+    name="acpx",
+    title="acpx",
+    container=("agents",),
     paths=lambda: [home() / ".acpx" / "config.json"],
     entry_key=lambda agent: f"acpctl-{agent.name}",
     entry_value=lambda agent, cmd: {"argv": [*cmd, *run_args(agent.name)]},
@@ -163,24 +179,26 @@ def _lua_string(value: str) -> str:
 
 
 def nvim_snippet(agents: list[ResolvedAgent], cmd: list[str]) -> str:
-    blocks = ["-- CodeCompanion.nvim: in require(\"codecompanion\").setup({ adapters = { acp = {"]
+    blocks = ['-- CodeCompanion.nvim: in require("codecompanion").setup({ adapters = { acp = {']
     for agent in agents:
         argv = ", ".join(_lua_string(a) for a in [*cmd, *run_args(agent.name)])
         key = "acpctl_" + agent.name.replace("-", "_")
         blocks.append(
             f"  {key} = function()\n"
-            f"    return require(\"codecompanion.adapters\").extend(\"claude_code\", {{\n"
+            f'    return require("codecompanion.adapters").extend("claude_code", {{\n'
             f"      name = {_lua_string(key)},\n"
             f"      formatted_name = {_lua_string(display_name(agent))},\n"
             f"      commands = {{ default = {{ {argv} }} }},\n"
-            f"    }})\n  end,")
-    blocks.append("-- } } })\n\n-- avante.nvim: in require(\"avante\").setup({ acp_providers = {")
+            f"    }})\n  end,"
+        )
+    blocks.append('-- } } })\n\n-- avante.nvim: in require("avante").setup({ acp_providers = {')
     for agent in agents:
         args = ", ".join(_lua_string(a) for a in [*cmd[1:], *run_args(agent.name)])
         blocks.append(
             f"  [{_lua_string('acpctl-' + agent.name)}] = {{ command = {_lua_string(cmd[0])}, "
-            f"args = {{ {args} }},\n    env = {{ HOME = os.getenv(\"HOME\"), "
-            f"PATH = os.getenv(\"PATH\") }} }},")
+            f'args = {{ {args} }},\n    env = {{ HOME = os.getenv("HOME"), '
+            f'PATH = os.getenv("PATH") }} }},'
+        )
     blocks.append("-- } })")
     return "\n".join(blocks) + "\n"
 
@@ -202,7 +220,8 @@ def emacs_snippet(agents: list[ResolvedAgent], cmd: list[str]) -> str:
             f"       :command-params '({params})\n"
             f"       :environment-variables (agent-shell-make-environment-variables "
             f":inherit-env t)\n"
-            f"       :context-buffer buffer))))")
+            f"       :context-buffer buffer))))"
+        )
     return "\n".join(parts) + "\n"
 
 
@@ -217,6 +236,8 @@ def toad_snippet(agents: list[ResolvedAgent], cmd: list[str]) -> str:
 
 
 SNIPPET_CLIENTS: dict[str, Callable[[list[ResolvedAgent], list[str]], str]] = {
-    "nvim": nvim_snippet, "emacs": emacs_snippet, "toad": toad_snippet,
+    "nvim": nvim_snippet,
+    "emacs": emacs_snippet,
+    "toad": toad_snippet,
 }
 CLIENT_NAMES = [*FILE_CLIENTS, *SNIPPET_CLIENTS]

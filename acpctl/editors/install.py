@@ -42,12 +42,17 @@ def launcher_warnings(command: list[str]) -> list[str]:
     warnings = []
     temp = Path(tempfile.gettempdir()).resolve()
     if temp in path.parents:
-        warnings.append(f"{path} is in a temporary directory: the entry breaks when it is "
-                        "cleaned up; install acpctl with pipx or uv tool instead")
+        warnings.append(
+            f"{path} is in a temporary directory: the entry breaks when it is "
+            "cleaned up; install acpctl with pipx or uv tool instead"
+        )
     elif Path.cwd().resolve() in path.parents and any(
-            part in (".venv", "venv", ".tox", ".nox") for part in path.parts):
-        warnings.append(f"{path} is in this project's virtualenv: the entry breaks when it is "
-                        "removed; install acpctl with pipx or uv tool instead")
+        part in (".venv", "venv", ".tox", ".nox") for part in path.parts
+    ):
+        warnings.append(
+            f"{path} is in this project's virtualenv: the entry breaks when it is "
+            "removed; install acpctl with pipx or uv tool instead"
+        )
     return warnings
 
 
@@ -57,12 +62,16 @@ def _settings_paths(client: FileClient, settings: Path | None) -> list[Path]:
     detected = client.detected()
     if client.name == "vscode":
         if not detected:
-            raise UsageError("no VS Code, VS Code Insiders, VSCodium or Cursor user settings "
-                             "found", hint="pass --settings PATH/settings.json")
+            raise UsageError(
+                "no VS Code, VS Code Insiders, VSCodium or Cursor user settings found",
+                hint="pass --settings PATH/settings.json",
+            )
         return detected
     if client.name == "zed" and not detected:
-        raise UsageError(f"Zed's config directory was not found ({client.paths()[-1].parent})",
-                         hint="start Zed once, or pass --settings PATH")
+        raise UsageError(
+            f"Zed's config directory was not found ({client.paths()[-1].parent})",
+            hint="start Zed once, or pass --settings PATH",
+        )
     return detected[:1] or client.paths()[-1:]
 
 
@@ -74,15 +83,25 @@ def existing_entries(path: Path, container: tuple[str, ...]) -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
-def install(client_name: str, agent_names: list[str], all_agents: bool, settings: Path | None,
-            dry_run: bool, print_only: bool, echo: Echo, warn: Echo) -> None:
+def install(
+    client_name: str,
+    agent_names: list[str],
+    all_agents: bool,
+    settings: Path | None,
+    dry_run: bool,
+    print_only: bool,
+    echo: Echo,
+    warn: Echo,
+) -> None:
     client_name = _client(client_name)
     agents = select_agents(agent_names, all_agents)
     command = clients.launcher()
     for agent in agents:
         if not agent.found:
-            warn(f"agent {agent.name} is not installed yet ({agent.install or agent.reason}); "
-                 "its entry is written anyway")
+            warn(
+                f"agent {agent.name} is not installed yet ({agent.install or agent.reason}); "
+                "its entry is written anyway"
+            )
     if client_name in SNIPPET_CLIENTS:
         echo(SNIPPET_CLIENTS[client_name](agents, command))
         return
@@ -104,8 +123,11 @@ def install(client_name: str, agent_names: list[str], all_agents: bool, settings
             elif old is None:
                 state = "would add" if dry_run else "added"
             else:
-                fields = sorted(k for k in {*old, *value} if old.get(k) != value.get(k)) \
-                    if isinstance(old, dict) else ["value"]
+                fields = (
+                    sorted(k for k in {*old, *value} if old.get(k) != value.get(k))
+                    if isinstance(old, dict)
+                    else ["value"]
+                )
                 state = f"{'would update' if dry_run else 'updated'} ({', '.join(fields)})"
             echo(f"{client.title}: {key}: {state} in {path}")
         if dry_run and result.diff:
@@ -114,12 +136,20 @@ def install(client_name: str, agent_names: list[str], all_agents: bool, settings
             echo(f"backup: {result.backup}")
 
 
-def uninstall(client_name: str, agent_names: list[str], all_agents: bool,
-              settings: Path | None, dry_run: bool, echo: Echo) -> None:
+def uninstall(
+    client_name: str,
+    agent_names: list[str],
+    all_agents: bool,
+    settings: Path | None,
+    dry_run: bool,
+    echo: Echo,
+) -> None:
     client_name = _client(client_name)
     if client_name in SNIPPET_CLIENTS:
-        echo(f"{client_name}'s configuration is code that acpctl never wrote: remove the "
-             "snippet from your config by hand")
+        echo(
+            f"{client_name}'s configuration is code that acpctl never wrote: remove the "
+            "snippet from your config by hand"
+        )
         return
     client = FILE_CLIENTS[client_name]
     wanted = set(agent_names) if agent_names else None
@@ -130,16 +160,19 @@ def uninstall(client_name: str, agent_names: list[str], all_agents: bool,
     for path in paths:
         if not path.exists():
             continue
-        keys = [key for key, value in existing_entries(path, client.container).items()
-                if client.is_ours(value)
-                and (wanted is None or clients.agent_of(client.entry_argv(value)) in wanted)]
+        keys = [
+            key
+            for key, value in existing_entries(path, client.container).items()
+            if client.is_ours(value)
+            and (wanted is None or clients.agent_of(client.entry_argv(value)) in wanted)
+        ]
         if not keys:
             continue
-        result = settings_file.edit(path, [Change(client.container, k) for k in keys],
-                                    dry_run=dry_run)
+        result = settings_file.edit(
+            path, [Change(client.container, k) for k in keys], dry_run=dry_run
+        )
         for key in keys:
-            echo(f"{client.title}: {key}: {'would remove' if dry_run else 'removed'} "
-                 f"from {path}")
+            echo(f"{client.title}: {key}: {'would remove' if dry_run else 'removed'} from {path}")
         if dry_run and result.diff:
             echo(result.diff)
         if result.backup:
@@ -154,8 +187,12 @@ def list_clients(echo: Echo) -> list[dict[str, Any]]:
     report = []
     for client in FILE_CLIENTS.values():
         for path in client.detected():
-            record: dict[str, Any] = {"client": client.name, "path": str(path),
-                                      "exists": path.exists(), "entries": {}}
+            record: dict[str, Any] = {
+                "client": client.name,
+                "path": str(path),
+                "exists": path.exists(),
+                "entries": {},
+            }
             if path.exists():
                 try:
                     existing = existing_entries(path, client.container)
@@ -164,16 +201,19 @@ def list_clients(echo: Echo) -> list[dict[str, Any]]:
                     existing = {}
                 record["entries"] = {
                     key: clients.agent_of(client.entry_argv(value))
-                    for key, value in existing.items() if client.is_ours(value)}
+                    for key, value in existing.items()
+                    if client.is_ours(value)
+                }
             report.append(record)
     for record in report:
         entries = ", ".join(f"{k} -> {v}" for k, v in record["entries"].items()) or "none"
         state = record.get("error") or ("" if record["exists"] else "(no file yet)")
-        echo(f"{record['client']:<10} {record['path']} {state}\n{'':<10} acpctl entries: "
-             f"{entries}")
+        echo(f"{record['client']:<10} {record['path']} {state}\n{'':<10} acpctl entries: {entries}")
     if not report:
-        echo("no ACP clients detected (zed, jetbrains, vscode, acpx); "
-             "nvim, emacs and toad take a snippet: acpctl install nvim")
+        echo(
+            "no ACP clients detected (zed, jetbrains, vscode, acpx); "
+            "nvim, emacs and toad take a snippet: acpctl install nvim"
+        )
     return report
 
 

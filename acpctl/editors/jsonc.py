@@ -121,7 +121,7 @@ class _Parser:
         token = self.peek()
         if token is None or token.kind != expected:
             where = token.start if token else len(self.text)
-            found = self.text[token.start:token.end] if token else "end of file"
+            found = self.text[token.start : token.end] if token else "end of file"
             raise JsoncError(f"expected {expected!r}, found {found!r}", self.text, where)
         self.index += 1
         return token
@@ -137,8 +137,11 @@ class _Parser:
         if token.kind in ("string", "number", "literal"):
             self.index += 1
             return Node(token.kind, token.start, token.end)
-        raise JsoncError(f"expected a value, found {self.text[token.start:token.end]!r}",
-                         self.text, token.start)
+        raise JsoncError(
+            f"expected a value, found {self.text[token.start : token.end]!r}",
+            self.text,
+            token.start,
+        )
 
     def object(self) -> Node:
         open_brace = self.take("{")
@@ -146,7 +149,7 @@ class _Parser:
         while (token := self.peek()) is not None and token.kind != "}":
             key = self.take("string")
             self.take(":")
-            member = Member(json.loads(self.text[key.start:key.end]), key.start, self.value())
+            member = Member(json.loads(self.text[key.start : key.end]), key.start, self.value())
             node.members.append(member)
             member.comma = self.separator("}", "an object member")
         node.end = self.take("}").end
@@ -185,7 +188,7 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     up first in the text."""
     ordered = sorted(enumerate(edits), key=lambda pair: (pair[1].start, pair[0]), reverse=True)
     for _, edit in ordered:
-        text = text[:edit.start] + edit.replacement + text[edit.end:]
+        text = text[: edit.start] + edit.replacement + text[edit.end :]
     return text
 
 
@@ -200,8 +203,7 @@ class Document:
             self.root = parser.value()
             extra = parser.peek()
             if extra is not None:
-                raise JsoncError("unexpected content after the top-level value", text,
-                                 extra.start)
+                raise JsoncError("unexpected content after the top-level value", text, extra.start)
         self.newline = "\r\n" if "\r\n" in text else "\n"
         self.indent_unit = _detect_indent(text)
 
@@ -237,14 +239,15 @@ class Document:
             member = _member(node, key)
             if member is None:
                 nested: Any = value
-                for outer in reversed(path[depth + 1:]):
+                for outer in reversed(path[depth + 1 :]):
                     nested = {outer: nested}
                 return apply_edits(self.text, self._insert(node, key, nested))
             if depth == len(path) - 1:
                 indent = self._line_indent(member.key_start)
                 rendered = self._render(value, indent)
-                return apply_edits(self.text, [Edit(member.value.start, member.value.end,
-                                                    rendered)])
+                return apply_edits(
+                    self.text, [Edit(member.value.start, member.value.end, rendered)]
+                )
             node = member.value
         raise AssertionError("unreachable")
 
@@ -263,21 +266,30 @@ class Document:
     def _line_indent(self, offset: int) -> str:
         line_start = self.text.rfind("\n", 0, offset) + 1
         prefix = self.text[line_start:offset]
-        return prefix[:len(prefix) - len(prefix.lstrip(" \t"))]
+        return prefix[: len(prefix) - len(prefix.lstrip(" \t"))]
 
     def _render(self, value: Any, indent: str) -> str:
         """JSON for `value` in the file's style: nested lines indented from `indent` with
         the file's unit and line ending; arrays of scalars and empty containers inline."""
         inner = indent + self.indent_unit
         if isinstance(value, dict) and value:
-            members = [f"{inner}{json.dumps(str(k), ensure_ascii=False)}: "
-                       f"{self._render(v, inner)}" for k, v in value.items()]
-            return "{" + self.newline + ("," + self.newline).join(members) + self.newline \
-                + indent + "}"
+            members = [
+                f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {self._render(v, inner)}"
+                for k, v in value.items()
+            ]
+            return (
+                "{"
+                + self.newline
+                + ("," + self.newline).join(members)
+                + self.newline
+                + indent
+                + "}"
+            )
         if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
             items = [inner + self._render(v, inner) for v in value]
-            return "[" + self.newline + ("," + self.newline).join(items) + self.newline \
-                + indent + "]"
+            return (
+                "[" + self.newline + ("," + self.newline).join(items) + self.newline + indent + "]"
+            )
         return json.dumps(value, ensure_ascii=False)
 
     def _member_text(self, key: str, value: Any, indent: str) -> str:
@@ -287,7 +299,7 @@ class Document:
         parent_indent = self._line_indent(node.start)
         if not node.members:
             child_indent = parent_indent + self.indent_unit
-            inner = self.text[node.start + 1:node.end - 1]
+            inner = self.text[node.start + 1 : node.end - 1]
             text = self.newline + child_indent + self._member_text(key, value, child_indent)
             if "\n" not in inner:
                 # `{}` or `{ }`: the closing brace goes on a line of its own.
@@ -303,8 +315,10 @@ class Document:
             anchor = self._line_end(last.comma + 1)
             return [Edit(anchor, anchor, self.newline + child_indent + member + ",")]
         anchor = self._line_end(last.value.end)
-        return [Edit(last.value.end, last.value.end, ","),
-                Edit(anchor, anchor, self.newline + child_indent + member)]
+        return [
+            Edit(last.value.end, last.value.end, ","),
+            Edit(anchor, anchor, self.newline + child_indent + member),
+        ]
 
     def _removal(self, node: Node, member: Member) -> list[Edit]:
         index = node.members.index(member)
@@ -323,9 +337,10 @@ class Document:
             if previous.comma is not None:  # the comma that separated us goes too
                 edits.append(Edit(previous.comma, previous.comma + 1, ""))
         if len(node.members) == 1:
-            remaining = apply_edits(self.text[node.start:node.end],
-                                    [Edit(e.start - node.start, e.end - node.start,
-                                          e.replacement) for e in edits])
+            remaining = apply_edits(
+                self.text[node.start : node.end],
+                [Edit(e.start - node.start, e.end - node.start, e.replacement) for e in edits],
+            )
             if remaining == "{" + self.newline + self._line_indent(node.start) + "}":
                 return [Edit(node.start, node.end, "{}")]  # undo the `{}` expansion
         return edits
@@ -356,8 +371,14 @@ class Document:
         nested: Any = value
         for key in reversed(path[1:]):
             nested = {key: nested}
-        body = ("{" + self.newline + self.indent_unit
-                + self._member_text(path[0], nested, self.indent_unit) + self.newline + "}")
+        body = (
+            "{"
+            + self.newline
+            + self.indent_unit
+            + self._member_text(path[0], nested, self.indent_unit)
+            + self.newline
+            + "}"
+        )
         text = self.text
         if text and not text.endswith("\n"):
             text += self.newline
@@ -379,7 +400,7 @@ def _detect_indent(text: str) -> str:
         stripped = line.lstrip(" \t")
         if not stripped or stripped.startswith(("//", "/*", "*")):
             continue
-        prefix = line[:len(line) - len(stripped)]
+        prefix = line[: len(line) - len(stripped)]
         if prefix.startswith("\t"):
             return "\t"
         if prefix and (smallest is None or len(prefix) < len(smallest)):

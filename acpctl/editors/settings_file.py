@@ -53,8 +53,10 @@ class EditResult:
 
 def _refuse(path: Path, error: JsoncError, expected: str = "") -> UsageError:
     detail = f"{path}:{error.line}:{error.column}: {error.reason}"
-    return UsageError(f"{detail}{'; expected ' + expected if expected else ''}",
-                      hint="the file was not changed; fix it (or pass --settings) and retry")
+    return UsageError(
+        f"{detail}{'; expected ' + expected if expected else ''}",
+        hint="the file was not changed; fix it (or pass --settings) and retry",
+    )
 
 
 def independent_parse(text: str) -> Any:
@@ -70,10 +72,11 @@ def independent_parse(text: str) -> Any:
     last = 0
     for index, token in enumerate(tokens):
         if token.kind == "comment" or (
-            token.kind == "," and index + 1 < len(tokens)
-            and next((t.kind for t in tokens[index + 1:] if t.kind != "comment"), "") in "}]"
+            token.kind == ","
+            and index + 1 < len(tokens)
+            and next((t.kind for t in tokens[index + 1 :] if t.kind != "comment"), "") in "}]"
         ):
-            pieces.append(text[last:token.start])
+            pieces.append(text[last : token.start])
             pieces.append(" ")
             last = token.end
     pieces.append(text[last:])
@@ -111,8 +114,9 @@ def read_document(path: Path) -> tuple[str, Document]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})",
-                         hint="the file was not changed") from exc
+        raise UsageError(
+            f"{path}: not UTF-8 (byte {exc.start})", hint="the file was not changed"
+        ) from exc
     if text.startswith(BOM):
         text = text[1:]
     try:
@@ -137,9 +141,11 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
 
     target = Path(os.path.realpath(path))  # a dotfile manager's symlink is written through
     if target.exists() and not os.stat(target).st_mode & stat.S_IWUSR:
-        raise UsageError(f"{path} is read-only",
-                         hint="it may be managed by another tool (home-manager, a dotfile "
-                              "repo); change it there, or make it writable")
+        raise UsageError(
+            f"{path} is read-only",
+            hint="it may be managed by another tool (home-manager, a dotfile "
+            "repo); change it there, or make it writable",
+        )
     # Refuse a file acpctl cannot use before leaving anything beside it (not even the lock);
     # it is read again under the lock.
     _, document = read_document(target)
@@ -163,24 +169,31 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
             if change.value is not None and lookup(expected, full) == change.value:
                 continue
             _apply(expected, change)
-            new_text = document.remove(full) if change.value is None else \
-                document.set(full, change.value)
+            new_text = (
+                document.remove(full) if change.value is None else document.set(full, change.value)
+            )
         if new_text == text:
             return EditResult(path, before, changed=False, diff="")
         if independent_parse(new_text) != expected:
-            raise AcpctlError(f"refusing to write {path}: the edited file would not equal the "
-                              "old one plus the intended change (please report this)")
-        diff = "".join(difflib.unified_diff(
-            text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-            fromfile=str(path), tofile=f"{path} (acpctl)"))
+            raise AcpctlError(
+                f"refusing to write {path}: the edited file would not equal the "
+                "old one plus the intended change (please report this)"
+            )
+        diff = "".join(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                new_text.splitlines(keepends=True),
+                fromfile=str(path),
+                tofile=f"{path} (acpctl)",
+            )
+        )
         if dry_run:
             return EditResult(path, before, changed=True, diff=diff, created=not existed)
         backup = _backup(target, original_bytes) if existed else None
         payload = (BOM if has_bom else "") + new_text
         mode = stat.S_IMODE(target.stat().st_mode) if existed else 0o644
         atomic_write(target, payload.encode("utf-8"), mode)
-        return EditResult(path, before, changed=True, diff=diff, backup=backup,
-                          created=not existed)
+        return EditResult(path, before, changed=True, diff=diff, backup=backup, created=not existed)
 
 
 def _backup(target: Path, original: bytes) -> Path:

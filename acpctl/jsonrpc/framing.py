@@ -37,8 +37,10 @@ class BadLine:
         return self.head.decode("utf-8", "replace")
 
 
-async def read_lines(reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES,
-                     ) -> AsyncIterator[list[bytes | None]]:
+async def read_lines(
+    reader: asyncio.StreamReader,
+    max_line: int = MAX_LINE_BYTES,
+) -> AsyncIterator[list[bytes | None]]:
     """Yield the complete lines available after each read, as one batch; None stands for
     a line over `max_line`, which is skipped.
 
@@ -60,12 +62,10 @@ async def read_lines(reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTE
                 break
             if skipping:
                 skipping = False
-            elif pending:
-                pending += chunk[start:newline]
-                batch.append(bytes(pending))
-                pending.clear()
             else:
-                batch.append(chunk[start:newline])
+                line = bytes(pending + chunk[start:newline]) if pending else chunk[start:newline]
+                pending.clear()
+                batch.append(line if len(line) <= max_line else None)
             start = newline + 1
         if not skipping:
             pending += chunk[start:]
@@ -89,15 +89,21 @@ def parse_line(line: bytes) -> Any:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from exc
 
 
-async def read_messages(reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES,
-                        ) -> AsyncIterator[list[Message | BadLine]]:
+async def read_messages(
+    reader: asyncio.StreamReader,
+    max_line: int = MAX_LINE_BYTES,
+) -> AsyncIterator[list[Message | BadLine]]:
     """Yield the messages of each read as one batch: (value, line) pairs, or BadLine."""
     async for lines in read_lines(reader, max_line):
         batch: list[Message | BadLine] = []
         for line in lines:
             if line is None:
-                batch.append(BadLine(RpcError(
-                    PARSE_ERROR, f"parse error: message exceeds {max_line >> 20} MiB"), b""))
+                batch.append(
+                    BadLine(
+                        RpcError(PARSE_ERROR, f"parse error: message exceeds {max_line >> 20} MiB"),
+                        b"",
+                    )
+                )
             elif line.strip():
                 try:
                     batch.append((parse_line(line), line))

@@ -62,8 +62,11 @@ def unwrap(response: JsonObject) -> Any:
     if "error" in response:
         err = response["error"] if isinstance(response["error"], dict) else {}
         code = err.get("code")
-        raise RpcError(code if isinstance(code, int) else INTERNAL_ERROR,
-                       str(err.get("message", "error without a message")), err.get("data"))
+        raise RpcError(
+            code if isinstance(code, int) else INTERNAL_ERROR,
+            str(err.get("message", "error without a message")),
+            err.get("data"),
+        )
     return response.get("result")
 
 

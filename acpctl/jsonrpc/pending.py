@@ -33,8 +33,9 @@ class PendingRequests(Generic[IdT]):
         self._by_id: dict[IdT, Pending] = {}
         self._by_future: dict[asyncio.Future[JsonObject], IdT] = {}
 
-    def register(self, method: str, on_response: ResponseHook | None = None,
-                 context: Any = None) -> tuple[IdT, asyncio.Future[JsonObject]]:
+    def register(
+        self, method: str, on_response: ResponseHook | None = None, context: Any = None
+    ) -> tuple[IdT, asyncio.Future[JsonObject]]:
         """A fresh id and the future its response will resolve.
 
         `on_response` runs when the response is resolved, before the future's callbacks and

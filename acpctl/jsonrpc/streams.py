@@ -31,9 +31,7 @@ class Output:
             return cls(None, fd)
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(os.dup(fd), "wb", buffering=0)
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, pipe
-        )
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         return cls(writer, fd)
 
@@ -55,7 +53,7 @@ class Output:
         if self._writer is None:
             view = memoryview(data)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
         elif not self._writer.is_closing():
             self._writer.write(data)
 

@@ -19,8 +19,9 @@ CONTEXT_LOST_NOTE = "the agent's context for this session could not be restored"
 
 
 class Attacher:
-    def __init__(self, backend: Backend, table: SessionTable, recorder: Recorder,
-                 log: logging.Logger) -> None:
+    def __init__(
+        self, backend: Backend, table: SessionTable, recorder: Recorder, log: logging.Logger
+    ) -> None:
         self.backend = backend
         self.table = table
         self.recorder = recorder
@@ -50,11 +51,11 @@ class Attacher:
         if not (isinstance(session_caps, dict) and isinstance(session_caps.get("resume"), dict)):
             return False, None
         self.table.bind(record, agent_id)
-        response = await self.backend.call(acp.SESSION_RESUME,
-                                           {**record.attach_params, "sessionId": agent_id})
+        response = await self.backend.call(
+            acp.SESSION_RESUME, {**record.attach_params, "sessionId": agent_id}
+        )
         if "result" not in response:
-            self.log.info("agent could not resume session %s: %s", record.id,
-                          response.get("error"))
+            self.log.info("agent could not resume session %s: %s", record.id, response.get("error"))
             return False, None
         return True, response["result"]
 
@@ -68,12 +69,13 @@ class Attacher:
             record.suppress_replay = False
 
         response = await self.backend.call(
-            acp.SESSION_LOAD, {**record.attach_params, "sessionId": agent_id},
-            on_response=replay_done)
+            acp.SESSION_LOAD,
+            {**record.attach_params, "sessionId": agent_id},
+            on_response=replay_done,
+        )
         record.suppress_replay = False
         if "result" not in response:
-            self.log.info("agent could not load session %s: %s", record.id,
-                          response.get("error"))
+            self.log.info("agent could not load session %s: %s", record.id, response.get("error"))
             return False, None
         return True, response["result"]
 

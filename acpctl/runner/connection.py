@@ -20,30 +20,53 @@ from acpctl.runner.supervisor import AgentProcess
 from acpctl.store.sessions import SessionStore
 
 
-def run_connection(name: str, kind: str, argv: list[str], env: dict[str, str],
-                   popen: subprocess.Popen[bytes] | None, history: bool) -> None:
+def run_connection(
+    name: str,
+    kind: str,
+    argv: list[str],
+    env: dict[str, str],
+    popen: subprocess.Popen[bytes] | None,
+    history: bool,
+) -> None:
     """`popen`: the agent, when it was spawned before this module was imported."""
     log, log_path = open_log(name)
     log.info("acpctl run --acp: agent %s (%s), log %s", name, " ".join(argv), log_path)
     record = RunRecord(name, argv, log_path)
     store = SessionStore()
     try:
-        asyncio.run(run_server(build_backend(kind, argv, env, log, store, popen),
-                               Recorder(store, name, argv, enabled=history),
-                               store, log, record))
+        asyncio.run(
+            run_server(
+                build_backend(kind, argv, env, log, store, popen),
+                Recorder(store, name, argv, enabled=history),
+                store,
+                log,
+                record,
+            )
+        )
     finally:
         record.remove()
 
 
-def build_backend(kind: str, argv: list[str], env: dict[str, str], log: logging.Logger,
-                  store: SessionStore, popen: subprocess.Popen[bytes] | None) -> Backend:
+def build_backend(
+    kind: str,
+    argv: list[str],
+    env: dict[str, str],
+    log: logging.Logger,
+    store: SessionStore,
+    popen: subprocess.Popen[bytes] | None,
+) -> Backend:
     if kind == "pi-rpc":
         return PiRpcBackend(argv, env, log, store)
     return AcpBackend(argv, env, log, AgentProcess(argv, env, popen=popen))
 
 
-async def run_server(backend: Backend, recorder: Recorder, store: SessionStore,
-                     log: logging.Logger, record: RunRecord) -> None:
+async def run_server(
+    backend: Backend,
+    recorder: Recorder,
+    store: SessionStore,
+    log: logging.Logger,
+    record: RunRecord,
+) -> None:
     """Serve the editor on stdin/stdout until EOF, SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
     output = await jsonrpc.Output.open(1)

@@ -70,8 +70,11 @@ class EditorEndpoint:
     def reply(self, response: JsonObject) -> None:
         if self.debug:
             error = response.get("error")
-            self.log.debug("-> response id=%s%s", response.get("id"),
-                           f" error={error.get('code')}" if isinstance(error, dict) else "")
+            self.log.debug(
+                "-> response id=%s%s",
+                response.get("id"),
+                f" error={error.get('code')}" if isinstance(error, dict) else "",
+            )
         self.out.send(response)
 
     async def _reply_later(self, answer: Awaitable[JsonObject]) -> None:
@@ -103,9 +106,12 @@ class EditorEndpoint:
         params = message.get("params")
         if self.debug:
             session = params.get("sessionId") if isinstance(params, dict) else None
-            self.log.debug("<- %s%s%s", method,
-                           f" id={message['id']}" if "id" in message else "",
-                           f" session={session}" if session else "")
+            self.log.debug(
+                "<- %s%s%s",
+                method,
+                f" id={message['id']}" if "id" in message else "",
+                f" session={session}" if session else "",
+            )
         if "id" not in message:
             self.router.route_notification(method, params or {})
             return None
@@ -117,8 +123,11 @@ def _invalid(message: Any) -> JsonObject | None:
     response gets; None when it is valid."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         msg_id = message.get("id") if isinstance(message, dict) else None
-        return jsonrpc.error(msg_id if jsonrpc.is_id(msg_id) else None, acp.INVALID_REQUEST,
-                             "invalid request: expected a JSON-RPC 2.0 object")
+        return jsonrpc.error(
+            msg_id if jsonrpc.is_id(msg_id) else None,
+            acp.INVALID_REQUEST,
+            "invalid request: expected a JSON-RPC 2.0 object",
+        )
     has_id = "id" in message
     msg_id = message.get("id")
     if has_id and not jsonrpc.is_id(msg_id):
@@ -126,14 +135,17 @@ def _invalid(message: Any) -> JsonObject | None:
     method = message.get("method")
     if method is None:
         if not has_id or ("result" not in message and "error" not in message):
-            return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
-                                 "invalid request: no method, and not a response")
+            return jsonrpc.error(
+                msg_id, acp.INVALID_REQUEST, "invalid request: no method, and not a response"
+            )
         return None
     if not isinstance(method, str):
-        return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
-                             "invalid request: method must be a string")
+        return jsonrpc.error(
+            msg_id, acp.INVALID_REQUEST, "invalid request: method must be a string"
+        )
     params = message.get("params")
     if params is not None and not isinstance(params, dict | list):
-        return jsonrpc.error(msg_id, acp.INVALID_REQUEST,
-                             "invalid request: params must be an object or an array")
+        return jsonrpc.error(
+            msg_id, acp.INVALID_REQUEST, "invalid request: params must be an object or an array"
+        )
     return None

@@ -79,5 +79,8 @@ class IdMap:
 
     def of_generation(self, generation: int) -> list[int]:
         """Editor-hop ids of the requests that the agent process `generation` made."""
-        return [editor_id for editor_id, entry in self._reverse.items()
-                if entry.context.generation == generation]
+        return [
+            editor_id
+            for editor_id, entry in self._reverse.items()
+            if entry.context.generation == generation
+        ]

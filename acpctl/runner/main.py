@@ -13,8 +13,10 @@ from acpctl.errors import AcpctlError, report
 if TYPE_CHECKING:
     import subprocess
 
-TTY_HINT = ("acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
-            "editor; register it with `acpctl install zed` (or another client).")
+TTY_HINT = (
+    "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
+    "editor; register it with `acpctl install zed` (or another client)."
+)
 
 
 def parse_fast_args(args: list[str]) -> tuple[str | None, bool] | None:

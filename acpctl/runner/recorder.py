@@ -24,19 +24,26 @@ from acpctl.store.sessions import (
 
 
 class Recorder:
-    def __init__(self, store: SessionStore, agent_name: str, command: list[str],
-                 enabled: bool = True) -> None:
+    def __init__(
+        self, store: SessionStore, agent_name: str, command: list[str], enabled: bool = True
+    ) -> None:
         self.store = store
         self.agent_name = agent_name
         self.command = command
         self.enabled = enabled
         self._dirty: set[HistoryWriter] = set()
 
-    def create(self, session_id: str, agent_session_id: str, cwd: str,
-               additional_directories: list[str]) -> tuple[SessionMeta, HistoryWriter]:
-        meta = SessionMeta(id=session_id, agent=self.agent_name, command=self.command,
-                           cwd=cwd, additional_directories=additional_directories,
-                           agent_session_id=agent_session_id)
+    def create(
+        self, session_id: str, agent_session_id: str, cwd: str, additional_directories: list[str]
+    ) -> tuple[SessionMeta, HistoryWriter]:
+        meta = SessionMeta(
+            id=session_id,
+            agent=self.agent_name,
+            command=self.command,
+            cwd=cwd,
+            additional_directories=additional_directories,
+            agent_session_id=agent_session_id,
+        )
         return meta, self.store.create(meta) if self.enabled else DiscardedHistory()
 
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:

@@ -24,8 +24,9 @@ class _PrivateRotatingHandler(logging.handlers.RotatingFileHandler):
     """Log files may hold conversation fragments from agent stderr: create them 0600."""
 
     def _open(self):  # type: ignore[no-untyped-def]
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                     paths.PRIVATE_FILE_MODE)
+        fd = os.open(
+            self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE
+        )
         return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors="replace")
 
 
@@ -37,8 +38,9 @@ def open_log(agent: str) -> tuple[logging.Logger, Path]:
     logger.handlers.clear()
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
-    file_handler = _PrivateRotatingHandler(path, maxBytes=LOG_MAX_BYTES,
-                                           backupCount=LOG_BACKUPS, encoding="utf-8")
+    file_handler = _PrivateRotatingHandler(
+        path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+    )
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     stderr_handler = logging.StreamHandler(sys.stderr)
     stderr_handler.setFormatter(logging.Formatter("acpctl: %(message)s"))

@@ -27,8 +27,13 @@ class RunRecord:
     def __init__(self, agent: str, command: list[str], log_file: Path) -> None:
         self.path = paths.ensure_private_dir(paths.runs_dir()) / f"{os.getpid()}.json"
         self.data: dict[str, Any] = {
-            "pid": os.getpid(), "agent": agent, "command": command,
-            "started": time.time(), "log": str(log_file), "agentPid": None, "sessions": [],
+            "pid": os.getpid(),
+            "agent": agent,
+            "command": command,
+            "started": time.time(),
+            "log": str(log_file),
+            "agentPid": None,
+            "sessions": [],
         }
         self.write()
 

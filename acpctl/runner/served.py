@@ -37,8 +37,9 @@ async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read."""
     for sent, update in enumerate(store.iter_updates(session_id), 1):
-        out.send(jsonrpc.notification(
-            acp.SESSION_UPDATE, {"sessionId": session_id, "update": update}))
+        out.send(
+            jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+        )
         if sent % REPLAY_DRAIN_EVERY == 0:
             await out.drain()
     await out.drain()
@@ -50,8 +51,9 @@ def list_page(store: SessionStore, params: JsonObject) -> JsonObject:
         raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
     offset = _decode_cursor(params.get("cursor"))
     metas = SessionIndex(store).readable(cwd=cwd)
-    result: JsonObject = {"sessions": [_info(meta)
-                                       for meta in metas[offset:offset + LIST_PAGE_SIZE]]}
+    result: JsonObject = {
+        "sessions": [_info(meta) for meta in metas[offset : offset + LIST_PAGE_SIZE]]
+    }
     if offset + LIST_PAGE_SIZE < len(metas):
         result["nextCursor"] = _encode_cursor(offset + LIST_PAGE_SIZE)
     return result
@@ -63,8 +65,7 @@ def _info(meta: SessionMeta) -> JsonObject:
         info["title"] = meta.title
     if meta.additional_directories:
         info["additionalDirectories"] = meta.additional_directories
-    info["_meta"] = {"acpctl": {"agent": meta.agent, "turns": meta.turns,
-                                "created": meta.created}}
+    info["_meta"] = {"acpctl": {"agent": meta.agent, "turns": meta.turns, "created": meta.created}}
     return info
 
 

@@ -40,9 +40,15 @@ Handler = Callable[[JsonObject], Awaitable[JsonObject]]
 
 
 class AcpServer:
-    def __init__(self, backend: Backend, store: SessionStore, recorder: Recorder,
-                 log: logging.Logger, output: LineOutput,
-                 run_record: RunRecord | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        store: SessionStore,
+        recorder: Recorder,
+        log: logging.Logger,
+        output: LineOutput,
+        run_record: RunRecord | None = None,
+    ) -> None:
         self.backend = backend
         self.store = store
         self.recorder = recorder
@@ -72,8 +78,11 @@ class AcpServer:
     # == from the editor (Router) ======================================================
 
     def route_request(self, method: str, params: Any, msg_id: Any) -> Answer:
-        if (method not in self.handlers and self.backend.alive
-                and not (isinstance(params, dict) and "sessionId" in params)):
+        if (
+            method not in self.handlers
+            and self.backend.alive
+            and not (isinstance(params, dict) and "sessionId" in params)
+        ):
             return self._relay_now(method, params, msg_id)
         return self._request(method, params, msg_id)
 
@@ -85,8 +94,9 @@ class AcpServer:
         elif not self.backend.alive:
             self.log.debug("dropped %s: the agent is not running", method)
         else:
-            record = self.sessions.get(params.get("sessionId")) if isinstance(params, dict) \
-                else None
+            record = (
+                self.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
+            )
             self.backend.notify(method, record.to_agent(params) if record else params)
 
     def route_response(self, message: JsonObject) -> None:
@@ -107,7 +117,8 @@ class AcpServer:
         self.ids.forwarded(msg_id, upstream)
         answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         upstream.add_done_callback(
-            lambda done: answer.set_result({**done.result(), "jsonrpc": "2.0", "id": msg_id}))
+            lambda done: answer.set_result({**done.result(), "jsonrpc": "2.0", "id": msg_id})
+        )
         return answer
 
     async def _request(self, method: str, params: Any, msg_id: Any) -> JsonObject:
@@ -165,10 +176,13 @@ class AcpServer:
         if not isinstance(result, dict):
             return response
         capabilities = result.get("agentCapabilities")
-        self.backend.agent_capabilities = dict(capabilities) \
-            if isinstance(capabilities, dict) else {}
-        return {**response, "result": {
-            **result, "agentCapabilities": served.capabilities(capabilities)}}
+        self.backend.agent_capabilities = (
+            dict(capabilities) if isinstance(capabilities, dict) else {}
+        )
+        return {
+            **response,
+            "result": {**result, "agentCapabilities": served.capabilities(capabilities)},
+        }
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
         await self._ensure_agent()
@@ -197,15 +211,24 @@ class AcpServer:
                 return
             agent_id = result["sessionId"]
             client_id = agent_id
-            if (not valid_session_id(agent_id) or self.store.exists(agent_id)
-                    or self.sessions.get(agent_id) is not None):
+            if (
+                not valid_session_id(agent_id)
+                or self.store.exists(agent_id)
+                or self.sessions.get(agent_id) is not None
+            ):
                 client_id = uuid.uuid4().hex
             extra = params.get("additionalDirectories")
             meta, writer = self.recorder.create(
-                client_id, agent_id, cwd, list(extra) if isinstance(extra, list) else [])
-            self.sessions.add(SessionRecord(meta=meta, writer=writer,
-                                            attach_params=attach_params,
-                                            generation=self.backend.generation))
+                client_id, agent_id, cwd, list(extra) if isinstance(extra, list) else []
+            )
+            self.sessions.add(
+                SessionRecord(
+                    meta=meta,
+                    writer=writer,
+                    attach_params=attach_params,
+                    generation=self.backend.generation,
+                )
+            )
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
 
@@ -224,8 +247,11 @@ class AcpServer:
         record = self.sessions.get(session_id)
         if record is None:
             if not self.store.exists(session_id):
-                raise RpcError(acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}",
-                               {"sessionId": session_id})
+                raise RpcError(
+                    acp.RESOURCE_NOT_FOUND,
+                    f"session not found: {session_id}",
+                    {"sessionId": session_id},
+                )
             meta, writer = self.recorder.reopen(session_id)
             record = SessionRecord(meta=meta, writer=writer)
             self.sessions.add(record)
@@ -246,8 +272,11 @@ class AcpServer:
         if record is None:
             if isinstance(session_id, str) and self.store.exists(session_id):
                 return jsonrpc.result(None, {})
-            raise RpcError(acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}",
-                           {"sessionId": session_id})
+            raise RpcError(
+                acp.RESOURCE_NOT_FOUND,
+                f"session not found: {session_id}",
+                {"sessionId": session_id},
+            )
         await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
         self._close(record)
         return jsonrpc.result(None, {})
@@ -269,17 +298,22 @@ class AcpServer:
         self.recorder.close(record)
         self.recorder.save(record, touch=False)
 
-    async def _agent_session_call(self, record: SessionRecord, capability: str,
-                                  method: str) -> None:
+    async def _agent_session_call(
+        self, record: SessionRecord, capability: str, method: str
+    ) -> None:
         """close/delete on the agent's side too, when it is attached and supports it."""
         session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
-        if (record.generation == self.backend.generation and self.backend.alive
-                and isinstance(session_caps, dict)
-                and isinstance(session_caps.get(capability), dict)):
+        if (
+            record.generation == self.backend.generation
+            and self.backend.alive
+            and isinstance(session_caps, dict)
+            and isinstance(session_caps.get(capability), dict)
+        ):
             response = await self.backend.call(method, {"sessionId": record.agent_session_id})
             if "error" in response:
-                self.log.info("agent %s of session %s failed: %s", method, record.id,
-                              response["error"])
+                self.log.info(
+                    "agent %s of session %s failed: %s", method, record.id, response["error"]
+                )
 
     # == prompts and cancellation ======================================================
 
@@ -289,15 +323,17 @@ class AcpServer:
         if not isinstance(prompt, list):
             raise RpcError(acp.INVALID_PARAMS, "prompt must be an array of content blocks")
         if record.prompting:
-            raise RpcError(acp.INVALID_REQUEST,
-                           f"a prompt is already running in session {record.id}")
+            raise RpcError(
+                acp.INVALID_REQUEST, f"a prompt is already running in session {record.id}"
+            )
         record.prompt_future = asyncio.get_running_loop().create_future()  # claims the turn
         try:
             async with record.lock:
                 await self.attacher.attach(record)
                 self.recorder.prompt(record, prompt)
-                record.prompt_future = self.backend.call(acp.SESSION_PROMPT,
-                                                         record.to_agent(params))
+                record.prompt_future = self.backend.call(
+                    acp.SESSION_PROMPT, record.to_agent(params)
+                )
             response = await record.prompt_future
             self.recorder.turn_end(record, response)
             return response
@@ -305,8 +341,7 @@ class AcpServer:
             record.prompt_future = None
 
     async def cancel(self, params: Any) -> None:
-        record = self.sessions.get(params.get("sessionId")) if isinstance(params, dict) \
-            else None
+        record = self.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
         if record is None:
             return
         async with record.lock:
@@ -360,8 +395,11 @@ class AcpServer:
         if isinstance(agent_session, str):
             record = self.sessions.of_agent(agent_session)
             if record is None:
-                self.backend.send(jsonrpc.error(message["id"], acp.RESOURCE_NOT_FOUND,
-                                                f"unknown session {agent_session}"))
+                self.backend.send(
+                    jsonrpc.error(
+                        message["id"], acp.RESOURCE_NOT_FOUND, f"unknown session {agent_session}"
+                    )
+                )
                 return
         method = str(message.get("method"))
         editor_id = self.ids.to_editor(ReverseRequest(message["id"], generation, record, method))
@@ -372,8 +410,9 @@ class AcpServer:
             if method == acp.REQUEST_PERMISSION:
                 record.permission_requests.add(editor_id)
         if self.debug:
-            self.log.debug("-> %s id=%s%s", method, editor_id,
-                           f" session={record.id}" if record else "")
+            self.log.debug(
+                "-> %s id=%s%s", method, editor_id, f" session={record.id}" if record else ""
+            )
         self.out.send(forwarded)
 
     async def on_agent_batch_end(self) -> None:
@@ -402,8 +441,9 @@ class AcpServer:
         if self._closed:
             return
         self._closed = True
-        self.backend.settle_pending(acp.SESSION_PROMPT,
-                                    jsonrpc.result(None, {"stopReason": acp.CANCELLED}))
+        self.backend.settle_pending(
+            acp.SESSION_PROMPT, jsonrpc.result(None, {"stopReason": acp.CANCELLED})
+        )
         # Each settled prompt resumes on a later turn of the loop, records its end and
         # replies in one step: wait for exactly that.
         for _ in range(SETTLE_TURNS):

@@ -89,8 +89,11 @@ class SessionTable:
             if not valid_session_id(session_id):
                 raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
             hint = "; load or resume it first" if stored(session_id) else ""
-            raise RpcError(acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}{hint}",
-                           {"sessionId": session_id})
+            raise RpcError(
+                acp.RESOURCE_NOT_FOUND,
+                f"session not found: {session_id}{hint}",
+                {"sessionId": session_id},
+            )
         return record
 
     def __iter__(self) -> Iterator[SessionRecord]:

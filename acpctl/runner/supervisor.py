@@ -27,8 +27,13 @@ class AgentProcess:
     before it has even imported asyncio) and its pipes are then adopted by the event loop.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None,
-                 popen: subprocess.Popen[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None = None,
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         self.argv = argv
         self.env = env
         self.cwd = cwd
@@ -52,13 +57,16 @@ class AgentProcess:
         loop = asyncio.get_running_loop()
         self.log = log
         self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self.stdout),
-                                     self.popen.stdout)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self.stdout), self.popen.stdout
+        )
         stderr = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stderr),
-                                     self.popen.stderr)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stderr), self.popen.stderr
+        )
         self._stdin, self._stdin_protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, self.popen.stdin)
+            asyncio.streams.FlowControlMixin, self.popen.stdin
+        )
         self._exited = loop.run_in_executor(None, self.popen.wait)
         log.info("started agent pid %d: %s", self.popen.pid, " ".join(self.argv))
         self._stderr_task = asyncio.create_task(self._pump_stderr(stderr))
@@ -130,8 +138,7 @@ class AgentProcess:
         leftovers = [p for p in tree if processes.is_alive(p)]
         if popen.poll() is None or leftovers:
             processes.signal_tree(popen.pid, leftovers, signal.SIGKILL)
-            self.log.info("killed %d agent processes that ignored SIGTERM",
-                          len(leftovers) or 1)
+            self.log.info("killed %d agent processes that ignored SIGTERM", len(leftovers) or 1)
         if self._exited is not None:
             await asyncio.shield(self._exited)
         if self._stderr_task is not None:
@@ -158,5 +165,7 @@ class RestartPolicy:
 
     def refusal(self, agent: str) -> str:
         span = "minute" if self.window == 60 else f"{self.window:g} s"
-        return (f"{agent} crashed {self.limit} times in the last {span}; acpctl stopped "
-                "restarting it (see `acpctl logs` and `acpctl doctor`)")
+        return (
+            f"{agent} crashed {self.limit} times in the last {span}; acpctl stopped "
+            "restarting it (see `acpctl logs` and `acpctl doctor`)"
+        )

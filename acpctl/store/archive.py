@@ -55,8 +55,7 @@ def import_session(store: SessionStore, path: Path) -> tuple[str, bool]:
     """Store an exported session; returns its id and whether it had to get a new one
     (the exported id is taken, or unusable)."""
     header, events = _read_export(path)
-    if header.get("acpctlExport") != EXPORT_VERSION or not isinstance(header.get("session"),
-                                                                      dict):
+    if header.get("acpctlExport") != EXPORT_VERSION or not isinstance(header.get("session"), dict):
         raise NotAnExport(f"{path}: not an acpctl export (no acpctlExport header)")
     meta = SessionMeta.from_json({"id": "x", **header["session"]})
     renamed = not valid_session_id(meta.id) or store.exists(meta.id)

@@ -27,8 +27,22 @@ from acpctl.store.sessions import (
 
 INDEX_FILE = ".index.sqlite3"  # a leading dot: never a valid session id
 SCHEMA_VERSION = 4
-_COLUMNS = ("id", "agent", "cwd", "updated", "mtime_ns", "size", "problem", "title", "created",
-            "turns", "last_stop", "agent_session_id", "directories", "command")
+_COLUMNS = (
+    "id",
+    "agent",
+    "cwd",
+    "updated",
+    "mtime_ns",
+    "size",
+    "problem",
+    "title",
+    "created",
+    "turns",
+    "last_stop",
+    "agent_session_id",
+    "directories",
+    "command",
+)
 
 
 @dataclass
@@ -38,20 +52,55 @@ class IndexedSession:
 
 
 def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tuple[object, ...]:
-    return (meta.id, meta.agent, meta.cwd, meta.updated, mtime_ns, size, problem, meta.title,
-            meta.created, meta.turns, meta.last_stop_reason, meta.agent_session_id,
-            json.dumps(meta.additional_directories), json.dumps(meta.command))
+    return (
+        meta.id,
+        meta.agent,
+        meta.cwd,
+        meta.updated,
+        mtime_ns,
+        size,
+        problem,
+        meta.title,
+        meta.created,
+        meta.turns,
+        meta.last_stop_reason,
+        meta.agent_session_id,
+        json.dumps(meta.additional_directories),
+        json.dumps(meta.command),
+    )
 
 
 def _from_row(row: tuple[Any, ...]) -> IndexedSession:
     # Plain columns: decoding 10,000 JSON documents per listing would dominate its time.
-    (sid, agent, cwd, updated, _, _, problem, title, created, turns, last_stop, agent_sid,
-     directories, command) = row
+    (
+        sid,
+        agent,
+        cwd,
+        updated,
+        _,
+        _,
+        problem,
+        title,
+        created,
+        turns,
+        last_stop,
+        agent_sid,
+        directories,
+        command,
+    ) = row
     meta = SessionMeta(
-        id=sid, agent=agent, cwd=cwd, updated=updated, title=title, created=created,
-        turns=turns, last_stop_reason=last_stop, agent_session_id=agent_sid,
+        id=sid,
+        agent=agent,
+        cwd=cwd,
+        updated=updated,
+        title=title,
+        created=created,
+        turns=turns,
+        last_stop_reason=last_stop,
+        agent_session_id=agent_sid,
         additional_directories=[] if directories == "[]" else json.loads(directories),
-        command=[] if command == "[]" else json.loads(command))
+        command=[] if command == "[]" else json.loads(command),
+    )
     return IndexedSession(meta, problem)
 
 
@@ -107,8 +156,10 @@ class SessionIndex:
 
     def refresh(self, connection: sqlite3.Connection) -> int:
         """Bring the index up to date with the files; returns how many rows changed."""
-        known = {sid: (mtime, size) for sid, mtime, size in
-                 connection.execute("SELECT id, mtime_ns, size FROM sessions")}
+        known = {
+            sid: (mtime, size)
+            for sid, mtime, size in connection.execute("SELECT id, mtime_ns, size FROM sessions")
+        }
         changed: list[tuple[object, ...]] = []
         seen: set[str] = set()
         for sid, mtime, size, problem in self._disk():
@@ -121,7 +172,9 @@ class SessionIndex:
         with connection:
             connection.executemany(
                 f"INSERT OR REPLACE INTO sessions ({', '.join(_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_COLUMNS))})", changed)
+                f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                changed,
+            )
             connection.executemany("DELETE FROM sessions WHERE id = ?", gone)
         return len(changed) + len(gone)
 
@@ -129,8 +182,13 @@ class SessionIndex:
         """Every readable session, newest update first; unreadable ones are left out."""
         return [s.meta for s in self.query(cwd=cwd) if s.problem is None]
 
-    def query(self, agent: str | None = None, cwd: str | None = None,
-              since: str | None = None, limit: int | None = None) -> list[IndexedSession]:
+    def query(
+        self,
+        agent: str | None = None,
+        cwd: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> list[IndexedSession]:
         """Sessions newest first (unreadable ones last), filtered; refreshed first."""
         try:
             connection = self._connect()
@@ -156,22 +214,28 @@ class SessionIndex:
                 clauses.append("(updated >= ? OR problem IS NOT NULL)")
                 values.append(since)
             where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-            sql = (f"SELECT {', '.join(_COLUMNS)} FROM sessions {where} "
-                   "ORDER BY problem IS NOT NULL, updated DESC, id DESC")
+            sql = (
+                f"SELECT {', '.join(_COLUMNS)} FROM sessions {where} "
+                "ORDER BY problem IS NOT NULL, updated DESC, id DESC"
+            )
             if limit is not None:
                 sql += f" LIMIT {int(limit)}"
             return [_from_row(row) for row in connection.execute(sql, values)]
 
-    def _scan(self, agent: str | None, cwd: str | None, since: str | None,
-              limit: int | None) -> list[IndexedSession]:
+    def _scan(
+        self, agent: str | None, cwd: str | None, since: str | None, limit: int | None
+    ) -> list[IndexedSession]:
         result = []
         for sid, _, _, disk_problem in self._disk():
             meta, problem = self._read(sid, disk_problem)
             if problem is not None:
                 result.append(IndexedSession(meta, problem))
                 continue
-            if (agent is None or meta.agent == agent) and (cwd is None or meta.cwd == cwd) \
-                    and (since is None or meta.updated >= since):
+            if (
+                (agent is None or meta.agent == agent)
+                and (cwd is None or meta.cwd == cwd)
+                and (since is None or meta.updated >= since)
+            ):
                 result.append(IndexedSession(meta, None))
         result.sort(key=lambda s: (s.problem is None, s.meta.updated, s.meta.id), reverse=True)
         return result[:limit] if limit is not None else result
@@ -188,8 +252,12 @@ class SessionIndex:
         try:
             connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
             with contextlib.closing(connection):
-                known = {sid: (mtime, size) for sid, mtime, size in
-                         connection.execute("SELECT id, mtime_ns, size FROM sessions")}
+                known = {
+                    sid: (mtime, size)
+                    for sid, mtime, size in connection.execute(
+                        "SELECT id, mtime_ns, size FROM sessions"
+                    )
+                }
         except sqlite3.Error as exc:
             return [f"the index is unreadable: {exc}"]
         problems = []
@@ -202,4 +270,3 @@ class SessionIndex:
             if disk[sid] != known[sid]:
                 problems.append(f"{sid}: changed since it was indexed")
         return problems
-

@@ -163,12 +163,12 @@ class HistoryWriter:
 
     def agent_message(self, raw: bytes) -> None:
         """A session/update notification as the agent sent it (one valid JSON line)."""
-        self._buffer.append(b'{"ts":%.3f,"type":"agent","message":%s}\n'
-                            % (time.time(), raw.rstrip(b"\r\n")))
+        self._buffer.append(
+            b'{"ts":%.3f,"type":"agent","message":%s}\n' % (time.time(), raw.rstrip(b"\r\n"))
+        )
 
     def turn_end(self, stop_reason: str) -> None:
-        self.append({"ts": round(time.time(), 3), "type": "turn_end",
-                     "stopReason": stop_reason})
+        self.append({"ts": round(time.time(), 3), "type": "turn_end", "stopReason": stop_reason})
 
     def turn_error(self, message: str) -> None:
         self.append({"ts": round(time.time(), 3), "type": "turn_error", "message": message})
@@ -179,7 +179,7 @@ class HistoryWriter:
             self._buffer.clear()
             view = memoryview(data)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
 
     def sync(self) -> None:
         self.flush()
@@ -294,16 +294,16 @@ class SessionStore:
         if self.exists(prefix):
             return prefix
         try:
-            names = sorted(n for n in os.listdir(self.root)
-                           if n.startswith(prefix) and valid_session_id(n))
+            names = sorted(
+                n for n in os.listdir(self.root) if n.startswith(prefix) and valid_session_id(n)
+            )
         except FileNotFoundError:
             names = []
         if len(names) == 1:
             return names[0]
         if not names:
             raise LookupError(f"no stored session id starts with {prefix!r}")
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10
-                                         else "")
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         raise LookupError(f"{prefix!r} is ambiguous: {shown}")
 
     def delete(self, session_id: str) -> bool:

@@ -82,13 +82,23 @@ def _rebuild_meta(store: SessionStore, sid: str) -> SessionMeta:
         turns += event.get("type") == "turn_end"
 
     def iso(ts: float) -> str:
-        return datetime.fromtimestamp(ts, timezone.utc).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
+        return (
+            datetime.fromtimestamp(ts, timezone.utc)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+        )
 
     now = datetime.now(timezone.utc).timestamp()
-    return SessionMeta(id=sid, agent="unknown", command=[], cwd="",
-                       title=title_from_prompt(first_prompt), created=iso(min(stamps, default=now)),
-                       updated=iso(max(stamps, default=now)), turns=turns)
+    return SessionMeta(
+        id=sid,
+        agent="unknown",
+        command=[],
+        cwd="",
+        title=title_from_prompt(first_prompt),
+        created=iso(min(stamps, default=now)),
+        updated=iso(max(stamps, default=now)),
+        turns=turns,
+    )
 
 
 def verify(store: SessionStore, repair: bool) -> Report:
@@ -144,13 +154,16 @@ def _check_events(events: Path, sid: str, repair: bool, report: Report) -> int:
         shown = ", ".join(map(str, corrupt[:5])) + ("..." if len(corrupt) > 5 else "")
         if repair:
             _drop_lines(events, set(corrupt))
-        report.add(sid, f"{EVENTS_FILE}: {len(corrupt)} corrupt line(s): {shown}"
-                   + (" (moved to events.corrupt.jsonl)" if repair else ""), repair)
+        report.add(
+            sid,
+            f"{EVENTS_FILE}: {len(corrupt)} corrupt line(s): {shown}"
+            + (" (moved to events.corrupt.jsonl)" if repair else ""),
+            repair,
+        )
     return turns
 
 
-def _check_meta(store: SessionStore, sid: str, turns: int, repair: bool,
-                report: Report) -> None:
+def _check_meta(store: SessionStore, sid: str, turns: int, repair: bool, report: Report) -> None:
     """session.json readable (else rebuilt from the log), its turn count the log's."""
     try:
         meta = store.read_meta(sid)

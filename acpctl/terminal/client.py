@@ -60,9 +60,13 @@ class RelayConnection:
         if agent:
             argv += ["--agent", agent]
         self.process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            limit=jsonrpc.MAX_LINE_BYTES)
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=jsonrpc.MAX_LINE_BYTES,
+        )
         self._spawn(self._read())
         self._spawn(self._read_stderr())
 
@@ -91,8 +95,9 @@ class RelayConnection:
                 if not isinstance(item, jsonrpc.BadLine):
                     self._route(item[0])
         tail = "; ".join(self.stderr_tail) or "no output"
-        self.pending.fail_all(lambda _: jsonrpc.error(None, acp.INTERNAL_ERROR,
-                                                      f"acpctl run --acp exited ({tail})"))
+        self.pending.fail_all(
+            lambda _: jsonrpc.error(None, acp.INTERNAL_ERROR, f"acpctl run --acp exited ({tail})")
+        )
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -143,19 +148,33 @@ async def ask_on_terminal(params: JsonObject) -> str | None:
     """Ask the person at the terminal; returns the chosen optionId (None: cancel)."""
     options = [o for o in params.get("options") or [] if isinstance(o, dict)]
     tool = params.get("toolCall") or {}
-    print(f"\nThe agent asks permission: {tool.get('title') or tool.get('kind') or 'a tool call'}",
-          file=sys.stderr)
+    print(
+        f"\nThe agent asks permission: {tool.get('title') or tool.get('kind') or 'a tool call'}",
+        file=sys.stderr,
+    )
     for index, option in enumerate(options, 1):
         print(f"  {index}) {option.get('name')} [{option.get('kind')}]", file=sys.stderr)
     loop = asyncio.get_running_loop()
     while True:
-        try:
-            answer = await loop.run_in_executor(None, input, "choice> ")
-        except EOFError:
+        answer = await loop.run_in_executor(None, _read_choice)
+        if answer is None:
             return None
         if answer.strip().isdigit() and 1 <= int(answer) <= len(options):
             return str(options[int(answer) - 1]["optionId"])
         print(f"  type a number from 1 to {len(options)}", file=sys.stderr)
+
+
+def _read_choice() -> str | None:
+    """One line typed at the terminal (None at its end). The prompt goes to the terminal
+    that stdin is, never to stdout: stdout carries the transcript, often into a file."""
+    try:
+        with open(os.ttyname(sys.stdin.fileno()), "w") as tty:
+            tty.write("choice> ")
+    except OSError:
+        sys.stderr.write("choice> ")
+        sys.stderr.flush()
+    line = sys.stdin.readline()
+    return line or None
 
 
 def _prompt_blocks(text: str, piped: str | None) -> list[JsonObject]:
@@ -177,17 +196,17 @@ async def _open_session(conn: RelayConnection, options: Options, agent_name: str
         except LookupError as exc:
             raise RpcError(acp.RESOURCE_NOT_FOUND, str(exc)) from exc
     elif options.continue_:
-        newest = [m for m in SessionIndex(store).readable(cwd=options.cwd)
-                  if m.agent == agent_name]
+        newest = [m for m in SessionIndex(store).readable(cwd=options.cwd) if m.agent == agent_name]
         if newest:
             target = newest[0].id
         else:
-            print(f"acpctl: no {agent_name} session for {options.cwd} yet; starting one",
-                  file=sys.stderr)
+            print(
+                f"acpctl: no {agent_name} session for {options.cwd} yet; starting one",
+                file=sys.stderr,
+            )
     if target is not None:
         cwd = store.read_meta(target).cwd or options.cwd
-        await conn.request(acp.SESSION_RESUME, {"sessionId": target, "cwd": cwd,
-                                                "mcpServers": []})
+        await conn.request(acp.SESSION_RESUME, {"sessionId": target, "cwd": cwd, "mcpServers": []})
         return target
     result = await conn.request(acp.SESSION_NEW, {"cwd": options.cwd, "mcpServers": []})
     return str(result["sessionId"])
@@ -213,17 +232,22 @@ class Turn:
 
     async def run(self, blocks: list[JsonObject], timeout: float | None) -> str | None:
         self.conn.turn = self
-        request = asyncio.ensure_future(self.conn.request(
-            acp.SESSION_PROMPT, {"sessionId": self.conn.session_id, "prompt": blocks}))
+        request = asyncio.ensure_future(
+            self.conn.request(
+                acp.SESSION_PROMPT, {"sessionId": self.conn.session_id, "prompt": blocks}
+            )
+        )
         abandon = asyncio.ensure_future(self.abandon.wait())
         try:
-            done, _ = await asyncio.wait({request, abandon}, timeout=timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {request, abandon}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
             if not done:
                 self.timed_out = True
                 self.interrupt()
-                done, _ = await asyncio.wait({request, abandon}, timeout=5,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    {request, abandon}, timeout=5, return_when=asyncio.FIRST_COMPLETED
+                )
             if request not in done:
                 return None
             result = request.result()
@@ -251,15 +275,25 @@ async def run_terminal(options: Options, agent_name: str) -> int:
 
     await conn.start(options.agent)
     try:
-        await conn.request(acp.INITIALIZE, {
-            "protocolVersion": acp.PROTOCOL_VERSION, "clientCapabilities": host.capabilities(),
-            "clientInfo": {"name": "acpctl", "title": "acpctl terminal", "version": __version__}})
+        await conn.request(
+            acp.INITIALIZE,
+            {
+                "protocolVersion": acp.PROTOCOL_VERSION,
+                "clientCapabilities": host.capabilities(),
+                "clientInfo": {
+                    "name": "acpctl",
+                    "title": "acpctl terminal",
+                    "version": __version__,
+                },
+            },
+        )
         conn.session_id = await _open_session(conn, options, agent_name)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         if not interactive:
             turn = Turn(conn)
-            stop = await turn.run(_prompt_blocks(options.prompt or "", options.piped),
-                                  options.timeout)
+            stop = await turn.run(
+                _prompt_blocks(options.prompt or "", options.piped), options.timeout
+            )
             renderer.finish(stop)
             return _exit_code(turn, stop, host)
         return await _chat(conn, renderer, options)
@@ -298,8 +332,9 @@ async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> 
         history = paths.ensure_private_dir(paths.state_dir()) / "chat_history"
         with contextlib.suppress(OSError):
             readline.read_history_file(history)
-    print(f"acpctl: session {conn.session_id}; Ctrl-C cancels a turn, Ctrl-D leaves",
-          file=sys.stderr)
+    print(
+        f"acpctl: session {conn.session_id}; Ctrl-C cancels a turn, Ctrl-D leaves", file=sys.stderr
+    )
     loop = asyncio.get_running_loop()
     code = EXIT_OK
     while True:
@@ -331,4 +366,3 @@ def main(options: Options) -> int:
         return asyncio.run(run_terminal(options, agent.name))
     except KeyboardInterrupt:
         return EXIT_CANCELLED
-

@@ -38,8 +38,11 @@ class Terminal:
         code = self.process.returncode
         if code is None:
             return None
-        return {"exitCode": code, "signal": None} if code >= 0 else \
-            {"exitCode": None, "signal": f"SIG{-code}"}
+        return (
+            {"exitCode": code, "signal": None}
+            if code >= 0
+            else {"exitCode": None, "signal": f"SIG{-code}"}
+        )
 
 
 class ClientHost:
@@ -101,8 +104,14 @@ class ClientHost:
                 self.always_allowed.add(kind)
         if choice is None:
             return {"outcome": {"outcome": acp.CANCELLED}}
-        if choice == reject or next((o for o in options if o.get("optionId") == choice
-                                     and str(o.get("kind", "")).startswith("reject")), None):
+        if choice == reject or next(
+            (
+                o
+                for o in options
+                if o.get("optionId") == choice and str(o.get("kind", "")).startswith("reject")
+            ),
+            None,
+        ):
             self.denied += 1
         return {"outcome": {"outcome": "selected", "optionId": choice}}
 
@@ -113,9 +122,10 @@ class ClientHost:
             raise RpcError(acp.INVALID_PARAMS, "path must be an absolute path")
         resolved = Path(path).resolve()
         if not any(resolved == root or root in resolved.parents for root in self.roots):
-            raise RpcError(acp.INVALID_PARAMS,
-                           f"{path} is outside the session's directories "
-                           f"({', '.join(map(str, self.roots))})")
+            raise RpcError(
+                acp.INVALID_PARAMS,
+                f"{path} is outside the session's directories ({', '.join(map(str, self.roots))})",
+            )
         return resolved
 
     async def read_text_file(self, params: JsonObject) -> JsonObject:
@@ -163,9 +173,15 @@ class ClientHost:
         limit = limit if isinstance(limit, int) and limit > 0 else DEFAULT_OUTPUT_LIMIT
         try:
             process = await asyncio.create_subprocess_exec(
-                command, *args, cwd=cwd_path, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True)
+                command,
+                *args,
+                cwd=cwd_path,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise RpcError(acp.INTERNAL_ERROR, f"cannot run {command}: {exc}") from exc
         terminal = Terminal(process, limit)
@@ -195,8 +211,10 @@ class ClientHost:
 
     async def terminal_output(self, params: JsonObject) -> JsonObject:
         terminal = self._terminal(params)
-        result: JsonObject = {"output": terminal.output.decode("utf-8", "replace"),
-                              "truncated": terminal.truncated}
+        result: JsonObject = {
+            "output": terminal.output.decode("utf-8", "replace"),
+            "truncated": terminal.truncated,
+        }
         status = terminal.status()
         if status is not None:
             result["exitStatus"] = status

@@ -9,8 +9,14 @@ from typing import Any, TextIO
 
 from acpctl import protocol as acp
 
-DIM, BOLD, GREEN, RED, YELLOW, RESET = "\033[2m", "\033[1m", "\033[32m", "\033[31m", \
-    "\033[33m", "\033[0m"
+DIM, BOLD, GREEN, RED, YELLOW, RESET = (
+    "\033[2m",
+    "\033[1m",
+    "\033[32m",
+    "\033[31m",
+    "\033[33m",
+    "\033[0m",
+)
 STATUS_MARK = {"pending": "○", "in_progress": "◐", "completed": "●", "failed": "✗"}
 
 
@@ -82,13 +88,13 @@ class Renderer:
         status = str(update.get("status") or "pending")
         colour = {"completed": GREEN, "failed": RED}.get(status, YELLOW)
         self._break("tool")
-        self.out.write(self.style(f"{STATUS_MARK.get(status, '○')} {title} [{status}]", colour)
-                       + "\n")
+        self.out.write(
+            self.style(f"{STATUS_MARK.get(status, '○')} {title} [{status}]", colour) + "\n"
+        )
         for item in update.get("content") or []:
             if isinstance(item, dict) and item.get("type") == "diff":
                 for line in diff_lines(item):
-                    style = GREEN if line.startswith("+") else RED if line.startswith("-") \
-                        else DIM
+                    style = GREEN if line.startswith("+") else RED if line.startswith("-") else DIM
                     self.out.write("    " + self.style(line, style) + "\n")
             elif isinstance(item, dict) and item.get("type") == "content":
                 text = content_text(item.get("content"))

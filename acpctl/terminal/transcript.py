@@ -13,8 +13,9 @@ from acpctl.terminal.render import DIM, Renderer, content_text, diff_lines
 def write_terminal(store: SessionStore, meta: SessionMeta, out: TextIO) -> None:
     """Stream the transcript: the first screen shows before the whole log is read."""
     renderer = Renderer(out)
-    out.write(renderer.style(f"{meta.title or '(untitled)'} - {meta.agent} - {meta.cwd}",
-                              DIM) + "\n\n")
+    out.write(
+        renderer.style(f"{meta.title or '(untitled)'} - {meta.agent} - {meta.cwd}", DIM) + "\n\n"
+    )
     for event in store.iter_events(meta.id):
         update = event_update(event)
         if update is not None:
@@ -27,8 +28,10 @@ def write_terminal(store: SessionStore, meta: SessionMeta, out: TextIO) -> None:
 
 def markdown(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
     yield f"# {meta.title or 'Untitled session'}\n\n"
-    yield (f"- session: `{meta.id}`\n- agent: {meta.agent}\n- directory: `{meta.cwd}`\n"
-           f"- created: {meta.created}\n- updated: {meta.updated}\n- turns: {meta.turns}\n")
+    yield (
+        f"- session: `{meta.id}`\n- agent: {meta.agent}\n- directory: `{meta.cwd}`\n"
+        f"- created: {meta.created}\n- updated: {meta.updated}\n- turns: {meta.turns}\n"
+    )
     current: str | None = None
     for event in store.iter_events(meta.id):
         update = event_update(event)
@@ -41,9 +44,11 @@ def markdown(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
         if kind in (acp.USER_MESSAGE_CHUNK, acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK):
             text = content_text(update.get("content"))
             if kind != current:
-                heading = {acp.USER_MESSAGE_CHUNK: "\n\n## You\n\n",
-                           acp.AGENT_MESSAGE_CHUNK: "\n\n## Agent\n\n",
-                           acp.AGENT_THOUGHT_CHUNK: "\n\n> *Thinking:* "}[kind]
+                heading = {
+                    acp.USER_MESSAGE_CHUNK: "\n\n## You\n\n",
+                    acp.AGENT_MESSAGE_CHUNK: "\n\n## Agent\n\n",
+                    acp.AGENT_THOUGHT_CHUNK: "\n\n> *Thinking:* ",
+                }[kind]
                 yield heading
                 current = kind
             elif kind == acp.USER_MESSAGE_CHUNK:

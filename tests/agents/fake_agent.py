@@ -26,17 +26,33 @@ for line in sys.stdin:
     if MODE == "hang":
         time.sleep(3600)
     if MODE == "crash":
-        print("Error: Cannot find module '/home/u/.npm/_npx/abc/node_modules/x/index.js'",
-              file=sys.stderr, flush=True)
+        print(
+            "Error: Cannot find module '/home/u/.npm/_npx/abc/node_modules/x/index.js'",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.exit(1)
     if request.get("method") == "initialize":
-        send({"jsonrpc": "2.0", "id": request["id"], "result": {
-            "protocolVersion": 1, "agentCapabilities": {"loadSession": False},
-            "authMethods": [{"id": "login", "name": "Log in"}],
-            "agentInfo": {"name": "fake", "version": "0.0.1"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "result": {
+                    "protocolVersion": 1,
+                    "agentCapabilities": {"loadSession": False},
+                    "authMethods": [{"id": "login", "name": "Log in"}],
+                    "agentInfo": {"name": "fake", "version": "0.0.1"},
+                },
+            }
+        )
     elif request.get("method") == "session/new":
         if MODE == "auth":
-            send({"jsonrpc": "2.0", "id": request["id"],
-                  "error": {"code": -32000, "message": "Authentication required"}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request["id"],
+                    "error": {"code": -32000, "message": "Authentication required"},
+                }
+            )
         else:
             send({"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "s1"}})

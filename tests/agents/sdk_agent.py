@@ -48,30 +48,42 @@ class SdkAgent:
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
-                         client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
         return InitializeResponse(
             protocol_version=protocol_version,
             agent_capabilities=AgentCapabilities(load_session=LOAD),
             agent_info=Implementation(name="sdk-test-agent", version="1.0.0"),
         )
 
-    async def new_session(self, cwd: str, additional_directories: Any = None,
-                          mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
         session_id = f"sdk-{uuid.uuid4().hex[:12]}"
         self.cancelled[session_id] = asyncio.Event()
         return NewSessionResponse(session_id=session_id)
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                           additional_directories: Any = None,
-                           **kwargs: Any) -> LoadSessionResponse | None:
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
         path = STATE / f"{session_id}.json"
         if not path.exists():
             raise acp.RequestError(-32002, f"no such session {session_id}")
         for text in json.loads(path.read_text()):
             await self.conn.session_update(session_id, update_user_message(text_block(text)))
-            await self.conn.session_update(session_id,
-                                           update_agent_message(text_block(f"sdk: {text}")))
+            await self.conn.session_update(
+                session_id, update_agent_message(text_block(f"sdk: {text}"))
+            )
         self.cancelled[session_id] = asyncio.Event()
         return LoadSessionResponse()
 
@@ -88,24 +100,26 @@ class SdkAgent:
             text += f" [{answer.outcome.outcome}]"
         if text.startswith("files "):
             directory = text.split(" ", 1)[1].strip()
-            read = await self.conn.read_text_file(path=f"{directory}/in.txt",
-                                                  session_id=session_id)
-            await self.conn.write_text_file(content=read.content.upper(),
-                                            path=f"{directory}/out.txt", session_id=session_id)
+            read = await self.conn.read_text_file(path=f"{directory}/in.txt", session_id=session_id)
+            await self.conn.write_text_file(
+                content=read.content.upper(), path=f"{directory}/out.txt", session_id=session_id
+            )
             try:
                 await self.conn.read_text_file(path="/etc/hostname", session_id=session_id)
                 text += " [outside allowed]"
             except acp.RequestError as exc:
                 text += f" [outside refused: {exc.code}]"
         if text == "term":
-            created = await self.conn.create_terminal(command="echo", args=["hello"],
-                                                      session_id=session_id)
+            created = await self.conn.create_terminal(
+                command="echo", args=["hello"], session_id=session_id
+            )
             exit_status = await self.conn.wait_for_terminal_exit(
-                session_id=session_id, terminal_id=created.terminal_id)
-            output = await self.conn.terminal_output(session_id=session_id,
-                                                     terminal_id=created.terminal_id)
-            await self.conn.release_terminal(session_id=session_id,
-                                             terminal_id=created.terminal_id)
+                session_id=session_id, terminal_id=created.terminal_id
+            )
+            output = await self.conn.terminal_output(
+                session_id=session_id, terminal_id=created.terminal_id
+            )
+            await self.conn.release_terminal(session_id=session_id, terminal_id=created.terminal_id)
             text += f" [{output.output.strip()} exit={exit_status.exit_code}]"
         if STATE.is_dir():
             path = STATE / f"{session_id}.json"

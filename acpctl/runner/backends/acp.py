@@ -21,8 +21,13 @@ from acpctl.runner.supervisor import AgentProcess, RestartPolicy
 
 
 class AcpBackend:
-    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger,
-                 prespawned: AgentProcess | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log: logging.Logger,
+        prespawned: AgentProcess | None = None,
+    ) -> None:
         self.prespawned = prespawned
         self.argv = argv
         self.env = env
@@ -79,8 +84,9 @@ class AcpBackend:
                 process.spawn()
             await process.attach(self.log)
         except OSError as exc:
-            raise RpcError(acp.INTERNAL_ERROR,
-                           f"cannot start agent {self.argv[0]}: {exc.strerror or exc}") from exc
+            raise RpcError(
+                acp.INTERNAL_ERROR, f"cannot start agent {self.argv[0]}: {exc.strerror or exc}"
+            ) from exc
         return process
 
     async def _replay_handshake(self) -> None:
@@ -104,8 +110,12 @@ class AcpBackend:
 
     # -- sending ------------------------------------------------------------------------
 
-    def call(self, method: str, params: Any, on_response: ResponseHook | None = None,
-             ) -> asyncio.Future[JsonObject]:
+    def call(
+        self,
+        method: str,
+        params: Any,
+        on_response: ResponseHook | None = None,
+    ) -> asyncio.Future[JsonObject]:
         """Send a request now; the future resolves to the agent's response message.
 
         `on_response` runs in the read loop as soon as the response arrives, before any
@@ -139,9 +149,12 @@ class AcpBackend:
         async for batch in jsonrpc.read_messages(process.stdout):
             for item in batch:
                 if isinstance(item, jsonrpc.BadLine):
-                    self.log.warning("agent wrote a line that is not JSON-RPC to stdout "
-                                     "(stdout must carry only JSON-RPC; %s): %r",
-                                     item.error.message, item.preview())
+                    self.log.warning(
+                        "agent wrote a line that is not JSON-RPC to stdout "
+                        "(stdout must carry only JSON-RPC; %s): %r",
+                        item.error.message,
+                        item.preview(),
+                    )
                 else:
                     self._route(*item, generation)
             await self.events.on_agent_batch_end()
@@ -150,11 +163,17 @@ class AcpBackend:
         description = process.describe_exit(code)
         tail = list(process.stderr_tail)
         if not self._stopping:
-            self.log.warning("%s%s", description,
-                             "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "")
-        self.pending.fail_all(lambda entry: jsonrpc.error(
-            None, acp.INTERNAL_ERROR, f"{description} during {entry.method}",
-            {"exitStatus": code, "stderr": tail}))
+            self.log.warning(
+                "%s%s", description, "; last stderr lines:\n  " + "\n  ".join(tail) if tail else ""
+            )
+        self.pending.fail_all(
+            lambda entry: jsonrpc.error(
+                None,
+                acp.INTERNAL_ERROR,
+                f"{description} during {entry.method}",
+                {"exitStatus": code, "stderr": tail},
+            )
+        )
         if not self._stopping:
             self.events.on_agent_exit(description, generation)
 

@@ -25,8 +25,9 @@ BACKEND_DIR = "pi"  # inside each session's directory of the store: pi's session
 
 
 class PiRpcBackend:
-    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger,
-                 store: SessionStore) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], log: logging.Logger, store: SessionStore
+    ) -> None:
         self.argv = argv
         self.env = env
         self.log = log
@@ -66,8 +67,12 @@ class PiRpcBackend:
         self.alive = True
         self.generation = max(self.generation, 1)
 
-    def call(self, method: str, params: Any, on_response: ResponseHook | None = None,
-             ) -> asyncio.Future[JsonObject]:
+    def call(
+        self,
+        method: str,
+        params: Any,
+        on_response: ResponseHook | None = None,
+    ) -> asyncio.Future[JsonObject]:
         future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         self._calls[future] = method
 
@@ -120,8 +125,7 @@ class PiRpcBackend:
                 future.set_result(response)
 
     async def stop(self) -> None:
-        await asyncio.gather(*(s.close() for s in self.sessions.values()),
-                             return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
 
@@ -129,31 +133,46 @@ class PiRpcBackend:
 
     def emit(self, session_id: str, update: JsonObject) -> None:
         assert self.events is not None
-        message = jsonrpc.notification(acp.SESSION_UPDATE,
-                                       {"sessionId": session_id, "update": update})
+        message = jsonrpc.notification(
+            acp.SESSION_UPDATE, {"sessionId": session_id, "update": update}
+        )
         self.events.on_agent_notification(message, jsonrpc.encode(message)[:-1])
 
     def ask_permission(self, session: PiSession, child: PiChild, request: JsonObject) -> None:
         assert self.events is not None
         dialog_id = next(self._dialog_ids)
         self.dialogs[dialog_id] = (child, request)
-        self.events.on_agent_request(jsonrpc.request(dialog_id, acp.REQUEST_PERMISSION, {
-            "sessionId": session.id, "toolCall": session.permission_tool(request),
-            "options": pt.permission_options(request)}), self.generation)
+        self.events.on_agent_request(
+            jsonrpc.request(
+                dialog_id,
+                acp.REQUEST_PERMISSION,
+                {
+                    "sessionId": session.id,
+                    "toolCall": session.permission_tool(request),
+                    "options": pt.permission_options(request),
+                },
+            ),
+            self.generation,
+        )
 
     # -- ACP methods --------------------------------------------------------------------
 
     async def _initialize(self, params: JsonObject) -> JsonObject:
-        return {"protocolVersion": acp.PROTOCOL_VERSION,
-                "agentCapabilities": self.agent_capabilities, "authMethods": [],
-                "agentInfo": {"name": "pi", "title": "pi (through acpctl)"}}
+        return {
+            "protocolVersion": acp.PROTOCOL_VERSION,
+            "agentCapabilities": self.agent_capabilities,
+            "authMethods": [],
+            "agentInfo": {"name": "pi", "title": "pi (through acpctl)"},
+        }
 
     @staticmethod
     def _cwd(params: JsonObject) -> str:
         cwd = params.get("cwd")
         if not isinstance(cwd, str) or not os.path.isabs(cwd) or not os.path.isdir(cwd):
-            raise RpcError(acp.INVALID_PARAMS,
-                           f"cwd must be the absolute path of an existing directory: {cwd!r}")
+            raise RpcError(
+                acp.INVALID_PARAMS,
+                f"cwd must be the absolute path of an existing directory: {cwd!r}",
+            )
         return cwd
 
     async def _new_session(self, params: JsonObject) -> JsonObject:
@@ -178,8 +197,11 @@ class PiRpcBackend:
         try:
             directory = self.store.backend_dir(session_id, BACKEND_DIR, create=False)
         except (ValueError, FileNotFoundError):
-            raise RpcError(acp.RESOURCE_NOT_FOUND, f"no pi session file for {session_id}",
-                           {"sessionId": session_id}) from None
+            raise RpcError(
+                acp.RESOURCE_NOT_FOUND,
+                f"no pi session file for {session_id}",
+                {"sessionId": session_id},
+            ) from None
         session = PiSession(self, session_id, cwd, directory)
         await session.start(resume=True)
         self.sessions[session_id] = session

@@ -19,12 +19,12 @@ EXITED = object()  # put on the listener's queue when the child dies
 
 
 class PiChild:
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str,
-                 log: logging.Logger) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log: logging.Logger) -> None:
         self.process = AgentProcess(argv, env, cwd=cwd)
         self.log = log
         self.pending: PendingRequests[str] = PendingRequests(
-            f"acpctl-{n}" for n in itertools.count(1))
+            f"acpctl-{n}" for n in itertools.count(1)
+        )
         self.listener: asyncio.Queue[Any] | None = None
         self.exit_code: int | None = None
         self.reader: asyncio.Task[None] | None = None
@@ -38,13 +38,16 @@ class PiChild:
             state = await asyncio.wait_for(self.command("get_state"), HANDSHAKE_TIMEOUT_S)
         except asyncio.TimeoutError as exc:
             await self.stop()
-            raise RpcError(acp.INTERNAL_ERROR,
-                           f"pi did not answer get_state within {HANDSHAKE_TIMEOUT_S:g}s",
-                           {"stderr": self.stderr_tail()}) from exc
+            raise RpcError(
+                acp.INTERNAL_ERROR,
+                f"pi did not answer get_state within {HANDSHAKE_TIMEOUT_S:g}s",
+                {"stderr": self.stderr_tail()},
+            ) from exc
         except RpcError as exc:
             await self.stop()
-            raise RpcError(exc.code, f"pi failed to start: {exc.message}",
-                           {"stderr": self.stderr_tail()}) from exc
+            raise RpcError(
+                exc.code, f"pi failed to start: {exc.message}", {"stderr": self.stderr_tail()}
+            ) from exc
         return state if isinstance(state, dict) else {}
 
     def stderr_tail(self) -> list[str]:
@@ -60,8 +63,7 @@ class PiChild:
     async def command(self, kind: str, **fields: Any) -> Any:
         """Send a command; its data, or RpcError with pi's error."""
         if not self.alive:
-            raise RpcError(acp.INTERNAL_ERROR, "pi is not running",
-                           {"stderr": self.stderr_tail()})
+            raise RpcError(acp.INTERNAL_ERROR, "pi is not running", {"stderr": self.stderr_tail()})
         msg_id, future = self.pending.register(kind)
         self.send({"id": msg_id, "type": kind, **fields})
         response = await future
@@ -90,10 +92,14 @@ class PiChild:
                     self.listener.put_nowait(message)
         self.exit_code = await self.process.wait()
         tail = self.stderr_tail()
-        self.log.warning("pi exited with status %s%s", self.exit_code,
-                         "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "")
-        self.pending.fail_all(lambda _: {"success": False,
-                                         "error": f"pi exited with status {self.exit_code}"})
+        self.log.warning(
+            "pi exited with status %s%s",
+            self.exit_code,
+            "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "",
+        )
+        self.pending.fail_all(
+            lambda _: {"success": False, "error": f"pi exited with status {self.exit_code}"}
+        )
         if self.listener is not None:
             self.listener.put_nowait(EXITED)
 

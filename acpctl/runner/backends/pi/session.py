@@ -35,13 +35,11 @@ class SessionHost(Protocol):
     log: logging.Logger
 
     def emit(self, session_id: str, update: JsonObject) -> None: ...
-    def ask_permission(self, session: PiSession, child: PiChild,
-                       request: JsonObject) -> None: ...
+    def ask_permission(self, session: PiSession, child: PiChild, request: JsonObject) -> None: ...
 
 
 class PiSession:
-    def __init__(self, backend: SessionHost, session_id: str, cwd: str,
-                 directory: Path) -> None:
+    def __init__(self, backend: SessionHost, session_id: str, cwd: str, directory: Path) -> None:
         self.backend = backend
         self.id = session_id
         self.cwd = cwd
@@ -64,8 +62,9 @@ class PiSession:
         try:
             state = await child.start()
         except OSError as exc:
-            raise RpcError(acp.INTERNAL_ERROR,
-                           f"cannot start pi ({argv[0]}): {exc.strerror or exc}") from exc
+            raise RpcError(
+                acp.INTERNAL_ERROR, f"cannot start pi ({argv[0]}): {exc.strerror or exc}"
+            ) from exc
         model = state.get("model")
         self.accepts_images = isinstance(model, dict) and "image" in (model.get("input") or [])
         self.child = child
@@ -126,25 +125,34 @@ class PiSession:
         if method in ("confirm", "select"):
             self.backend.ask_permission(self, child, request)
         elif method in ("input", "editor"):
-            child.send({"type": "extension_ui_response", "id": request.get("id"),
-                        "cancelled": True})
-            self.emit(pt.chunk(acp.AGENT_MESSAGE_CHUNK,
-                               f"\n(acpctl: pi asked for {method} input "
-                               f"\"{request.get('title', '')}\", which ACP cannot show; "
-                               "cancelled)\n"))
+            child.send(
+                {"type": "extension_ui_response", "id": request.get("id"), "cancelled": True}
+            )
+            self.emit(
+                pt.chunk(
+                    acp.AGENT_MESSAGE_CHUNK,
+                    f"\n(acpctl: pi asked for {method} input "
+                    f'"{request.get("title", "")}", which ACP cannot show; '
+                    "cancelled)\n",
+                )
+            )
         elif method == "notify":
             self.emit(pt.chunk(acp.AGENT_MESSAGE_CHUNK, f"\n{request.get('message', '')}\n"))
         elif method == "setTitle" and request.get("title"):
-            self.emit({"sessionUpdate": acp.SESSION_INFO_UPDATE,
-                       "title": str(request["title"])})
+            self.emit({"sessionUpdate": acp.SESSION_INFO_UPDATE, "title": str(request["title"])})
 
     def permission_tool(self, request: JsonObject) -> JsonObject:
         mark = _TOOL_MARK.search(str(request.get("message", "")))
         tool_id = mark.group(1) if mark else next(reversed(self.announced), "pi-dialog")
         name, args = self.announced.get(tool_id, ("other", {}))
-        tool: JsonObject = {"toolCallId": tool_id, "title": pt.tool_title(name, args)
-                            if name != "other" else str(request.get("title", "")),
-                            "kind": pt.TOOL_KINDS.get(name, "other"), "status": "pending"}
+        tool: JsonObject = {
+            "toolCallId": tool_id,
+            "title": pt.tool_title(name, args)
+            if name != "other"
+            else str(request.get("title", "")),
+            "kind": pt.TOOL_KINDS.get(name, "other"),
+            "status": "pending",
+        }
         diff = pt.planned_diff(name, args, self.cwd)
         if diff is not None:
             tool["content"] = [diff]

@@ -15,13 +15,21 @@ from typing import Any
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 
-TOOL_KINDS = {"read": "read", "edit": "edit", "write": "edit", "bash": "execute",
-              "grep": "search", "find": "search", "ls": "search"}
+TOOL_KINDS = {
+    "read": "read",
+    "edit": "edit",
+    "write": "edit",
+    "bash": "execute",
+    "grep": "search",
+    "find": "search",
+    "ls": "search",
+}
 GATED_TOOLS = ("write", "edit", "bash")
 
 
-def prompt_input(blocks: list[Any], accepts_images: bool) -> tuple[str, list[JsonObject],
-                                                                   list[str]]:
+def prompt_input(
+    blocks: list[Any], accepts_images: bool
+) -> tuple[str, list[JsonObject], list[str]]:
     """(message text, pi images, notes about what was dropped)."""
     parts: list[str] = []
     images: list[JsonObject] = []
@@ -38,16 +46,23 @@ def prompt_input(blocks: list[Any], accepts_images: bool) -> tuple[str, list[Jso
         elif kind == "resource":
             resource = block.get("resource") or {}
             if "text" in resource:
-                parts.append(f"<resource uri=\"{resource.get('uri', '')}\">\n"
-                             f"{resource['text']}\n</resource>")
+                parts.append(
+                    f'<resource uri="{resource.get("uri", "")}">\n{resource["text"]}\n</resource>'
+                )
             else:
                 dropped.append(f"binary resource {resource.get('uri', '')}")
         elif kind == "image" and accepts_images:
-            images.append({"type": "image", "data": block.get("data", ""),
-                           "mimeType": block.get("mimeType", "image/png")})
+            images.append(
+                {
+                    "type": "image",
+                    "data": block.get("data", ""),
+                    "mimeType": block.get("mimeType", "image/png"),
+                }
+            )
         else:
-            dropped.append(f"{kind} block" + ("" if kind != "image" else
-                                              " (the model does not accept images)"))
+            dropped.append(
+                f"{kind} block" + ("" if kind != "image" else " (the model does not accept images)")
+            )
     return "\n\n".join(parts), images, dropped
 
 
@@ -62,7 +77,7 @@ class StreamText:
         sent = self.sent.get(index, "")
         if full.startswith(sent):
             self.sent[index] = full
-            return full[len(sent):]
+            return full[len(sent) :]
         return ""  # the backend rewrote the text: never send something twice
 
     def delta(self, index: int, piece: str, snapshot: str | None) -> str:
@@ -121,12 +136,16 @@ def tool_title(name: str, args: JsonObject) -> str:
     return f"{name} {subject}".strip()
 
 
-def tool_call(tool_id: str, name: str, args: JsonObject, status: str, cwd: str,
-              update: bool = False) -> JsonObject:
+def tool_call(
+    tool_id: str, name: str, args: JsonObject, status: str, cwd: str, update: bool = False
+) -> JsonObject:
     payload: JsonObject = {
         "sessionUpdate": acp.TOOL_CALL_UPDATE if update else acp.TOOL_CALL,
-        "toolCallId": tool_id, "title": tool_title(name, args),
-        "kind": TOOL_KINDS.get(name, "other"), "status": status, "rawInput": args,
+        "toolCallId": tool_id,
+        "title": tool_title(name, args),
+        "kind": TOOL_KINDS.get(name, "other"),
+        "status": status,
+        "rawInput": args,
     }
     path = args.get("path")
     if isinstance(path, str):
@@ -142,19 +161,26 @@ def result_text(result: Any) -> str:
     content = result.get("content") if isinstance(result, dict) else None
     if not isinstance(content, list):
         return ""
-    return "".join(str(b.get("text", "")) for b in content
-                   if isinstance(b, dict) and b.get("type") == "text")
+    return "".join(
+        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 def tool_progress(tool_id: str, partial: Any) -> JsonObject:
     """tool_execution_update carries the whole output so far: it replaces the content."""
-    return {"sessionUpdate": acp.TOOL_CALL_UPDATE, "toolCallId": tool_id,
-            "content": [{"type": "content", "content": {"type": "text",
-                                                        "text": result_text(partial)}}]}
+    return {
+        "sessionUpdate": acp.TOOL_CALL_UPDATE,
+        "toolCallId": tool_id,
+        "content": [{"type": "content", "content": {"type": "text", "text": result_text(partial)}}],
+    }
 
 
-def tool_end(tool_id: str, name: str, event: JsonObject, before: JsonObject | None,
-             ) -> JsonObject:
+def tool_end(
+    tool_id: str,
+    name: str,
+    event: JsonObject,
+    before: JsonObject | None,
+) -> JsonObject:
     failed = bool(event.get("isError"))
     content: list[JsonObject] = []
     if before is not None and not failed:
@@ -164,9 +190,13 @@ def tool_end(tool_id: str, name: str, event: JsonObject, before: JsonObject | No
     text = result_text(event.get("result"))
     if text:
         content.append({"type": "content", "content": {"type": "text", "text": text}})
-    return {"sessionUpdate": acp.TOOL_CALL_UPDATE, "toolCallId": tool_id,
-            "status": "failed" if failed else "completed", "content": content,
-            "rawOutput": event.get("result")}
+    return {
+        "sessionUpdate": acp.TOOL_CALL_UPDATE,
+        "toolCallId": tool_id,
+        "status": "failed" if failed else "completed",
+        "content": content,
+        "rawOutput": event.get("result"),
+    }
 
 
 def plan(event: JsonObject) -> JsonObject | None:
@@ -176,13 +206,22 @@ def plan(event: JsonObject) -> JsonObject | None:
         return None
     entries = []
     for step in steps:
-        text = step if isinstance(step, str) else (step.get("content") or step.get("text")
-                                                   if isinstance(step, dict) else None)
+        text = (
+            step
+            if isinstance(step, str)
+            else (step.get("content") or step.get("text") if isinstance(step, dict) else None)
+        )
         if text:
             status = step.get("status", "pending") if isinstance(step, dict) else "pending"
-            entries.append({"content": str(text), "priority": "medium",
-                            "status": status if status in ("pending", "in_progress",
-                                                           "completed") else "pending"})
+            entries.append(
+                {
+                    "content": str(text),
+                    "priority": "medium",
+                    "status": status
+                    if status in ("pending", "in_progress", "completed")
+                    else "pending",
+                }
+            )
     return {"sessionUpdate": acp.PLAN, "entries": entries} if entries else None
 
 
@@ -203,22 +242,32 @@ def stop_reason(message: Any) -> tuple[str | None, str | None]:
 def permission_options(request: JsonObject) -> list[JsonObject]:
     """ACP options for a confirm or select dialog of pi's extension UI."""
     if request.get("method") == "confirm":
-        return [{"optionId": "yes", "name": "Allow", "kind": acp.ALLOW_ONCE},
-                {"optionId": "no", "name": "Reject", "kind": acp.REJECT_ONCE}]
+        return [
+            {"optionId": "yes", "name": "Allow", "kind": acp.ALLOW_ONCE},
+            {"optionId": "no", "name": "Reject", "kind": acp.REJECT_ONCE},
+        ]
     options = []
     for index, label in enumerate(request.get("options") or []):
         text = str(label)
         rejecting = any(w in text.lower() for w in ("block", "deny", "reject", "no", "cancel"))
-        options.append({"optionId": f"choice-{index}", "name": text,
-                        "kind": acp.REJECT_ONCE if rejecting else acp.ALLOW_ONCE})
+        options.append(
+            {
+                "optionId": f"choice-{index}",
+                "name": text,
+                "kind": acp.REJECT_ONCE if rejecting else acp.ALLOW_ONCE,
+            }
+        )
     return options
 
 
 def dialog_answer(request: JsonObject, outcome: Any) -> JsonObject:
     """pi's extension_ui_response for the ACP permission outcome."""
     answer: JsonObject = {"type": "extension_ui_response", "id": request.get("id")}
-    selected = outcome.get("optionId") if isinstance(outcome, dict) and \
-        outcome.get("outcome") == "selected" else None
+    selected = (
+        outcome.get("optionId")
+        if isinstance(outcome, dict) and outcome.get("outcome") == "selected"
+        else None
+    )
     if selected is None:
         answer["cancelled"] = True
     elif request.get("method") == "confirm":

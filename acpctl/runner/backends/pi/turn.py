@@ -56,10 +56,11 @@ class Turn:
         while True:
             event = await events.get()
             if event is EXITED:
-                raise RpcError(acp.INTERNAL_ERROR,
-                               f"pi exited with status {self.child.exit_code} during the prompt",
-                               {"exitStatus": self.child.exit_code,
-                                "stderr": self.child.stderr_tail()})
+                raise RpcError(
+                    acp.INTERNAL_ERROR,
+                    f"pi exited with status {self.child.exit_code} during the prompt",
+                    {"exitStatus": self.child.exit_code, "stderr": self.child.stderr_tail()},
+                )
             kind = event.get("type")
             if kind == "agent_end" and await self._settled():
                 break
@@ -74,8 +75,9 @@ class Turn:
             state = await self.child.command("get_state")
         except RpcError:
             return True
-        return not (isinstance(state, dict)
-                    and (state.get("isStreaming") or state.get("isCompacting")))
+        return not (
+            isinstance(state, dict) and (state.get("isStreaming") or state.get("isCompacting"))
+        )
 
     # -- the handlers -------------------------------------------------------------------
 
@@ -90,14 +92,16 @@ class Turn:
         partial = delta.get("partial") or event.get("message")
         if kind in ("text_delta", "thinking_delta"):
             block = "text" if kind == "text_delta" else "thinking"
-            missing = self.stream.delta(index, str(delta.get("delta", "")),
-                                        pt.block_text(partial, index, block))
+            missing = self.stream.delta(
+                index, str(delta.get("delta", "")), pt.block_text(partial, index, block)
+            )
             if missing:
                 self.emit(pt.chunk(_CHUNK_KINDS[block], missing))
         elif kind == "toolcall_end":
             call = delta.get("toolCall") or {}
-            self.session.announce(str(call.get("id")), str(call.get("name")),
-                                  call.get("arguments") or {}, "pending")
+            self.session.announce(
+                str(call.get("id")), str(call.get("name")), call.get("arguments") or {}, "pending"
+            )
 
     def _message_end(self, event: JsonObject) -> None:
         """Send what the final message holds and the events never did."""
@@ -115,20 +119,28 @@ class Turn:
                 if missing:
                     self.emit(pt.chunk(_CHUNK_KINDS[kind], missing))
             elif kind == "toolCall" and str(block.get("id")) not in self.session.announced:
-                self.session.announce(str(block.get("id")), str(block.get("name")),
-                                      block.get("arguments") or {}, "pending")
+                self.session.announce(
+                    str(block.get("id")),
+                    str(block.get("name")),
+                    block.get("arguments") or {},
+                    "pending",
+                )
 
     def _tool_start(self, event: JsonObject) -> None:
-        self.session.tool_started(str(event.get("toolCallId")), str(event.get("toolName")),
-                                  event.get("args") or {})
+        self.session.tool_started(
+            str(event.get("toolCallId")), str(event.get("toolName")), event.get("args") or {}
+        )
 
     def _tool_progress(self, event: JsonObject) -> None:
         self.emit(pt.tool_progress(str(event.get("toolCallId")), event.get("partialResult")))
 
     def _tool_end(self, event: JsonObject) -> None:
         tool_id = str(event.get("toolCallId"))
-        self.emit(pt.tool_end(tool_id, str(event.get("toolName")), event,
-                              self.session.before.pop(tool_id, None)))
+        self.emit(
+            pt.tool_end(
+                tool_id, str(event.get("toolName")), event, self.session.before.pop(tool_id, None)
+            )
+        )
 
     def _dialog(self, event: JsonObject) -> None:
         self.session.dialog(self.child, event)

@@ -1,0 +1,259 @@
+"""An in-process backend for the server's own tests: a scripted ACP agent behind the
+`Backend` interface, and an output that keeps what the server sends the editor.
+
+The server runs in the test's event loop, so routing, id mapping, recording, batches and
+the attach fallbacks are tested without a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, PendingRequests, ResponseHook, RpcError
+from acpctl.runner.backends import AgentEvents
+from acpctl.runner.recorder import Recorder
+from acpctl.runner.server import AcpServer
+from acpctl.store.sessions import SessionStore
+
+Handler = Callable[[JsonObject], Awaitable[Any]]
+
+
+class FakeAgent:
+    """An agent as the server sees it. Each method answers with `handlers[method]` (a
+    coroutine taking params, returning the result or raising RpcError); what it sends the
+    server (updates, its own requests) goes through `events`."""
+
+    def __init__(self, capabilities: JsonObject | None = None) -> None:
+        self.events: AgentEvents | None = None
+        self.generation = 0
+        self.alive = False
+        self.agent_capabilities: JsonObject = {}
+        self.initialize_params: JsonObject | None = None
+        self.authenticate_params: JsonObject | None = None
+        self.capabilities = (
+            {"sessionCapabilities": {"resume": {}}} if capabilities is None else capabilities
+        )
+        self.calls: list[tuple[str, Any]] = []  # what the server sent, in order
+        self.tasks: set[asyncio.Future[None]] = set()
+        self.notifications: list[tuple[str, Any]] = []
+        self.sent: list[JsonObject] = []  # answers to the agent's own requests
+        self.pending: PendingRequests[int] = PendingRequests(itertools.count(100))
+        self.session_ids = itertools.count(1)
+        self.handlers: dict[str, Handler] = {
+            acp.INITIALIZE: self.initialize,
+            acp.SESSION_NEW: self.new_session,
+            acp.SESSION_RESUME: self.ok,
+            acp.SESSION_PROMPT: self.end_turn,
+            acp.SESSION_CLOSE: self.ok,
+        }
+        self.agent_requests: PendingRequests[int] = PendingRequests(itertools.count(500))
+
+    # -- Backend -----------------------------------------------------------------------
+
+    def connect(self, events: AgentEvents) -> None:
+        self.events = events
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    async def ensure_running(self) -> None:
+        if not self.alive:
+            self.alive = True
+            self.generation += 1
+
+    def call(
+        self,
+        method: str,
+        params: Any,
+        on_response: ResponseHook | None = None,
+    ) -> asyncio.Future[JsonObject]:
+        self.calls.append((method, params))
+        msg_id, future = self.pending.register(method, on_response)
+        task = asyncio.ensure_future(self._answer(msg_id, method, params))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return future
+
+    async def _answer(self, msg_id: int, method: str, params: Any) -> None:
+        handler = self.handlers.get(method)
+        try:
+            if handler is None:
+                raise RpcError(acp.METHOD_NOT_FOUND, f"method not found: {method}")
+            response = jsonrpc.result(msg_id, await handler(params))
+        except RpcError as exc:
+            response = jsonrpc.error_response(msg_id, exc)
+        self.pending.resolve(msg_id, response)
+
+    def request_id_of(self, future: asyncio.Future[JsonObject]) -> int | None:
+        return self.pending.id_of(future)
+
+    def notify(self, method: str, params: Any) -> None:
+        self.notifications.append((method, params))
+
+    def send(self, message: JsonObject) -> None:
+        self.sent.append(message)
+        self.agent_requests.resolve(message.get("id"), message)
+
+    def settle_pending(self, method: str, response: JsonObject) -> None:
+        self.pending.settle(method, response)
+
+    async def stop(self) -> None:
+        self.alive = False
+
+    # -- the agent's behaviour ---------------------------------------------------------
+
+    async def initialize(self, params: Any) -> JsonObject:
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": self.capabilities,
+            "agentInfo": {"name": "fake"},
+        }
+
+    async def new_session(self, params: Any) -> JsonObject:
+        return {"sessionId": f"agent-{next(self.session_ids)}"}
+
+    async def ok(self, params: Any) -> JsonObject:
+        return {}
+
+    async def end_turn(self, params: Any) -> JsonObject:
+        self.update(
+            params["sessionId"],
+            {"sessionUpdate": acp.AGENT_MESSAGE_CHUNK, "content": {"type": "text", "text": "hi"}},
+        )
+        await self.batch_end()
+        return {"stopReason": acp.END_TURN}
+
+    def update(self, agent_session: str, update: JsonObject) -> None:
+        assert self.events is not None
+        message = jsonrpc.notification(
+            acp.SESSION_UPDATE, {"sessionId": agent_session, "update": update}
+        )
+        self.events.on_agent_notification(message, jsonrpc.encode(message)[:-1])
+
+    async def batch_end(self) -> None:
+        assert self.events is not None
+        await self.events.on_agent_batch_end()
+
+    def ask(self, method: str, params: JsonObject) -> asyncio.Future[JsonObject]:
+        """A request of the agent's own to the editor; resolves with the editor's answer."""
+        assert self.events is not None
+        msg_id, future = self.agent_requests.register(method)
+        self.events.on_agent_request(jsonrpc.request(msg_id, method, params), self.generation)
+        return future
+
+    def die(self, description: str = "agent exited with status 1") -> None:
+        assert self.events is not None
+        self.alive = False
+        self.pending.fail_all(
+            lambda entry: jsonrpc.error(
+                None, acp.INTERNAL_ERROR, f"{description} during {entry.method}"
+            )
+        )
+        self.events.on_agent_exit(description, self.generation)
+
+
+class EditorSide:
+    """What the server wrote towards the editor, parsed back (every line must be JSON)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self._changed = asyncio.Event()
+
+    def send(self, message: Any) -> None:
+        self.write(jsonrpc.encode(message))
+
+    def write(self, data: bytes) -> None:
+        for line in data.splitlines():
+            self.messages.append(json.loads(line))
+        self._changed.set()
+
+    async def drain(self) -> None:
+        await asyncio.sleep(0)
+
+    async def response(self, msg_id: Any, timeout: float = 5.0) -> JsonObject:
+        """The response with `msg_id`, once the server has sent it."""
+
+        async def found() -> JsonObject:
+            while True:
+                for message in self.messages:
+                    if (
+                        isinstance(message, dict)
+                        and message.get("id") == msg_id
+                        and "method" not in message
+                    ):
+                        return message
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(found(), timeout)
+
+    async def request(self, method: str, timeout: float = 5.0) -> JsonObject:
+        """The first request of `method` the server forwarded to the editor."""
+
+        async def found() -> JsonObject:
+            while True:
+                for message in self.messages:
+                    if (
+                        isinstance(message, dict)
+                        and message.get("method") == method
+                        and "id" in message
+                    ):
+                        return message
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(found(), timeout)
+
+    def notifications(self, method: str) -> list[JsonObject]:
+        return [
+            m
+            for m in self.messages
+            if isinstance(m, dict) and m.get("method") == method and "id" not in m
+        ]
+
+
+class Harness:
+    """A server with a fake agent and an editor side, in this event loop."""
+
+    def __init__(
+        self,
+        root: Path,
+        agent: FakeAgent | None = None,
+        history: bool = True,
+    ) -> None:
+        self.agent = agent or FakeAgent()
+        self.editor = EditorSide()
+        self.store = SessionStore(root)
+        self.server = AcpServer(
+            self.agent,
+            self.store,
+            Recorder(self.store, "fake", ["fake-agent"], history),
+            logging.getLogger("tests.fake"),
+            self.editor,
+        )
+        self.ids = itertools.count(1)
+
+    def send(self, message: Any) -> None:
+        self.server.endpoint.dispatch(message)
+
+    async def request(self, method: str, params: Any) -> JsonObject:
+        msg_id = next(self.ids)
+        self.send(jsonrpc.request(msg_id, method, params))
+        return await self.editor.response(msg_id)
+
+    async def result(self, method: str, params: Any) -> Any:
+        return jsonrpc.unwrap(await self.request(method, params))
+
+    async def session(self, cwd: str = "/tmp") -> str:
+        await self.result(acp.INITIALIZE, {"protocolVersion": 1})
+        return str(
+            (await self.result(acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []}))["sessionId"]
+        )

@@ -1,0 +1,71 @@
+"""The peer layer: the one read loop's verdict on every kind of line, and the pending table
+(fast tier)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import BadLine, PendingRequests
+
+
+def read_all(data: bytes, max_line: int = jsonrpc.MAX_LINE_BYTES) -> list[Any]:
+    async def main() -> list[Any]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(data)
+        reader.feed_eof()
+        return [item async for batch in jsonrpc.read_messages(reader, max_line) for item in batch]
+
+    return asyncio.run(main())
+
+
+def test_each_kind_of_bad_line_gets_a_parse_error_and_reading_goes_on() -> None:
+    items = read_all(
+        b'{"a":1}\n\nnot json\n\xc3\x28\n' + b"[" * 50_000 + b"\n" + b"x" * 200 + b"\n" + b'{"b":2}'
+    )
+    assert items[0] == ({"a": 1}, b'{"a":1}')
+    bad = items[1:5]
+    assert all(isinstance(b, BadLine) and b.error.code == acp.PARSE_ERROR for b in bad)
+    messages = [b.error.message for b in bad]
+    assert "invalid UTF-8" in messages[1] and "nested too deeply" in messages[2]
+    assert items[5] == ({"b": 2}, b'{"b":2}')  # a last line without a newline still counts
+
+
+def test_an_oversized_line_is_skipped_whole() -> None:
+    items = read_all(b"1\n" + b"y" * 5000 + b"\n2\n", max_line=1000)
+    assert items[0] == (1, b"1") and items[2] == (2, b"2")
+    assert isinstance(items[1], BadLine) and "exceeds" in items[1].error.message
+
+
+def test_pending_requests() -> None:
+    async def main() -> None:
+        seen: list[Any] = []
+        table: PendingRequests[int] = PendingRequests(itertools.count(1))
+        first, future = table.register("a", on_response=seen.append)
+        second, other = table.register("b")
+        assert (first, second) == (1, 2) and table.id_of(other) == 2
+        assert table.resolve(99, {}) is None and table.resolve([1], {}) is None
+        table.resolve(1, {"result": 1})
+        assert future.result() == {"result": 1} and seen == [{"result": 1}]
+        table.register("b")
+        table.settle("b", {"result": "settled"})
+        assert other.result() == {"result": "settled"} and len(table) == 0
+        _, last = table.register("c")
+        table.fail_all(lambda entry: {"error": entry.method})
+        assert last.result() == {"error": "c"}
+
+    asyncio.run(main())
+
+
+def test_unwrap_and_ids() -> None:
+    assert jsonrpc.unwrap({"result": 5}) == 5
+    try:
+        jsonrpc.unwrap({"error": {"code": "x", "message": "m"}})
+    except jsonrpc.RpcError as exc:
+        assert (exc.code, exc.message) == (acp.INTERNAL_ERROR, "m")
+    assert jsonrpc.is_id(1) and jsonrpc.is_id("a") and jsonrpc.is_id(None)
+    assert not jsonrpc.is_id(True) and not jsonrpc.is_id(1.5)
+    assert jsonrpc.id_key(1) != jsonrpc.id_key("1")

@@ -1,0 +1,417 @@
+"""The server's logic in-process, against a fake backend: routing, id mapping both ways,
+recording, batches, the attach fallbacks, cancellation and shutdown (fast tier)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import RpcError
+from tests.fake_backend import FakeAgent, Harness
+
+Scenario = Callable[[Harness], Awaitable[None]]
+
+
+def run(
+    tmp_path: Path, scenario: Scenario, agent: FakeAgent | None = None, history: bool = True
+) -> Harness:
+    harness: Harness | None = None
+
+    async def main() -> None:
+        nonlocal harness
+        harness = Harness(tmp_path / "sessions", agent, history)
+        await asyncio.wait_for(scenario(harness), 10)
+
+    asyncio.run(main())
+    assert harness is not None
+    return harness
+
+
+def events(harness: Harness, session_id: str) -> list[dict[str, Any]]:
+    return list(harness.store.iter_events(session_id))
+
+
+def test_initialize_adds_what_acpctl_serves(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        result = await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        caps = result["agentCapabilities"]
+        assert caps["loadSession"] is True
+        assert set(caps["sessionCapabilities"]) == {"list", "resume", "close", "delete"}
+        assert result["agentInfo"] == {"name": "fake"}
+        assert h.agent.agent_capabilities == {"sessionCapabilities": {"resume": {}}}
+
+    run(tmp_path, scenario)
+
+
+def test_requests_before_initialize_are_refused(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        response = await h.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+        assert response["error"]["code"] == acp.INVALID_REQUEST
+        assert "initialize" in response["error"]["message"]
+
+    run(tmp_path, scenario)
+
+
+def test_a_prompt_is_relayed_and_recorded(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        assert sid == "agent-1"  # the agent's id is kept when it is a safe, new one
+        result = await h.result(
+            acp.SESSION_PROMPT,
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "hello there"}]},
+        )
+        assert result == {"stopReason": acp.END_TURN}
+        update = h.editor.notifications(acp.SESSION_UPDATE)[0]
+        assert update["params"]["sessionId"] == sid
+        kinds = [e["type"] for e in events(h, sid)]
+        assert kinds == ["update", "agent", "turn_end"]
+        meta = h.store.read_meta(sid)
+        assert (meta.turns, meta.title, meta.last_stop_reason) == (1, "hello there", "end_turn")
+        assert h.agent.calls[-1] == (
+            acp.SESSION_PROMPT,
+            {"sessionId": "agent-1", "prompt": [{"type": "text", "text": "hello there"}]},
+        )
+
+    run(tmp_path, scenario)
+
+
+def test_unsafe_agent_session_ids_never_become_paths(tmp_path: Path) -> None:
+    agent = FakeAgent()
+
+    async def new_session(params: Any) -> dict[str, Any]:
+        return {"sessionId": "../../escape"}
+
+    agent.handlers[acp.SESSION_NEW] = new_session
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        assert sid != "../../escape" and "/" not in sid
+        assert h.store.exists(sid)
+        await h.result(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []})
+        # The agent still gets its own id, and its updates reach the editor under ours.
+        assert h.agent.calls[-1][1]["sessionId"] == "../../escape"
+        assert h.editor.notifications(acp.SESSION_UPDATE)[0]["params"]["sessionId"] == sid
+
+    run(tmp_path, scenario, agent)
+    assert not (tmp_path / "escape").exists()
+
+
+def test_editor_ids_come_back_and_cancel_requests_are_translated(tmp_path: Path) -> None:
+    agent = FakeAgent()
+    release = asyncio.Event()
+
+    async def slow(params: Any) -> dict[str, Any]:
+        await release.wait()
+        return {"echo": params}
+
+    agent.handlers["_x/slow"] = slow
+
+    async def scenario(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        h.send({"jsonrpc": "2.0", "id": "editor-id", "method": "_x/slow", "params": {"a": 1}})
+        await asyncio.sleep(0)
+        agent_id = h.agent.pending.items()[0][0]
+        h.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": "editor-id"}))
+        assert h.agent.notifications == [(acp.CANCEL_REQUEST, {"requestId": agent_id})]
+        release.set()
+        response = await h.editor.response("editor-id")
+        assert response == {"jsonrpc": "2.0", "id": "editor-id", "result": {"echo": {"a": 1}}}
+
+    run(tmp_path, scenario, agent)
+
+
+def test_the_agents_requests_get_acpctl_ids_and_answers_go_back(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        answered = h.agent.ask(acp.FS_READ_TEXT_FILE, {"sessionId": "agent-1", "path": "/a"})
+        forwarded = await h.editor.request(acp.FS_READ_TEXT_FILE)
+        assert forwarded["params"]["sessionId"] == sid
+        h.send(jsonrpc.result(forwarded["id"], {"content": "text"}))
+        answer = await answered
+        assert answer["result"] == {"content": "text"}
+        assert (forwarded["id"], h.agent.sent[-1]["id"]) == (1, 500)  # each hop its own id
+        # The agent's own $/cancel_request reaches the editor under the editor-hop id.
+        h.agent.ask(acp.REQUEST_PERMISSION, {"sessionId": "agent-1", "options": []})
+        asked = await h.editor.request(acp.REQUEST_PERMISSION)
+        agent_id = h.agent.agent_requests.items()[0][0]
+        h.agent.events.on_agent_notification(  # type: ignore[union-attr]
+            jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": agent_id}), b""
+        )
+        assert h.editor.notifications(acp.CANCEL_REQUEST)[-1]["params"] == {
+            "requestId": asked["id"]
+        }
+
+    run(tmp_path, scenario)
+
+
+def test_a_request_for_an_unknown_agent_session_is_refused_to_the_agent(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.session()
+        answer = await h.agent.ask(acp.FS_READ_TEXT_FILE, {"sessionId": "nobody"})
+        assert answer["error"]["code"] == acp.RESOURCE_NOT_FOUND
+
+    run(tmp_path, scenario)
+
+
+def test_cancel_settles_open_permission_requests(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        answered = h.agent.ask(acp.REQUEST_PERMISSION, {"sessionId": "agent-1", "options": []})
+        asked = await h.editor.request(acp.REQUEST_PERMISSION)
+        h.send(jsonrpc.notification(acp.SESSION_CANCEL, {"sessionId": sid}))
+        answer = await answered
+        assert answer["result"] == {"outcome": {"outcome": acp.CANCELLED}}
+        assert h.agent.notifications[-1] == (acp.SESSION_CANCEL, {"sessionId": "agent-1"})
+        assert h.editor.notifications(acp.CANCEL_REQUEST)[-1]["params"] == {
+            "requestId": asked["id"]
+        }
+        # The editor's late answer is dropped, not sent to the agent twice.
+        h.send(jsonrpc.result(asked["id"], {"outcome": {"outcome": "selected"}}))
+        assert len(h.agent.sent) == 1
+
+    run(tmp_path, scenario)
+
+
+def test_a_second_prompt_in_a_session_is_refused(tmp_path: Path) -> None:
+    agent = FakeAgent()
+    release = asyncio.Event()
+
+    async def held(params: Any) -> dict[str, Any]:
+        await release.wait()
+        return {"stopReason": acp.END_TURN}
+
+    agent.handlers[acp.SESSION_PROMPT] = held
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        h.send(jsonrpc.request("first", acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []}))
+        await asyncio.sleep(0)
+        second = await h.request(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []})
+        assert second["error"]["code"] == acp.INVALID_REQUEST
+        assert "already running" in second["error"]["message"]
+        release.set()
+        assert (await h.editor.response("first"))["result"]["stopReason"] == acp.END_TURN
+
+    run(tmp_path, scenario, agent)
+
+
+def test_agent_exit_voids_its_requests_and_the_session_resumes(tmp_path: Path) -> None:
+    agent = FakeAgent()
+    hold = asyncio.Event()
+
+    async def held(params: Any) -> dict[str, Any]:
+        await hold.wait()
+        return {"stopReason": acp.END_TURN}
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        agent.handlers[acp.SESSION_PROMPT] = held
+        h.send(jsonrpc.request("p1", acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []}))
+        h.agent.ask(acp.REQUEST_PERMISSION, {"sessionId": "agent-1", "options": []})
+        asked = await h.editor.request(acp.REQUEST_PERMISSION)
+        h.agent.die()
+        failed = await h.editor.response("p1")
+        assert "agent exited with status 1" in failed["error"]["message"]
+        assert h.editor.notifications(acp.CANCEL_REQUEST)[-1]["params"] == {
+            "requestId": asked["id"]
+        }
+        assert [e["type"] for e in events(h, sid)][-1] == "turn_error"
+        agent.handlers[acp.SESSION_PROMPT] = agent.end_turn
+        result = await h.result(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []})
+        assert result["stopReason"] == acp.END_TURN
+        assert (
+            acp.SESSION_RESUME,
+            {"cwd": "/tmp", "mcpServers": [], "sessionId": "agent-1"},
+        ) in h.agent.calls
+
+    run(tmp_path, scenario, agent)
+
+
+def test_load_replays_then_falls_back_to_a_fresh_session_with_a_note(tmp_path: Path) -> None:
+    async def first(h: Harness) -> None:
+        sid = await h.session()
+        await h.result(
+            acp.SESSION_PROMPT, {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}
+        )
+        await h.server.shutdown()
+
+    run(tmp_path, first)
+    sid = "agent-1"
+    plain = FakeAgent(capabilities={})  # neither resume nor load
+
+    async def second(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        result = await h.result(
+            acp.SESSION_LOAD, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+        )
+        assert result["_meta"]["acpctl"]["contextRestored"] is False
+        replayed = [
+            m["params"]["update"]["sessionUpdate"]
+            for m in h.editor.notifications(acp.SESSION_UPDATE)
+        ]
+        assert replayed == [acp.USER_MESSAGE_CHUNK, acp.AGENT_MESSAGE_CHUNK]
+        assert [c[0] for c in plain.calls] == [acp.INITIALIZE, acp.SESSION_NEW]
+        assert h.store.read_meta(sid).agent_session_id == "agent-1"
+
+    run(tmp_path, second, plain)
+
+
+def test_load_of_an_unknown_or_unsafe_session(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        missing = await h.request(acp.SESSION_LOAD, {"sessionId": "nope", "cwd": "/tmp"})
+        assert missing["error"]["code"] == acp.RESOURCE_NOT_FOUND
+        unsafe = await h.request(acp.SESSION_LOAD, {"sessionId": "../etc", "cwd": "/tmp"})
+        assert unsafe["error"]["code"] == acp.INVALID_PARAMS
+
+    run(tmp_path, scenario)
+
+
+def test_list_pages_with_a_cursor(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        for _ in range(103):
+            await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+        first = await h.result(acp.SESSION_LIST, {})
+        assert len(first["sessions"]) == 100
+        rest = await h.result(acp.SESSION_LIST, {"cursor": first["nextCursor"]})
+        assert len(rest["sessions"]) == 3 and "nextCursor" not in rest
+        bad = await h.request(acp.SESSION_LIST, {"cursor": "garbage"})
+        assert bad["error"]["code"] == acp.INVALID_PARAMS
+        assert (await h.result(acp.SESSION_LIST, {"cwd": "/elsewhere"}))["sessions"] == []
+
+    run(tmp_path, scenario)
+
+
+def test_close_and_delete(tmp_path: Path) -> None:
+    agent = FakeAgent(capabilities={"sessionCapabilities": {"close": {}}})
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        assert await h.result(acp.SESSION_CLOSE, {"sessionId": sid}) == {}
+        assert (acp.SESSION_CLOSE, {"sessionId": "agent-1"}) in h.agent.calls
+        prompt = await h.request(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []})
+        assert "load or resume it first" in prompt["error"]["message"]
+        assert await h.result(acp.SESSION_DELETE, {"sessionId": sid}) == {}
+        assert not h.store.exists(sid)
+        assert await h.result(acp.SESSION_DELETE, {"sessionId": "../x"}) == {}
+
+    run(tmp_path, scenario, agent)
+
+
+def test_batches_are_answered_as_one_array(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        h.send(
+            [
+                jsonrpc.request(7, acp.SESSION_LIST, {}),
+                jsonrpc.notification("_x/nothing", {}),
+                {"jsonrpc": "2.0", "id": 8, "method": 5},
+            ]
+        )
+        h.send([])
+        for _ in range(20):
+            await asyncio.sleep(0)
+        arrays = [m for m in h.editor.messages if isinstance(m, list)]
+        assert [a["id"] for a in arrays[0]] == [7, 8]
+        assert arrays[0][1]["error"]["code"] == acp.INVALID_REQUEST
+        assert {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": acp.INVALID_REQUEST, "message": "invalid request: empty batch"},
+        } in h.editor.messages
+
+    run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize(
+    ("message", "answer_id"),
+    [
+        ({"id": 1, "method": "x"}, 1),  # no "jsonrpc"
+        ({"jsonrpc": "2.0", "id": [1], "method": "x"}, None),  # an id that cannot be an id
+        ({"jsonrpc": "2.0", "id": 2, "method": "x", "params": 3}, 2),
+        ({"jsonrpc": "2.0", "id": 3}, 3),  # neither a request nor a response
+        ("a string", None),
+    ],
+)
+def test_invalid_messages_get_invalid_request(tmp_path: Path, message: Any, answer_id: Any) -> None:
+    async def scenario(h: Harness) -> None:
+        h.send(message)
+        response = await h.editor.response(answer_id)
+        assert response["error"]["code"] == acp.INVALID_REQUEST
+
+    run(tmp_path, scenario)
+
+
+def test_bad_lines_get_parse_errors_and_serving_goes_on(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"not json\n\xff\xfe\n" + b"[" * 100_000 + b"\n\n")
+        reader.feed_data(json.dumps(jsonrpc.request(1, acp.INITIALIZE, {})).encode() + b"\n")
+        reader.feed_eof()
+        await h.server.endpoint.serve(reader)
+        errors = [m for m in h.editor.messages if m.get("id") is None]
+        assert [e["error"]["code"] for e in errors] == [acp.PARSE_ERROR] * 3
+        assert "nested too deeply" in errors[2]["error"]["message"]
+        assert "result" in await h.editor.response(1)
+
+    run(tmp_path, scenario)
+
+
+def test_shutdown_answers_running_prompts_cancelled(tmp_path: Path) -> None:
+    agent = FakeAgent()
+
+    async def forever(params: Any) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {}
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        agent.handlers[acp.SESSION_PROMPT] = forever
+        h.send(jsonrpc.request("p", acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []}))
+        await asyncio.sleep(0.01)
+        await h.server.shutdown()
+        answer = await h.editor.response("p")
+        assert answer["result"] == {"stopReason": acp.CANCELLED}
+        assert events(h, sid)[-1] == {
+            **events(h, sid)[-1],
+            "type": "turn_end",
+            "stopReason": acp.CANCELLED,
+        }
+
+    run(tmp_path, scenario, agent)
+
+
+def test_without_history_nothing_is_written(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        await h.result(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []})
+        assert not h.store.exists(sid)
+
+    run(tmp_path, scenario, history=False)
+    assert not (tmp_path / "sessions").exists()
+
+
+def test_a_bug_in_a_handler_is_an_internal_error_not_a_crash(tmp_path: Path) -> None:
+    agent = FakeAgent()
+
+    async def broken(params: Any) -> dict[str, Any]:
+        raise RpcError(acp.INTERNAL_ERROR, "boom")
+
+    agent.handlers[acp.INITIALIZE] = broken
+
+    async def scenario(h: Harness) -> None:
+        response = await h.request(acp.INITIALIZE, {"protocolVersion": 1})
+        assert response["error"] == {"code": acp.INTERNAL_ERROR, "message": "boom"}
+        h.server.handlers[acp.SESSION_LIST] = lambda params: 1 / 0  # type: ignore[assignment,return-value]
+        crashed = await h.request(acp.SESSION_LIST, {})
+        assert crashed["error"]["code"] == acp.INTERNAL_ERROR
+
+    run(tmp_path, scenario, agent)
