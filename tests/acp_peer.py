@@ -18,6 +18,8 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
+from acpctl import jsonrpc
+
 ACPCTL_VARIABLES = (
     "ACPCTL_CONFIG_DIR",
     "ACPCTL_DATA_DIR",
@@ -111,7 +113,7 @@ async def connect(
             env=acpctl_env(**env),
             transport_kwargs={
                 "stderr": stderr.fileno() if stderr else asyncio.subprocess.DEVNULL,
-                "limit": 64 * 1024 * 1024,
+                "limit": jsonrpc.MAX_LINE_BYTES,
             },
             use_unstable_protocol=True,
         ) as (conn, process):

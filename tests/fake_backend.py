@@ -180,32 +180,17 @@ class EditorSide:
 
     async def response(self, msg_id: Any, timeout: float = 5.0) -> JsonObject:
         """The response with `msg_id`, once the server has sent it."""
-
-        async def found() -> JsonObject:
-            while True:
-                for message in self.messages:
-                    if (
-                        isinstance(message, dict)
-                        and message.get("id") == msg_id
-                        and "method" not in message
-                    ):
-                        return message
-                self._changed.clear()
-                await self._changed.wait()
-
-        return await asyncio.wait_for(found(), timeout)
+        return await self._first(lambda m: m.get("id") == msg_id and "method" not in m, timeout)
 
     async def request(self, method: str, timeout: float = 5.0) -> JsonObject:
         """The first request of `method` the server forwarded to the editor."""
+        return await self._first(lambda m: m.get("method") == method and "id" in m, timeout)
 
+    async def _first(self, wanted: Callable[[JsonObject], bool], timeout: float) -> JsonObject:
         async def found() -> JsonObject:
             while True:
                 for message in self.messages:
-                    if (
-                        isinstance(message, dict)
-                        and message.get("method") == method
-                        and "id" in message
-                    ):
+                    if isinstance(message, dict) and wanted(message):
                         return message
                 self._changed.clear()
                 await self._changed.wait()

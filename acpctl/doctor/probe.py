@@ -14,7 +14,7 @@ import itertools
 import logging
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,15 +114,32 @@ async def _spawned(
         probe.stderr_tail = list(process.stderr_tail)
 
 
+async def _probe(
+    argv: list[str],
+    env: dict[str, str],
+    ids: Iterator[Any],
+    keep_garbage: bool,
+    converse: Callable[[Conversation, ProbeResult, str], Awaitable[None]],
+) -> ProbeResult:
+    """Spawn the agent in a fresh temp directory, hold the conversation, end its tree."""
+    probe = ProbeResult()
+    with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
+        async with _spawned(argv, env, probe, cwd, ids, keep_garbage) as conversation:
+            if conversation is not None:
+                await converse(conversation, probe, cwd)
+    return probe
+
+
 async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
     """initialize (timed), then session/new in a temp directory to see whether it needs
     authentication. The agent's whole process tree is ended afterwards."""
-    probe = ProbeResult()
-    with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
-        async with _spawned(argv, env, probe, cwd, itertools.count(1)) as conversation:
-            if conversation is not None:
-                await _converse_acp(conversation, probe, cwd, timeout)
-    return probe
+    return await _probe(
+        argv,
+        env,
+        itertools.count(1),
+        True,
+        lambda talk, probe, cwd: _converse_acp(talk, probe, cwd, timeout),
+    )
 
 
 async def _converse_acp(
@@ -179,13 +196,10 @@ def _pi_command(msg_id: Any, method: str, params: Any) -> JsonObject:
 
 async def probe_pi_rpc(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
     """pi's --mode rpc handshake: get_state, matched by id."""
-    probe = ProbeResult()
     ids = (f"acpctl-doctor-{n}" for n in itertools.count(1))
-    with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
-        async with _spawned(argv, env, probe, cwd, ids, keep_garbage=False) as conversation:
-            if conversation is not None:
-                await _converse_pi(conversation, probe, timeout)
-    return probe
+    return await _probe(
+        argv, env, ids, False, lambda talk, probe, cwd: _converse_pi(talk, probe, timeout)
+    )
 
 
 async def _converse_pi(conversation: Conversation, probe: ProbeResult, timeout: float) -> None:
