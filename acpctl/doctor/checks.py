@@ -16,8 +16,11 @@ from acpctl import config, paths, processes
 from acpctl.agents import discovery
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.doctor import probe, signatures
-from acpctl.editors import clients
+from acpctl.editors import clients, install
 from acpctl.errors import UsageError
+from acpctl.runner.runs import live_runs, orphans
+from acpctl.store.index import SessionIndex
+from acpctl.store.sessions import SessionStore
 
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"  # what a desktop launch gets
 SLOW_INITIALIZE_S = 10.0
@@ -315,7 +318,6 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
 
 
 def check_editors(cfg: config.Config) -> list[Finding]:
-    from acpctl.editors import install
 
     findings = []
     ours = Path(clients.launcher()[0]).resolve()
@@ -393,8 +395,6 @@ def check_editors(cfg: config.Config) -> list[Finding]:
 
 
 def check_storage() -> list[Finding]:
-    from acpctl.store.index import SessionIndex
-    from acpctl.store.sessions import SessionStore
 
     root = paths.sessions_dir()
     if not root.exists():
@@ -452,7 +452,6 @@ def check_storage() -> list[Finding]:
 
 
 def check_processes(fix: bool, confirm: Any) -> list[Finding]:
-    from acpctl.runner.runs import live_runs, orphans
 
     runs = live_runs()
     findings = [

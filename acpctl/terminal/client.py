@@ -17,10 +17,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from acpctl import __version__, jsonrpc
+from acpctl import __version__, config, jsonrpc, paths
 from acpctl import protocol as acp
+from acpctl.agents import discovery
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
+from acpctl.store.index import SessionIndex
+from acpctl.store.sessions import SessionStore
 from acpctl.terminal.host import ClientHost
 from acpctl.terminal.render import RENDERERS, Renderer
 
@@ -185,8 +188,6 @@ def _prompt_blocks(text: str, piped: str | None) -> list[JsonObject]:
 
 
 async def _open_session(conn: RelayConnection, options: Options, agent_name: str) -> str:
-    from acpctl.store.index import SessionIndex
-    from acpctl.store.sessions import SessionStore
 
     store = SessionStore()
     target: str | None = None
@@ -324,7 +325,6 @@ def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
 
 async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> int:
     """A read-prompt loop with line editing and a history file; Ctrl-D or Ctrl-C leaves."""
-    from acpctl import paths
 
     with contextlib.suppress(ImportError):
         import readline
@@ -357,8 +357,6 @@ async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> 
 
 
 def main(options: Options) -> int:
-    from acpctl import config
-    from acpctl.agents import discovery
 
     agent = discovery.resolve(config.load(), options.agent)
     agent.as_spec()  # not installed: a clear error before anything starts
