@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,14 +23,15 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner import served
-from acpctl.runner.attach import Attacher, with_note
+from acpctl.runner.attach import Attacher
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import Answer, EditorEndpoint, LineOutput
 from acpctl.runner.idmap import IdMap, ReverseRequest
+from acpctl.runner.lifecycle import SessionLifecycle
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionRecord, SessionTable
-from acpctl.store.sessions import SessionStore, valid_session_id
+from acpctl.store.sessions import SessionStore
 
 # Turns of the event loop a settled prompt may take to record its end and reply.
 SETTLE_TURNS = 10
@@ -61,16 +61,19 @@ class AcpServer:
         self.sessions = SessionTable(self._update_run_record)
         self.ids = IdMap()
         self.attacher = Attacher(backend, self.sessions, recorder, log)
+        self.lifecycle = SessionLifecycle(
+            backend, store, recorder, self.sessions, self.attacher, output, log, self._ensure_agent
+        )
         self._closed = False
         self.handlers: dict[str, Handler] = {
             acp.INITIALIZE: self.initialize,
             acp.AUTHENTICATE: self.authenticate,
-            acp.SESSION_NEW: self.new_session,
-            acp.SESSION_LOAD: self.load_session,
-            acp.SESSION_RESUME: self.resume_session,
-            acp.SESSION_LIST: self.list_sessions,
-            acp.SESSION_CLOSE: self.close_session,
-            acp.SESSION_DELETE: self.delete_session,
+            acp.SESSION_NEW: self.lifecycle.new,
+            acp.SESSION_LOAD: self.lifecycle.load,
+            acp.SESSION_RESUME: self.lifecycle.resume,
+            acp.SESSION_LIST: self.lifecycle.list,
+            acp.SESSION_CLOSE: self.lifecycle.close,
+            acp.SESSION_DELETE: self.lifecycle.delete,
             acp.SESSION_PROMPT: self.prompt,
         }
         backend.connect(self)
@@ -195,125 +198,6 @@ class AcpServer:
 
     def _require(self, params: JsonObject) -> SessionRecord:
         return self.sessions.require(params, self.store.exists)
-
-    async def new_session(self, params: JsonObject) -> JsonObject:
-        cwd = params.get("cwd")
-        if not isinstance(cwd, str) or not os.path.isabs(cwd):
-            raise RpcError(acp.INVALID_PARAMS, "cwd must be an absolute path")
-        await self._ensure_agent()
-        attach_params = _attach_params(params)
-
-        def register(response: JsonObject) -> None:
-            # Runs in the agent's read loop, before the agent's next message is routed,
-            # so updates sent right after the response already find their session.
-            result = response.get("result")
-            if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-                return
-            agent_id = result["sessionId"]
-            client_id = agent_id
-            if (
-                not valid_session_id(agent_id)
-                or self.store.exists(agent_id)
-                or self.sessions.get(agent_id) is not None
-            ):
-                client_id = uuid.uuid4().hex
-            extra = params.get("additionalDirectories")
-            meta, writer = self.recorder.create(
-                client_id, agent_id, cwd, list(extra) if isinstance(extra, list) else []
-            )
-            self.sessions.add(
-                SessionRecord(
-                    meta=meta,
-                    writer=writer,
-                    attach_params=attach_params,
-                    generation=self.backend.generation,
-                )
-            )
-            if client_id != agent_id:
-                response["result"] = {**result, "sessionId": client_id}
-
-        return await self.backend.call(acp.SESSION_NEW, params, on_response=register)
-
-    async def load_session(self, params: JsonObject) -> JsonObject:
-        return await self._reopen(params, replay=True)
-
-    async def resume_session(self, params: JsonObject) -> JsonObject:
-        return await self._reopen(params, replay=False)
-
-    async def _reopen(self, params: JsonObject, replay: bool) -> JsonObject:
-        session_id = params.get("sessionId")
-        if not isinstance(session_id, str) or not valid_session_id(session_id):
-            raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
-        record = self.sessions.get(session_id)
-        if record is None:
-            if not self.store.exists(session_id):
-                raise RpcError(
-                    acp.RESOURCE_NOT_FOUND,
-                    f"session not found: {session_id}",
-                    {"sessionId": session_id},
-                )
-            meta, writer = self.recorder.reopen(session_id)
-            record = SessionRecord(meta=meta, writer=writer)
-            self.sessions.add(record)
-        record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
-        await self._ensure_agent()
-        if replay:
-            await served.replay(self.store, record.id, self.out)
-        async with record.lock:
-            result, note = await self.attacher.attach(record)
-        return jsonrpc.result(None, with_note(result, note))
-
-    async def list_sessions(self, params: JsonObject) -> JsonObject:
-        return jsonrpc.result(None, served.list_page(self.store, params))
-
-    async def close_session(self, params: JsonObject) -> JsonObject:
-        session_id = params.get("sessionId")
-        record = self.sessions.get(session_id)
-        if record is None:
-            if isinstance(session_id, str) and self.store.exists(session_id):
-                return jsonrpc.result(None, {})
-            raise RpcError(
-                acp.RESOURCE_NOT_FOUND,
-                f"session not found: {session_id}",
-                {"sessionId": session_id},
-            )
-        await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
-        self._close(record)
-        return jsonrpc.result(None, {})
-
-    async def delete_session(self, params: JsonObject) -> JsonObject:
-        session_id = params.get("sessionId")
-        if not isinstance(session_id, str) or not valid_session_id(session_id):
-            return jsonrpc.result(None, {})  # unknown sessions: succeed silently (ACP)
-        record = self.sessions.get(session_id)
-        if record is not None:
-            await self._agent_session_call(record, "delete", acp.SESSION_DELETE)
-            self.sessions.remove(record)
-            self.recorder.close(record)
-        self.store.delete(session_id)
-        return jsonrpc.result(None, {})
-
-    def _close(self, record: SessionRecord) -> None:
-        self.sessions.remove(record)
-        self.recorder.close(record)
-        self.recorder.save(record, touch=False)
-
-    async def _agent_session_call(
-        self, record: SessionRecord, capability: str, method: str
-    ) -> None:
-        """close/delete on the agent's side too, when it is attached and supports it."""
-        session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
-        if (
-            record.generation == self.backend.generation
-            and self.backend.alive
-            and isinstance(session_caps, dict)
-            and isinstance(session_caps.get(capability), dict)
-        ):
-            response = await self.backend.call(method, {"sessionId": record.agent_session_id})
-            if "error" in response:
-                self.log.info(
-                    "agent %s of session %s failed: %s", method, record.id, response["error"]
-                )
 
     # == prompts and cancellation ======================================================
 
@@ -453,14 +337,7 @@ class AcpServer:
         await self.out.drain()
         await self.backend.stop()
         for record in self.sessions:
-            self._close(record)
+            self.lifecycle.forget(record)
         for task in list(self.endpoint.tasks):
             task.cancel()
         await self.out.drain()
-
-
-def _attach_params(params: JsonObject) -> JsonObject:
-    attach: JsonObject = {"cwd": params.get("cwd"), "mcpServers": params.get("mcpServers") or []}
-    if isinstance(params.get("additionalDirectories"), list):
-        attach["additionalDirectories"] = params["additionalDirectories"]
-    return attach
