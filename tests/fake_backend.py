@@ -220,7 +220,7 @@ class Harness:
         self.server = AcpServer(
             self.agent,
             self.store,
-            Recorder(self.store, "fake", ["fake-agent"], history),
+            Recorder(self.store, "fake", ["fake-agent"], logging.getLogger("tests.fake"), history),
             logging.getLogger("tests.fake"),
             self.editor,
         )

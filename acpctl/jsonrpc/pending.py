@@ -53,10 +53,12 @@ class PendingRequests(Generic[IdT]):
         except (KeyError, TypeError):  # TypeError: an unhashable id from a broken peer
             return None
         del self._by_future[entry.future]
-        if entry.on_response is not None:
-            entry.on_response(response)
-        if not entry.future.done():
-            entry.future.set_result(response)
+        try:
+            if entry.on_response is not None:
+                entry.on_response(response)
+        finally:  # whatever the hook does, the request is answered
+            if not entry.future.done():
+                entry.future.set_result(response)
         return entry
 
     def get(self, msg_id: Any) -> Pending | None:

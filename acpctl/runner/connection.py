@@ -37,7 +37,7 @@ def run_connection(
         asyncio.run(
             run_server(
                 build_backend(kind, argv, env, log, store, popen),
-                Recorder(store, name, argv, enabled=history),
+                Recorder(store, name, argv, log, enabled=history),
                 store,
                 log,
                 record,

@@ -13,6 +13,9 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 
+# Batch members routed between two turns of the event loop.
+BATCH_SLICE = 64
+
 # What routing a request gives: the answer now, or later.
 Answer = JsonObject | Awaitable[JsonObject]
 
@@ -81,20 +84,37 @@ class EditorEndpoint:
         self.reply(await answer)
 
     async def _batch(self, messages: list[Any]) -> None:
-        """JSON-RPC batches: answered as one array; an empty batch is invalid."""
+        """JSON-RPC batches: answered as one array; an empty batch is invalid. The members
+        run as tasks of their own, so a large batch does not hold up other input."""
         if not messages:
             self.out.send(jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request: empty batch"))
             return
-        answers: list[JsonObject] = []
-        for message in messages:
+        pending: list[JsonObject | asyncio.Future[JsonObject]] = []
+        for index, message in enumerate(messages, 1):
             answer = self._route(message)
-            if answer is not None:
-                answers.append(answer if isinstance(answer, dict) else await answer)
+            if isinstance(answer, dict):
+                pending.append(answer)
+            elif answer is not None:
+                pending.append(asyncio.ensure_future(answer))
+            if index % BATCH_SLICE == 0:
+                await asyncio.sleep(0)  # let the rest of the connection's input through
+        answers = [a if isinstance(a, dict) else await a for a in pending]
         if answers:
             self.out.send(answers)
 
     def _route(self, message: Any) -> Answer | None:
-        """Check one message and hand it to the router: a reply, a pending one, or None."""
+        """Check one message and hand it to the router: a reply, a pending one, or None.
+        Never raises: a bug answers with an internal error instead of ending the
+        connection."""
+        try:
+            return self._checked(message)
+        except Exception as exc:
+            self.log.exception("internal error dispatching a message")
+            if isinstance(message, dict) and jsonrpc.is_id(message.get("id", [])):
+                return jsonrpc.error(message["id"], acp.INTERNAL_ERROR, f"internal error: {exc}")
+            return None
+
+    def _checked(self, message: Any) -> Answer | None:
         assert self.router is not None
         problem = _invalid(message)
         if problem is not None:

@@ -4,10 +4,17 @@ updates as their own bytes, the end of each turn, and the last flush when it clo
 
 Appends are buffered per session and written once per batch of agent output; a turn's end
 is fsynced before the editor sees the prompt's response.
+
+A failure to write (a full disk, a failing device) never stops the relay: it is logged once,
+the session's events stay buffered in memory, and every later flush tries again, so the
+history is complete once space returns (unless acpctl ends before that). A session whose
+directory cannot even be created runs without history, said in the log.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from acpctl import protocol as acp
@@ -25,13 +32,20 @@ from acpctl.store.sessions import (
 
 class Recorder:
     def __init__(
-        self, store: SessionStore, agent_name: str, command: list[str], enabled: bool = True
+        self,
+        store: SessionStore,
+        agent_name: str,
+        command: list[str],
+        log: logging.Logger,
+        enabled: bool = True,
     ) -> None:
         self.store = store
         self.agent_name = agent_name
         self.command = command
+        self.log = log
         self.enabled = enabled
         self._dirty: set[HistoryWriter] = set()
+        self._failing: set[tuple[str, str]] = set()  # (session, what) whose last write failed
 
     def create(
         self, session_id: str, agent_session_id: str, cwd: str, additional_directories: list[str]
@@ -44,7 +58,13 @@ class Recorder:
             additional_directories=additional_directories,
             agent_session_id=agent_session_id,
         )
-        return meta, self.store.create(meta) if self.enabled else DiscardedHistory()
+        if not self.enabled:
+            return meta, DiscardedHistory()
+        try:
+            return meta, self.store.create(meta)
+        except OSError as exc:
+            self.log.warning("session %s runs without history: %s", session_id, _reason(exc))
+            return meta, DiscardedHistory()
 
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:
         return self.store.read_meta(session_id), self.store.open_writer(session_id)
@@ -55,7 +75,7 @@ class Recorder:
             record.writer.update({"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block})
         if record.meta.title is None:
             record.meta.title = title_from_prompt(prompt)
-        record.writer.flush()
+        self._write(record.meta.id, "events", record.writer.flush)
 
     def agent_update(self, record: SessionRecord, update: JsonObject, raw: bytes) -> None:
         record.writer.agent_message(raw)
@@ -65,7 +85,7 @@ class Recorder:
 
     def batch_end(self) -> None:
         for writer in self._dirty:
-            writer.flush()
+            self._write(writer.path.parent.name, "events", writer.flush)
         self._dirty.clear()
 
     def turn_end(self, record: SessionRecord, response: JsonObject) -> None:
@@ -78,15 +98,41 @@ class Recorder:
             error = response.get("error")
             message = error.get("message", "no result") if isinstance(error, dict) else None
             record.writer.turn_error(str(message or "no result"))
-        record.writer.sync()
+        self._write(record.meta.id, "events", record.writer.sync)
         self.save(record)
 
     def save(self, record: SessionRecord, touch: bool = True) -> None:
         if touch:
             record.meta.updated = utc_now()
         if not isinstance(record.writer, DiscardedHistory):
-            self.store.write_meta(record.meta)
+            self._write(record.meta.id, "metadata", lambda: self.store.write_meta(record.meta))
 
     def close(self, record: SessionRecord) -> None:
         self._dirty.discard(record.writer)
-        record.writer.close()
+        self._write(record.meta.id, "events", record.writer.close)
+
+    def _write(self, session_id: str, what: str, write: Callable[[], None]) -> None:
+        """Run one write of a session's events or metadata; a failure is logged (once until
+        it heals), never raised: the relay goes on, and what is buffered waits for the next
+        write."""
+        key = (session_id, what)
+        try:
+            write()
+        except OSError as exc:
+            if key not in self._failing:
+                self._failing.add(key)
+                self.log.warning(
+                    "cannot write the %s of session %s (%s); acpctl keeps them in memory and "
+                    "retries with every update",
+                    what,
+                    session_id,
+                    _reason(exc),
+                )
+            return
+        if key in self._failing:
+            self._failing.discard(key)
+            self.log.warning("the %s of session %s are written again", what, session_id)
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)

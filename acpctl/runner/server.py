@@ -33,8 +33,8 @@ from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionRecord, SessionTable
 from acpctl.store.sessions import SessionStore
 
-# Turns of the event loop a settled prompt may take to record its end and reply.
-SETTLE_TURNS = 10
+# How long in-flight requests may take to answer once the editor has gone or a signal came.
+SHUTDOWN_GRACE_S = 2.0
 
 Handler = Callable[[JsonObject], Awaitable[JsonObject]]
 
@@ -328,12 +328,10 @@ class AcpServer:
         self.backend.settle_pending(
             acp.SESSION_PROMPT, jsonrpc.result(None, {"stopReason": acp.CANCELLED})
         )
-        # Each settled prompt resumes on a later turn of the loop, records its end and
-        # replies in one step: wait for exactly that.
-        for _ in range(SETTLE_TURNS):
-            if not any(record.prompting for record in self.sessions):
-                break
-            await asyncio.sleep(0)
+        # Requests still in flight (the prompts just settled among them) get a moment to
+        # record their end and answer; whatever still waits for the agent then is cut off.
+        if self.endpoint.tasks:
+            await asyncio.wait(set(self.endpoint.tasks), timeout=SHUTDOWN_GRACE_S)
         await self.out.drain()
         await self.backend.stop()
         for record in self.sessions:

@@ -174,12 +174,22 @@ class HistoryWriter:
         self.append({"ts": round(time.time(), 3), "type": "turn_error", "message": message})
 
     def flush(self) -> None:
-        if self._buffer and self._fd >= 0:
-            data = b"".join(self._buffer)
-            self._buffer.clear()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
+        """Write what is buffered. On a failed write (a full disk) the part of it that
+        reached the file is cut off again, so no partial line stays, and everything is kept
+        for the next flush; the OSError is raised."""
+        if not self._buffer or self._fd < 0:
+            return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, memoryview(data)[written:])
+        except OSError:
+            self._buffer.append(data)
+            if written:
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            raise
 
     def sync(self) -> None:
         self.flush()
@@ -188,9 +198,11 @@ class HistoryWriter:
 
     def close(self) -> None:
         if self._fd >= 0:
-            self.sync()
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                self.sync()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
 
 class DiscardedHistory(HistoryWriter):

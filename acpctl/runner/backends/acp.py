@@ -44,6 +44,7 @@ class AcpBackend:
         self._starting: asyncio.Lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._stopping = False
+        self._ending: asyncio.Future[None] | None = None
 
     def connect(self, events: AgentEvents) -> None:
         self.events = events
@@ -146,21 +147,20 @@ class AcpBackend:
 
     async def _read(self, process: AgentProcess, generation: int) -> None:
         assert self.events is not None, "connect() the backend to the server first"
+        unreadable: str | None = None
         async for batch in jsonrpc.read_messages(process.stdout):
             for item in batch:
-                if isinstance(item, jsonrpc.BadLine):
-                    self.log.warning(
-                        "agent wrote a line that is not JSON-RPC to stdout "
-                        "(stdout must carry only JSON-RPC; %s): %r",
-                        item.error.message,
-                        item.preview(),
-                    )
-                else:
-                    self._route(*item, generation)
+                if not isinstance(item, jsonrpc.BadLine):
+                    try:
+                        self._route(*item, generation)
+                    except Exception:  # a bug must not stop the agent's reader
+                        self.log.exception("internal error routing the agent's message")
+                elif not self._stopping and unreadable is None:
+                    unreadable = self._bad_line(item, process)
             await self.events.on_agent_batch_end()
         code = await process.wait()
         self.alive = False
-        description = process.describe_exit(code)
+        description = unreadable or process.describe_exit(code)
         tail = list(process.stderr_tail)
         if not self._stopping:
             self.log.warning(
@@ -176,6 +176,28 @@ class AcpBackend:
         )
         if not self._stopping:
             self.events.on_agent_exit(description, generation)
+
+    def _bad_line(self, line: jsonrpc.BadLine, process: AgentProcess) -> str | None:
+        """Text that is not JSON (a banner) is logged and dropped. A message acpctl cannot
+        read (too large, too deep, broken) may have been the answer a request waits for:
+        the agent is ended, so that every waiting request fails now, and the next request
+        starts it again. Returns what the requests fail with, in that case."""
+        head = line.head.lstrip()
+        if line.head and not head.startswith((b"{", b"[")):
+            self.log.warning(
+                "agent wrote a line that is not JSON-RPC to stdout "
+                "(stdout must carry only JSON-RPC; %s): %r",
+                line.error.message,
+                line.preview(),
+            )
+            return None
+        reason = line.error.message.removeprefix("parse error: ")
+        self.log.warning("agent sent a message acpctl cannot read (%s); ending it", reason)
+        self._ending = asyncio.ensure_future(process.terminate())
+        return (
+            f"the agent sent a message acpctl cannot read ({reason}); acpctl ended it, "
+            "and the next request starts it again"
+        )
 
     def _route(self, message: Any, line: bytes, generation: int) -> None:
         assert self.events is not None

@@ -28,6 +28,7 @@ class PiChild:
         self.listener: asyncio.Queue[Any] | None = None
         self.exit_code: int | None = None
         self.reader: asyncio.Task[None] | None = None
+        self._ending: asyncio.Future[None] | None = None
 
     async def start(self) -> JsonObject:
         """Spawn pi and wait for its answer to get_state; returns that state."""
@@ -80,8 +81,8 @@ class PiChild:
     async def _read(self) -> None:
         async for batch in jsonrpc.read_messages(self.process.stdout):
             for item in batch:
-                if isinstance(item, jsonrpc.BadLine):  # pi may print a prelude before JSON
-                    self.log.info("pi stdout (not JSON): %.200s", item.preview())
+                if isinstance(item, jsonrpc.BadLine):
+                    self._bad_line(item)
                     continue
                 message = item[0]
                 if not isinstance(message, dict):
@@ -102,6 +103,20 @@ class PiChild:
         )
         if self.listener is not None:
             self.listener.put_nowait(EXITED)
+
+    def _bad_line(self, line: jsonrpc.BadLine) -> None:
+        """pi may print a prelude before its JSON: text is logged and dropped. A message it
+        sent that cannot be read may be what a command or the turn waits for: the child is
+        ended, so that they fail now (the next prompt starts it again)."""
+        if line.head and not line.head.lstrip().startswith((b"{", b"[")):
+            self.log.info("pi stdout (not JSON): %.200s", line.preview())
+            return
+        self.log.warning(
+            "pi sent a message acpctl cannot read (%s); ending it",
+            line.error.message.removeprefix("parse error: "),
+        )
+        if self._ending is None:
+            self._ending = asyncio.ensure_future(self.process.terminate())
 
     async def stop(self) -> None:
         await self.process.terminate()

@@ -1,0 +1,62 @@
+"""An ACP agent that answers a prompt with a line acpctl cannot read, on request.
+
+A prompt containing "deep" is answered with a message nested 100,000 deep. Anything else
+gets one chunk "ok" and end_turn. Every start writes "started" to HOSTILE_AGENT_LOG, if set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def send(message: object) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if os.environ.get("HOSTILE_AGENT_LOG"):
+    with open(os.environ["HOSTILE_AGENT_LOG"], "a") as log:
+        log.write("started\n")
+for line in sys.stdin:
+    message = json.loads(line)
+    method, msg_id, params = message.get("method"), message.get("id"), message.get("params")
+    if method == "initialize":
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": msg_id,
+                "result": {
+                    "protocolVersion": 1,
+                    "agentCapabilities": {},
+                    "agentInfo": {"name": "hostile"},
+                },
+            }
+        )
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": msg_id, "result": {"sessionId": f"h{os.getpid()}"}})
+    elif method == "session/prompt":
+        text = " ".join(b.get("text", "") for b in params["prompt"])
+        if "deep" in text:
+            sys.stdout.write(
+                f'{{"jsonrpc":"2.0","id":{msg_id},"result":' + "[" * 100_000 + "]" * 100_000 + "}\n"
+            )
+            sys.stdout.flush()
+            continue
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": params["sessionId"],
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "ok"},
+                    },
+                },
+            }
+        )
+        send({"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}})
+    elif msg_id is not None:
+        send({"jsonrpc": "2.0", "id": msg_id, "result": {}})
