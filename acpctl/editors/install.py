@@ -79,7 +79,7 @@ def existing_entries(path: Path, container: tuple[str, ...]) -> dict[str, Any]:
     """The client's agent entries in the file (UsageError when it cannot be used)."""
     text, document = settings_file.read_document(path)
     settings_file.container_node_check(path, document, container)
-    entries = settings_file.lookup(settings_file.independent_parse(text), container)
+    entries = settings_file.lookup(settings_file.parsed(path, text), container)
     return entries if isinstance(entries, dict) else {}
 
 

@@ -12,11 +12,24 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-_LITERALS = ("true", "false", "null")
-_WHITESPACE = " \t\r\n\ufeff"
+# One pattern for every token, whitespace and comments included, so that a scan covers
+# every character: what matches nothing else is `bad`. Strings are strict JSON strings (no
+# raw control characters, only JSON's escapes), as the editors' parsers want them.
+_TOKENS = re.compile(
+    r"""
+    (?P<space>[ \t\r\n\ufeff]+)
+    | (?P<punct>[{}\[\]:,])
+    | (?P<string>"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")
+    | (?P<comment>//[^\n]*|/\*.*?\*/)
+    | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
+    | (?P<literal>true|false|null)
+    | (?P<bad>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+MAX_DEPTH = 256  # objects and arrays nested deeper are refused, not parsed
 
 
 class JsoncError(ValueError):
@@ -29,8 +42,7 @@ class JsoncError(ValueError):
         super().__init__(f"line {self.line}, column {self.column}: {message}")
 
 
-@dataclass
-class Token:
+class Token(NamedTuple):
     kind: str  # { } [ ] : , string number literal comment
     start: int
     end: int
@@ -39,56 +51,27 @@ class Token:
 def tokenize(text: str) -> list[Token]:
     """Tokens in order; whitespace is skipped, comments are kept."""
     tokens: list[Token] = []
-    position, length = 0, len(text)
-    while position < length:
-        char = text[position]
-        if char in _WHITESPACE:
-            position += 1
-        elif char in "{}[]:,":
-            tokens.append(Token(char, position, position + 1))
-            position += 1
-        elif char == '"':
-            end = _string_end(text, position)
-            tokens.append(Token("string", position, end))
-            position = end
-        elif text.startswith("//", position):
-            end = text.find("\n", position)
-            end = length if end < 0 else end
-            tokens.append(Token("comment", position, end))
-            position = end
-        elif text.startswith("/*", position):
-            end = text.find("*/", position + 2)
-            if end < 0:
-                raise JsoncError("unterminated /* comment", text, position)
-            tokens.append(Token("comment", position, end + 2))
-            position = end + 2
-        elif match := _NUMBER.match(text, position):
-            tokens.append(Token("number", position, match.end()))
-            position = match.end()
+    append = tokens.append
+    for match in _TOKENS.finditer(text):
+        kind = match.lastgroup
+        if kind == "space":
+            continue
+        start, end = match.span()
+        if kind == "punct":
+            append(Token(text[start], start, end))
+        elif kind == "bad":
+            raise JsoncError(_bad_token(text, start), text, start)
         else:
-            for literal in _LITERALS:
-                if text.startswith(literal, position):
-                    tokens.append(Token("literal", position, position + len(literal)))
-                    position += len(literal)
-                    break
-            else:
-                raise JsoncError(f"unexpected character {char!r}", text, position)
+            append(Token(kind, start, end))  # type: ignore[arg-type]
     return tokens
 
 
-def _string_end(text: str, start: int) -> int:
-    position = start + 1
-    while position < len(text):
-        char = text[position]
-        if char == "\\":
-            position += 2
-        elif char == '"':
-            return position + 1
-        elif char == "\n":
-            break
-        else:
-            position += 1
-    raise JsoncError("unterminated string", text, start)
+def _bad_token(text: str, start: int) -> str:
+    if text.startswith('"', start):
+        return "invalid string (unterminated, a raw control character, or a bad escape)"
+    if text.startswith("/*", start):
+        return "unterminated /* comment"
+    return f"unexpected character {text[start]!r}"
 
 
 @dataclass
@@ -113,6 +96,7 @@ class _Parser:
         self.text = text
         self.tokens = [t for t in tokenize(text) if t.kind != "comment"]
         self.index = 0
+        self.depth = 0
 
     def peek(self) -> Token | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
@@ -130,10 +114,15 @@ class _Parser:
         token = self.peek()
         if token is None:
             raise JsoncError("expected a value, found end of file", self.text, len(self.text))
-        if token.kind == "{":
-            return self.object()
-        if token.kind == "[":
-            return self.array()
+        if token.kind in ("{", "["):
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise JsoncError(
+                    f"nested more than {MAX_DEPTH} levels deep", self.text, token.start
+                )
+            node = self.object() if token.kind == "{" else self.array()
+            self.depth -= 1
+            return node
         if token.kind in ("string", "number", "literal"):
             self.index += 1
             return Node(token.kind, token.start, token.end)
@@ -302,8 +291,17 @@ class Document:
             inner = self.text[node.start + 1 : node.end - 1]
             text = self.newline + child_indent + self._member_text(key, value, child_indent)
             if "\n" not in inner:
-                # `{}` or `{ }`: the closing brace goes on a line of its own.
-                return [Edit(node.start + 1, node.end - 1, text + self.newline + parent_indent)]
+                # `{}`, `{ }` or `{/* a comment */}`: the closing brace goes on a line of its
+                # own; what was between the braces stays, so that uninstall can give it back.
+                return [
+                    Edit(node.start + 1, node.end - 1, inner + text + self.newline + parent_indent)
+                ]
+            if inner.strip():
+                # Comments on lines of their own: ours goes after them, on the closing
+                # brace's line, so that they stay where they were.
+                at = node.start + 1 + inner.rfind("\n") + 1
+                member = self._member_text(key, value, child_indent)
+                return [Edit(at, at, child_indent + member + self.newline)]
             return [Edit(node.start + 1, node.start + 1, text)]
         last = node.members[-1]
         child_indent = self._line_indent(last.key_start)
@@ -341,8 +339,13 @@ class Document:
                 self.text[node.start : node.end],
                 [Edit(e.start - node.start, e.end - node.start, e.replacement) for e in edits],
             )
-            if remaining == "{" + self.newline + self._line_indent(node.start) + "}":
-                return [Edit(node.start, node.end, "{}")]  # undo the `{}` expansion
+            closing = self.newline + self._line_indent(node.start) + "}"
+            kept = remaining[1 : -len(closing)]
+            last_comment = _last_comment_start(kept)
+            ends_in_line_comment = last_comment >= 0 and kept.startswith("//", last_comment)
+            if remaining.endswith(closing) and "\n" not in kept and not ends_in_line_comment:
+                # Undo the expansion of `{}` (or `{/* a comment */}`) that an insert made.
+                return [Edit(node.start, node.end, "{" + kept + "}")]
         return edits
 
     def _starts_line(self, offset: int) -> bool:
@@ -383,6 +386,12 @@ class Document:
         if text and not text.endswith("\n"):
             text += self.newline
         return text + body + self.newline
+
+
+def _last_comment_start(text: str) -> int:
+    """Where the last comment of `text` starts (-1: none), in `text`'s offsets."""
+    comments = [t for t in tokenize(text) if t.kind == "comment"]
+    return comments[-1].start if comments else -1
 
 
 def _member(node: Node, key: str) -> Member | None:

@@ -16,6 +16,7 @@ import copy
 import difflib
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Sequence
@@ -23,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acpctl.editors.jsonc import Document, JsoncError, tokenize
+from acpctl.editors.jsonc import Document, JsoncError
 from acpctl.errors import AcpctlError, UsageError
 from acpctl.files import atomic_write
 
 BOM = "\ufeff"
 KEEP_BACKUPS = 5
-JSON5_LIMIT = 256 * 1024  # json5 parses about 150 KB/s; larger files: see independent_parse
+_UNREADABLE = object()
 
 
 @dataclass(frozen=True)
@@ -59,29 +60,35 @@ def _refuse(path: Path, error: JsoncError, expected: str = "") -> UsageError:
     )
 
 
-def independent_parse(text: str) -> Any:
-    """Parse JSONC with a parser other than the one that made the edit."""
-    if len(text) <= JSON5_LIMIT:
-        import json5
+# The independent parser: comments and trailing commas stripped by two regular
+# expressions of its own (runs of code and whole strings matched in C, so it is linear and
+# fast), then the stdlib's JSON parser. It shares nothing with the editor's tokenizer.
+# Strings are matched "unrolled" (no nested quantifier), so that an unterminated one costs
+# one scan, not an exponential backtrack.
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_COMMENTS = re.compile(r'((?:[^"/]+|' + _STRING + r"|/(?![/*]))+)|//[^\n]*|/\*.*?\*/", re.S)
+_TRAILING_COMMAS = re.compile(r'((?:[^",]+|' + _STRING + r")+)|,(\s*[}\]])", re.S)
 
-        return json5.loads(text) if text.strip() else None
-    # Large files: drop comments and trailing commas token by token, then the stdlib's C
-    # parser. The tokenizer is shared with the editor, the parsing is not.
-    tokens = tokenize(text)
-    pieces: list[str] = []
-    last = 0
-    for index, token in enumerate(tokens):
-        if token.kind == "comment" or (
-            token.kind == ","
-            and index + 1 < len(tokens)
-            and next((t.kind for t in tokens[index + 1 :] if t.kind != "comment"), "") in "}]"
-        ):
-            pieces.append(text[last : token.start])
-            pieces.append(" ")
-            last = token.end
-    pieces.append(text[last:])
-    stripped = "".join(pieces)
-    return json.loads(stripped) if stripped.strip() else None
+
+def independent_parse(text: str) -> Any:
+    """Parse JSONC with a parser other than the one that made the edit (None: the text holds
+    no value). Raises ValueError for what it cannot parse."""
+    code = _COMMENTS.sub(r"\1 ", text)
+    if not code.strip():
+        return None
+    return json.loads(_TRAILING_COMMAS.sub(r"\1\2", code))
+
+
+def parsed(path: Path, text: str) -> Any:
+    """The file's value by the independent parser; UsageError when it cannot read it (the
+    two parsers disagree: nothing is written)."""
+    try:
+        return independent_parse(text)
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}: cannot be verified: {str(exc).splitlines()[0][:200]}",
+            hint="the file was not changed; simplify the part named, or edit it by hand",
+        ) from exc
 
 
 def lookup(value: Any, keys: Sequence[str]) -> Any:
@@ -103,14 +110,23 @@ def _apply(value: Any, change: Change) -> None:
         node[change.key] = change.value
 
 
+def check_regular(path: Path) -> bool:
+    """Whether `path` exists; anything but a regular file (or a symlink to one) is refused
+    before it is opened: a FIFO would block the read, a device would be replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a directory, not a settings file")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path} is not a regular file", hint="nothing was changed")
+    return True
+
+
 def read_document(path: Path) -> tuple[str, Document]:
     """(text without BOM, document); a file that does not parse raises UsageError."""
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory, not a settings file")
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raw = b""
+    raw = path.read_bytes() if check_regular(path) else b""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -140,7 +156,7 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
     from filelock import FileLock
 
     target = Path(os.path.realpath(path))  # a dotfile manager's symlink is written through
-    if target.exists() and not os.stat(target).st_mode & stat.S_IWUSR:
+    if check_regular(target) and not os.stat(target).st_mode & stat.S_IWUSR:
         raise UsageError(
             f"{path} is read-only",
             hint="it may be managed by another tool (home-manager, a dotfile "
@@ -157,7 +173,7 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
         original_bytes = target.read_bytes() if existed else b""
         text, document = read_document(target)
         has_bom = original_bytes.startswith(BOM.encode())
-        before = independent_parse(text)
+        before = parsed(path, text)
         # What the file must hold afterwards, change by change: also tells which changes
         # are already there (a second identical install writes nothing).
         expected = copy.deepcopy(before) if before is not None else {}
@@ -174,7 +190,11 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
             )
         if new_text == text:
             return EditResult(path, before, changed=False, diff="")
-        if independent_parse(new_text) != expected:
+        try:
+            after = independent_parse(new_text)
+        except (ValueError, RecursionError):
+            after = _UNREADABLE
+        if after != expected:
             raise AcpctlError(
                 f"refusing to write {path}: the edited file would not equal the "
                 "old one plus the intended change (please report this)"
@@ -202,7 +222,10 @@ def _backup(target: Path, original: bytes) -> Path:
     fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(target.stat().st_mode))
     with os.fdopen(fd, "wb") as handle:
         handle.write(original)
-    backups = sorted(target.parent.glob(f"{target.name}.acpctl-*.bak"))
+    # Names matched exactly: the file's own name may hold glob characters ("set[1].json"),
+    # and another file's backups must never count as this one's.
+    own = re.compile(re.escape(target.name) + r"\.acpctl-\d{8}T\d{6}\.\d{6}Z\.bak")
+    backups = sorted(p for p in target.parent.iterdir() if own.fullmatch(p.name))
     for old in backups[:-KEEP_BACKUPS]:
         old.unlink(missing_ok=True)
     return backup
