@@ -52,8 +52,31 @@ def runs_dir() -> Path:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) with mode 0700; tighten it if it already exists."""
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    """Create `path` with mode 0700, and each missing parent too, whatever the umask;
+    tighten `path` if it already exists."""
+    missing = []
+    parent = path
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue
+        directory.chmod(PRIVATE_DIR_MODE)  # mkdir's mode passes through the umask
     if (path.stat().st_mode & 0o777) != PRIVATE_DIR_MODE:
         path.chmod(PRIVATE_DIR_MODE)
     return path
+
+
+def tighten(root: Path) -> None:
+    """Make everything under `root` private (0700 directories, 0600 files): for what a
+    backend's child process (pi) writes into the store with its own umask."""
+    for directory, subdirectories, files in os.walk(root):
+        for name in subdirectories:
+            os.chmod(os.path.join(directory, name), PRIVATE_DIR_MODE, follow_symlinks=False)
+        for name in files:
+            target = os.path.join(directory, name)
+            if not os.path.islink(target):
+                os.chmod(target, PRIVATE_FILE_MODE)

@@ -204,3 +204,291 @@ def test_a_full_disk_never_stops_the_relay_and_loses_no_event(
         failed = [w.split(" of session")[0] for w in warnings if "cannot write" in w]
         assert sorted(failed) == ["cannot write the events", "cannot write the metadata"]
         assert sum("are written again" in w for w in warnings) == 2
+
+
+# -- settings files -------------------------------------------------------------------------
+
+
+def test_settings_that_are_not_regular_files_are_refused_untouched(
+    home: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    targets = [fifo]
+    if os.geteuid() == 0:  # a device node of our own, never a real one
+        device = tmp_path / "null.json"
+        os.mknod(device, 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+        targets.append(device)
+    for target in targets:
+        before = sorted(os.listdir(tmp_path))
+        for command in ("install", "uninstall"):
+            result = run_cli(command, "zed", "--settings", str(target), timeout=30)
+            assert result.returncode == 2, result.stderr
+            assert "not a regular file" in result.stderr and "Traceback" not in result.stderr
+        assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_backups_are_counted_by_exact_name(tmp_path: Path) -> None:
+    from acpctl.editors.settings_file import Change, edit
+
+    odd = tmp_path / "set[1].json"
+    plain = tmp_path / "settings.json"
+    starry = tmp_path / "s*"
+    for path in (odd, plain, starry):
+        path.write_text("{}\n")
+    for index in range(3):
+        edit(plain, [Change(("a",), "k", index)])
+    for index in range(8):
+        edit(odd, [Change(("a",), "k", index)])
+        edit(starry, [Change(("a",), "k", index)])
+    names = os.listdir(tmp_path)
+
+    def backups(name: str) -> int:
+        return sum(n.startswith(name + ".acpctl-") and n.endswith(".bak") for n in names)
+
+    assert (backups("set[1].json"), backups("s*"), backups("settings.json")) == (5, 5, 3)
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        '{"agent_servers": {/* keep */}}\n',
+        '{\n  "agent_servers": {// keep\n  }\n}\n',
+        '{ "a": 1, // c\n  "agent_servers": {} }\n',
+        "// nothing but comments\n/* here */\n",
+    ],
+)
+def test_comments_round_trip_through_install_and_uninstall(tmp_path: Path, original: str) -> None:
+    from acpctl.editors.settings_file import Change, edit
+
+    path = tmp_path / "settings.json"
+    path.write_text(original)
+    edit(path, [Change(("agent_servers",), "Mine", {"command": "x"})])
+    assert "keep" in path.read_text() or "keep" not in original
+    edit(path, [Change(("agent_servers",), "Mine")])
+    if original.startswith("//"):  # a file of comments gets an object, comments kept
+        assert path.read_text().startswith(original)
+    else:
+        assert path.read_text() == original
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[" * 1000 + "]" * 1000, "nested more than"),
+        ('{"a": "tab\tinside"}', "invalid string"),
+        ('{"a": NaN}', "unexpected character"),
+        ('{"a": 1} /* open', "unterminated /* comment"),
+    ],
+)
+def test_unusable_settings_get_one_line_errors(
+    home: Path, tmp_path: Path, text: str, says: str
+) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(text)
+    result = run_cli("install", "zed", "--settings", str(settings))
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and settings.read_text() == text
+
+
+# -- the store ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b'{"acpctlExport": 1, "session": {"id": "a", "turns": "many"}}\n', "turns must be"),
+        (b'{"acpctlExport": 1, "session": {"id": "a", "command": "ls"}}\n', "command must be"),
+        (b"\xff\xfe not text", "not UTF-8"),
+        (b"[" * 100_000, "nested too deeply"),
+        (b'{"acpctlExport": 1, "session": {"id": "a"}, "events": 5}', "not an acpctl export"),
+    ],
+)
+def test_crafted_imports_get_one_line_errors_and_write_nothing(
+    home: Path, tmp_path: Path, content: bytes, says: str
+) -> None:
+    crafted = tmp_path / "crafted.json"
+    crafted.write_bytes(content)
+    result = run_cli("sessions", "import", str(crafted))
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    sessions = home / "data" / "sessions"
+    assert not sessions.exists() or not any(p.is_dir() for p in sessions.iterdir())
+
+
+def test_an_import_whose_id_cannot_be_a_directory_says_so(home: Path, tmp_path: Path) -> None:
+    crafted = tmp_path / "export.jsonl"
+    crafted.write_text(json.dumps({"acpctlExport": 1, "session": {"id": "../../etc"}}) + "\n")
+    result = run_cli("sessions", "import", str(crafted))
+    assert result.returncode == 0, result.stderr
+    assert "cannot name a session directory" in result.stdout
+    assert "taken" not in result.stdout
+
+
+def _count_turns(root: str, session_id: str, turns: int) -> None:
+    from acpctl.store.sessions import SessionStore
+
+    store = SessionStore(Path(root))
+    for _ in range(turns):
+        meta = store.read_meta(session_id)  # each writer has its own, soon stale, copy
+        meta.turns = 0
+        store.record_meta(meta, turn_ended=True)
+
+
+def test_concurrent_writers_lose_no_turn(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore(tmp_path / "sessions")
+    store.create(SessionMeta(id="shared", agent="demo", command=[], cwd="/tmp")).close()
+    context = multiprocessing.get_context("fork")
+    writers = [
+        context.Process(target=_count_turns, args=(str(store.root), "shared", 40)) for _ in range(3)
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    assert store.read_meta("shared").turns == 120
+
+
+def test_a_symlinked_event_log_is_refused_not_followed(tmp_path: Path) -> None:
+    from acpctl.store.sessions import CorruptSession, SessionMeta, SessionStore
+
+    store = SessionStore(tmp_path / "sessions")
+    store.create(SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")).close()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    events = store.root / "s1" / "events.jsonl"
+    events.unlink()
+    events.symlink_to(outside)
+    with pytest.raises(CorruptSession, match="symbolic link"):
+        store.open_writer("s1")
+    with pytest.raises(CorruptSession, match="symbolic link"):
+        list(store.iter_events("s1"))
+
+    async def load(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        answer = await h.request(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp"})
+        assert "symbolic link" in answer["error"]["message"]
+
+    async def main() -> None:
+        await asyncio.wait_for(load(Harness(store.root)), 10)
+
+    asyncio.run(main())
+    assert outside.read_text() == "not yours\n"
+
+
+@pytest.mark.e2e
+def test_everything_is_private_whatever_the_umask(home: Path, tmp_path: Path) -> None:
+    def umask_zero() -> None:
+        os.umask(0)
+
+    turn = subprocess.run(
+        [sys.executable, "-m", "acpctl", "run", "--approve-all", "hello"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        preexec_fn=umask_zero,
+        stdin=subprocess.DEVNULL,
+    )
+    assert turn.returncode == 0, turn.stderr
+    export = tmp_path / "export.md"
+    sid = json.loads(run_cli("sessions", "list", "--json").stdout)[0]["id"]
+    exported = subprocess.run(
+        [sys.executable, "-m", "acpctl", "sessions", "export", sid, "-o", str(export)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=umask_zero,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert export.stat().st_mode & 0o777 == 0o600
+    for root in (home / "data", home / "state"):
+        for directory, _, files in os.walk(root):
+            assert os.stat(directory).st_mode & 0o777 == 0o700, directory
+            for name in files:
+                path = os.path.join(directory, name)
+                assert os.stat(path).st_mode & 0o777 == 0o600, path
+    verify = run_cli("sessions", "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr  # ordinary use is clean
+
+
+# -- commands and processes -----------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_doctor_ends_a_probe_that_prints_a_banner_then_waits(home: Path, tmp_path: Path) -> None:
+    agent = write_executable(
+        tmp_path / "quiet",
+        f"#!/bin/sh\nFAKE_AGENT_MODE=banner-hang exec {sys.executable} "
+        f"{TEST_AGENTS / 'fake_agent.py'}\n",
+    )
+    assert run_cli("agents", "add", "quiet", "--", str(agent)).returncode == 0
+    result = run_cli("doctor", "--agent", "quiet", "--timeout", "2", timeout=60)
+    assert "no answer to initialize" in result.stdout
+    assert "Welcome to FancyAgent" in result.stdout
+
+
+def test_pi_commands_get_rpc_mode() -> None:
+    from acpctl.runner.backends.pi.child import rpc_argv
+
+    assert rpc_argv(["pi"]) == ["pi", "--mode", "rpc"]
+    assert rpc_argv(["pi", "--mode", "rpc"]) == ["pi", "--mode", "rpc"]
+    assert rpc_argv(["pi", "--mode=rpc", "--model", "x"]) == ["pi", "--mode=rpc", "--model", "x"]
+
+
+@pytest.mark.e2e
+def test_a_pi_agent_that_prints_text_fails_session_new_with_a_hint(
+    home: Path, tmp_path: Path
+) -> None:
+    not_pi = write_executable(
+        tmp_path / "not-pi", "#!/bin/sh\necho 'Hello from a chat tool'\nexec sleep 60\n"
+    )
+    assert run_cli("agents", "add", "notpi", "--kind", "pi-rpc", "--", str(not_pi)).returncode == 0
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "notpi") as editor:
+            await editor.call("initialize", {"protocolVersion": 1})
+            answer = await editor.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            message = answer["error"]["message"]
+            assert "Hello from a chat tool" in message and "--mode rpc" in message
+
+    run(scenario())
+
+
+@pytest.mark.e2e
+def test_a_closed_output_pipe_ends_the_run_quietly(home: Path, tmp_path: Path) -> None:
+    import psutil
+
+    before = {p.pid for p in psutil.process_iter()}
+    result = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -m acpctl run slow | head -c 5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.stdout == "You s" and result.returncode == 0
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "acpctl" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert psutil.wait_procs(left, timeout=10)[1] == []
+
+
+@pytest.mark.e2e
+def test_a_prompt_in_a_shell_loop_leaves_the_loops_input_alone(home: Path, tmp_path: Path) -> None:
+    script = (
+        f'printf "one\\ntwo\\n" | while read x; do {sys.executable} -m acpctl run '
+        '--format quiet "$x"; done'
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.stdout == "You said: one\nYou said: two\n", result.stderr

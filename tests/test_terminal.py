@@ -44,7 +44,9 @@ def test_one_shot_streams_the_answer(home: Path, tmp_path: Path) -> None:
 
 
 def test_piped_stdin_joins_the_prompt_and_json_output(home: Path, tmp_path: Path) -> None:
-    result = terminal("--format", "json", "review this", stdin="diff --git a b\n", cwd=tmp_path)
+    result = terminal(
+        "--format", "json", "review this", "-", stdin="diff --git a b\n", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert lines[-1] == {"stopReason": "end_turn"}

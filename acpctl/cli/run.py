@@ -14,7 +14,12 @@ FORMATS = ("text", "json", "quiet")
 
 
 def run(
-    prompt: str = typer.Argument(None, help="The prompt (without it, on a terminal: a chat)."),
+    prompt: list[str] = typer.Argument(
+        None,
+        help="The prompt (its words joined). `-` adds what comes on stdin, and with no "
+        "prompt a piped stdin is the prompt; no prompt on a terminal: a chat.",
+        show_default=False,
+    ),
     acp_mode: bool = typer.Option(False, "--acp", help="Serve ACP on stdio (for editors)."),
     agent: str = agent_option(
         None, "Agent name (default: configured default, else the built-in demo)."
@@ -76,9 +81,15 @@ def run(
         if sys.stdin.isatty()
         else "approve-reads"
     )
-    piped = None if sys.stdin.isatty() else sys.stdin.read()
-    if prompt is None and not piped and not sys.stdin.isatty():
-        raise UsageError('give a prompt: acpctl run "PROMPT" (or pipe one in)')
+    # stdin is read only when asked (`-`) or when there is no prompt: a prompt in a shell
+    # loop must not swallow the loop's input.
+    words = [word for word in prompt or [] if word != "-"]
+    piped = None
+    if "-" in (prompt or []) or (not words and not sys.stdin.isatty()):
+        piped = sys.stdin.read()
+        if not words and not piped.strip():
+            raise UsageError('the prompt on stdin is empty: acpctl run "PROMPT", or pipe one in')
+    text = " ".join(words) or None
     directory = os.path.abspath(cwd or os.getcwd())
     if not os.path.isdir(directory):
         raise UsageError(f"--cwd {directory} is not a directory")
@@ -86,7 +97,7 @@ def run(
         main(
             Options(
                 agent=agent,
-                prompt=prompt,
+                prompt=text,
                 cwd=directory,
                 session=session,
                 continue_=continue_,

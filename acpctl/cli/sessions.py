@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import typer
 
+from acpctl import paths
 from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
@@ -76,7 +78,6 @@ def list_sessions(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
     """Sessions, newest first."""
-    import os
 
     from acpctl.store.index import SessionIndex
 
@@ -156,7 +157,6 @@ def show(
 def _page(write: Callable[[TextIO], None]) -> None:
     """Stream into the pager as it renders, so the first screen shows at once."""
     import io
-    import os
     import shlex
     import subprocess
 
@@ -201,7 +201,8 @@ def export(
         for piece in pieces:
             sys.stdout.write(piece)
         return
-    with output.open("w", encoding="utf-8") as handle:
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, paths.PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:  # a transcript: private
         handle.writelines(pieces)
     typer.echo(f"exported {meta.id} to {output}", err=True)
 
@@ -217,7 +218,7 @@ def import_(file: Path = typer.Argument(..., help="A json or jsonl export.")) ->
         session_id, renamed = archive.import_session(_store(), file)
     except (archive.NotAnExport, OSError) as exc:
         raise UsageError(str(exc)) from exc
-    note = " (its id was taken here, so it has a new one)" if renamed else ""
+    note = f" ({renamed}, so it has a new one)" if renamed else ""
     typer.echo(f"imported session {session_id}{note}")
 
 

@@ -18,7 +18,9 @@ from acpctl.agents.discovery import ResolvedAgent
 from acpctl.doctor import probe, signatures
 from acpctl.editors import clients, install
 from acpctl.errors import UsageError
+from acpctl.runner.backends.pi.child import rpc_argv
 from acpctl.runner.runs import live_runs, orphans
+from acpctl.store import verify
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionStore
 
@@ -278,8 +280,10 @@ async def _probe_all(
     jobs = []
     for agent in agents:
         assert agent.argv is not None
-        run = probe.probe_pi_rpc if agent.kind == "pi-rpc" else probe.probe_acp
-        jobs.append(run(agent.argv, agent.env, timeout))
+        if agent.kind == "pi-rpc":  # started as the backend starts it: in RPC mode
+            jobs.append(probe.probe_pi_rpc(rpc_argv(agent.argv), agent.env, timeout))
+        else:
+            jobs.append(probe.probe_acp(agent.argv, agent.env, timeout))
     return await asyncio.gather(*jobs, return_exceptions=True)
 
 
@@ -408,6 +412,22 @@ def check_storage() -> list[Finding]:
                 "problem",
                 f"{root} has mode {mode:o}: others can read your conversations",
                 f"chmod 700 {root}",
+            )
+        )
+    exposed = [
+        f"{entry.name}/{problem}"
+        for entry in sorted(root.iterdir())
+        if entry.is_dir() and not entry.is_symlink()
+        for problem, _, _ in verify.mode_problems(entry)
+    ]
+    if exposed:
+        findings.append(
+            Finding(
+                "storage",
+                "problem",
+                f"{len(exposed)} file(s) or directories in {root} are not private",
+                "acpctl sessions verify --repair",
+                exposed[:5],
             )
         )
     if not os.access(root, os.W_OK):

@@ -18,7 +18,7 @@ from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import LineOutput
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.session import SessionRecord, SessionTable
-from acpctl.store.sessions import SessionStore, valid_session_id
+from acpctl.store.sessions import CorruptSession, SessionStore, valid_session_id
 
 
 class SessionLifecycle:
@@ -98,7 +98,12 @@ class SessionLifecycle:
                     f"session not found: {session_id}",
                     {"sessionId": session_id},
                 )
-            meta, writer = self.recorder.reopen(session_id)
+            try:
+                meta, writer = self.recorder.reopen(session_id)
+            except (CorruptSession, OSError) as exc:
+                raise RpcError(
+                    acp.INTERNAL_ERROR, f"session {session_id} cannot be opened: {exc}"
+                ) from exc
             record = SessionRecord(meta=meta, writer=writer)
             self.sessions.add(record)
         record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})

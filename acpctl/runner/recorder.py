@@ -92,20 +92,25 @@ class Recorder:
         result = response.get("result")
         if isinstance(result, dict) and isinstance(result.get("stopReason"), str):
             record.writer.turn_end(result["stopReason"])
-            record.meta.turns += 1
             record.meta.last_stop_reason = result["stopReason"]
         else:
             error = response.get("error")
             message = error.get("message", "no result") if isinstance(error, dict) else None
             record.writer.turn_error(str(message or "no result"))
         self._write(record.meta.id, "events", record.writer.sync)
-        self.save(record)
+        self.save(record, turn_ended=True)
 
-    def save(self, record: SessionRecord, touch: bool = True) -> None:
+    def save(self, record: SessionRecord, touch: bool = True, turn_ended: bool = False) -> None:
+        """The session's metadata; `turn_ended` counts one more turn (merged with what
+        another process recorded in the meantime)."""
         if touch:
             record.meta.updated = utc_now()
-        if not isinstance(record.writer, DiscardedHistory):
-            self._write(record.meta.id, "metadata", lambda: self.store.write_meta(record.meta))
+        if isinstance(record.writer, DiscardedHistory):
+            record.meta.turns += int(turn_ended)
+            return
+        self._write(
+            record.meta.id, "metadata", lambda: self.store.record_meta(record.meta, turn_ended)
+        )
 
     def close(self, record: SessionRecord) -> None:
         self._dirty.discard(record.writer)

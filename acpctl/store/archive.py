@@ -32,38 +32,56 @@ class NotAnExport(ValueError):
     """The file is not an acpctl export."""
 
 
-def _read_export(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    text = path.read_text(encoding="utf-8")
+def _read_export(path: Path) -> tuple[dict[str, Any], list[Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotAnExport(f"{path}: not UTF-8 (byte {exc.start}), so not an acpctl export") from exc
     first_line = text.split("\n", 1)[0]
     try:
         header = json.loads(first_line)
         if isinstance(header, dict) and "events" not in header:
             events = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
             return header, events
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         document = json.loads(text)
-    except ValueError as exc:
-        raise NotAnExport(f"{path}: neither a JSON nor a JSONL export ({exc})") from exc
-    if not isinstance(document, dict):
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise NotAnExport(f"{path}: neither a JSON nor a JSONL export ({reason})") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("events", []), list):
         raise NotAnExport(f"{path}: not an acpctl export")
     return document, list(document.get("events") or [])
 
 
-def import_session(store: SessionStore, path: Path) -> tuple[str, bool]:
-    """Store an exported session; returns its id and whether it had to get a new one
-    (the exported id is taken, or unusable)."""
+def import_session(store: SessionStore, path: Path) -> tuple[str, str | None]:
+    """Store an exported session. Returns its id, and why it got a new one (None when it
+    kept the exported id). Nothing is written for a file that is not a valid export."""
     header, events = _read_export(path)
     if header.get("acpctlExport") != EXPORT_VERSION or not isinstance(header.get("session"), dict):
         raise NotAnExport(f"{path}: not an acpctl export (no acpctlExport header)")
-    meta = SessionMeta.from_json({"id": "x", **header["session"]})
-    renamed = not valid_session_id(meta.id) or store.exists(meta.id)
+    try:
+        meta = SessionMeta.from_json({"id": "x", **header["session"]})
+        lines = [_event_line(event) for event in events]
+    except (ValueError, RecursionError) as exc:
+        raise NotAnExport(f"{path}: not a valid acpctl export: {exc}") from exc
+    renamed = None
+    if not valid_session_id(meta.id):
+        renamed = f"its id {meta.id[:40]!r} cannot name a session directory"
+    elif store.exists(meta.id):
+        renamed = "its id was taken here"
     if renamed:
         meta.id = uuid.uuid4().hex
     writer = store.create(meta)
-    for event in events:
-        if isinstance(event, dict):
-            writer.append(event)
+    for line in lines:
+        writer.append(line)
     writer.close()
     return meta.id, renamed
+
+
+def _event_line(event: Any) -> dict[str, Any]:
+    if not isinstance(event, dict):
+        raise ValueError("every event must be an object")
+    json.dumps(event)  # raises RecursionError for what cannot be written back
+    return event

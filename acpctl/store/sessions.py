@@ -42,6 +42,11 @@ from typing import Any
 from acpctl import paths
 from acpctl.files import atomic_write
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; one writer per session is assumed there
+    fcntl = None  # type: ignore[assignment]
+
 SESSION_FILE = "session.json"
 EVENTS_FILE = "events.jsonl"
 STORE_VERSION = 1
@@ -107,18 +112,35 @@ class SessionMeta:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionMeta:
+        """Raises ValueError naming the first field of the wrong type."""
+
+        def text(key: str, default: str | None = "") -> Any:
+            value = data.get(key, default)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{key} must be a string")
+            return value
+
+        def strings(key: str) -> list[str]:
+            value = data.get(key) or []
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{key} must be a list of strings")
+            return value
+
+        turns = data.get("turns", 0)
+        if not isinstance(turns, int) or isinstance(turns, bool) or turns < 0:
+            raise ValueError("turns must be a whole number")
         return cls(
-            id=str(data["id"]),
-            agent=str(data.get("agent", "")),
-            command=list(data.get("command") or []),
-            cwd=str(data.get("cwd", "")),
-            additional_directories=list(data.get("additionalDirectories") or []),
-            title=data.get("title"),
-            created=str(data.get("created", "")),
-            updated=str(data.get("updated", "")),
-            agent_session_id=data.get("agentSessionId"),
-            turns=int(data.get("turns", 0)),
-            last_stop_reason=data.get("lastStopReason"),
+            id=str(text("id")),
+            agent=text("agent"),
+            command=strings("command"),
+            cwd=text("cwd"),
+            additional_directories=strings("additionalDirectories"),
+            title=text("title", None),
+            created=text("created"),
+            updated=text("updated"),
+            agent_session_id=text("agentSessionId", None),
+            turns=turns,
+            last_stop_reason=text("lastStopReason", None),
         )
 
 
@@ -137,7 +159,18 @@ def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class CorruptSession(Exception):
-    """session.json is missing or unreadable."""
+    """session.json is missing or unreadable, or a file of the session is a symlink."""
+
+
+def open_private(path: Path, flags: int) -> int:
+    """Open a file of the store without following a symlink: a link planted in the store
+    must not redirect a conversation to a file elsewhere (CorruptSession says so)."""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), paths.PRIVATE_FILE_MODE)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise CorruptSession(f"{path} is a symbolic link; acpctl does not follow it") from exc
+        raise
 
 
 class HistoryWriter:
@@ -145,7 +178,7 @@ class HistoryWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
+        self._fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         self._buffer: list[bytes] = []
         # After a crash the last line may be torn: end it, so the next event is not glued
         # to it (the reader then skips only the fragment).
@@ -265,14 +298,36 @@ class SessionStore:
         data = json.dumps(meta.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
         atomic_write(self.session_dir(meta.id) / SESSION_FILE, data)
 
+    def record_meta(self, meta: SessionMeta, turn_ended: bool) -> None:
+        """Write a live session's metadata when another process may write it too (an editor
+        and `acpctl run --continue` on one session): under a lock on the session, the turn
+        count is the larger of the two, plus this turn; the rest is this process's."""
+        with self._locked(meta.id):
+            with contextlib.suppress(CorruptSession):
+                meta.turns = max(meta.turns, self.read_meta(meta.id).turns)
+            meta.turns += int(turn_ended)
+            self.write_meta(meta)
+
+    @contextlib.contextmanager
+    def _locked(self, session_id: str) -> Iterator[None]:
+        fd = open_private(self.session_dir(session_id) / EVENTS_FILE, os.O_RDONLY | os.O_CREAT)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # and with it the lock
+
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self.session_dir(session_id) / SESSION_FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            fd = open_private(path, os.O_RDONLY)
+            with os.fdopen(fd, encoding="utf-8") as handle:
+                data = json.load(handle)
             return SessionMeta.from_json(data)
         except FileNotFoundError as exc:
             raise CorruptSession(f"{path}: missing") from exc
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise CorruptSession(f"{path}: {exc}") from exc
 
     def iter_updates(self, session_id: str) -> Iterator[dict[str, Any]]:
@@ -286,7 +341,7 @@ class SessionStore:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
         path = self.session_dir(session_id) / EVENTS_FILE
         try:
-            handle = path.open("rb")
+            handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             return
         with handle:

@@ -14,7 +14,6 @@ from acpctl.files import atomic_write
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import (
     EVENTS_FILE,
-    SESSION_FILE,
     CorruptSession,
     SessionMeta,
     SessionStore,
@@ -118,7 +117,10 @@ def verify(store: SessionStore, repair: bool) -> Report:
         _check_modes(directory, sid, repair, report)
         turns = _check_events(directory / EVENTS_FILE, sid, repair, report)
         _check_meta(store, sid, turns, repair, report)
+    # The index is a cache that every listing brings up to date: do what a listing does,
+    # then report only what that could not mend.
     index = SessionIndex(store)
+    index.query()
     drift = index.drift()
     if drift:
         if repair:
@@ -129,17 +131,31 @@ def verify(store: SessionStore, repair: bool) -> Report:
 
 
 def _check_modes(directory: Path, sid: str, repair: bool, report: Report) -> None:
-    mode = stat.S_IMODE(directory.stat().st_mode)
-    if mode != paths.PRIVATE_DIR_MODE:
+    for problem, path, mode in mode_problems(directory):
         if repair:
-            directory.chmod(paths.PRIVATE_DIR_MODE)
-        report.add(sid, f"directory mode is {mode:o}, not 700", repair)
-    for name in (SESSION_FILE, EVENTS_FILE):
-        path = directory / name
-        if path.exists() and stat.S_IMODE(path.stat().st_mode) != paths.PRIVATE_FILE_MODE:
-            if repair:
-                path.chmod(paths.PRIVATE_FILE_MODE)
-            report.add(sid, f"{name} mode is not 600", repair)
+            path.chmod(mode)
+        report.add(sid, problem, repair)
+
+
+def mode_problems(directory: Path) -> list[tuple[str, Path, int]]:
+    """What in a session's directory is not private, all the way down (a backend's child
+    writes files there too): (problem, path, the mode it should have). `acpctl doctor`
+    asks the same question."""
+    problems = []
+    for root, subdirectories, files in os.walk(directory):
+        here = Path(root)
+        entries = [(here, paths.PRIVATE_DIR_MODE)] if here == directory else []
+        entries += [(here / name, paths.PRIVATE_DIR_MODE) for name in subdirectories]
+        entries += [(here / name, paths.PRIVATE_FILE_MODE) for name in files]
+        for path, wanted in entries:
+            if path.is_symlink():
+                continue
+            mode = stat.S_IMODE(path.stat().st_mode)
+            if mode != wanted:
+                name = path.relative_to(directory).as_posix() if path != directory else ""
+                what = f"{name} mode" if name else "directory mode"
+                problems.append((f"{what} is {mode:o}, not {wanted:o}", path, wanted))
+    return problems
 
 
 def _check_events(events: Path, sid: str, repair: bool, report: Report) -> int:

@@ -57,6 +57,7 @@ class RelayConnection:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.turn: Turn | None = None  # the turn Ctrl-C applies to
+        self.output_closed = False
 
     async def start(self, agent: str | None) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
@@ -123,8 +124,21 @@ class RelayConnection:
             self._spawn(self._answer(message["id"], method, params))
         elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
             update = params.get("update")
-            if isinstance(update, dict):
-                self.renderer.update(update)
+            if isinstance(update, dict) and not self.output_closed:
+                try:
+                    self.renderer.update(update)
+                except BrokenPipeError:
+                    self.close_output()
+
+    def close_output(self) -> None:
+        """Whoever read our stdout has gone (`| head`): stop writing, end the turn, and
+        leave quietly; the child relay and its agent are ended on the way out."""
+        self.output_closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush into a closed pipe
+        os.close(devnull)
+        if self.turn is not None:
+            self.turn.abandon.set()
 
     async def _answer(self, msg_id: Any, method: str, params: JsonObject) -> None:
         try:
@@ -295,7 +309,13 @@ async def run_terminal(options: Options, agent_name: str) -> int:
             stop = await turn.run(
                 _prompt_blocks(options.prompt or "", options.piped), options.timeout
             )
-            renderer.finish(stop)
+            if conn.output_closed:
+                return EXIT_OK
+            try:
+                renderer.finish(stop)
+            except BrokenPipeError:
+                conn.close_output()
+                return EXIT_OK
             return _exit_code(turn, stop, host)
         return await _chat(conn, renderer, options)
     except RpcError as exc:

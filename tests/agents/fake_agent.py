@@ -1,7 +1,8 @@
 """A deliberately misbehaving ACP agent for `acpctl doctor` tests.
 
 FAKE_AGENT_MODE: banner (prints a banner on stdout first), hang (never answers),
-crash (dies during initialize), auth (session/new answers auth_required).
+banner-hang (a banner, then reads and never answers), crash (dies during initialize),
+auth (session/new answers auth_required).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ def send(message: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-if MODE == "banner":
+if MODE in ("banner", "banner-hang"):
     print("Welcome to FancyAgent v1.0!", flush=True)
 for line in sys.stdin:
     request = json.loads(line)
-    if MODE == "hang":
+    if MODE in ("hang", "banner-hang"):
         time.sleep(3600)
     if MODE == "crash":
         print(

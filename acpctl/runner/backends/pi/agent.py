@@ -17,7 +17,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner.backends import AgentEvents
 from acpctl.runner.backends.pi import translate as pt
-from acpctl.runner.backends.pi.child import PiChild
+from acpctl.runner.backends.pi.child import PiChild, rpc_argv
 from acpctl.runner.backends.pi.session import PiSession
 from acpctl.store.sessions import SessionStore
 
@@ -28,7 +28,7 @@ class PiRpcBackend:
     def __init__(
         self, argv: list[str], env: dict[str, str], log: logging.Logger, store: SessionStore
     ) -> None:
-        self.argv = argv
+        self.argv = rpc_argv(argv)
         self.env = env
         self.log = log
         self.store = store

@@ -4,6 +4,7 @@ table, every other line handed to the current listener (the running turn)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -15,7 +16,17 @@ from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 from acpctl.runner.supervisor import AgentProcess
 
 HANDSHAKE_TIMEOUT_S = 30.0
+NOISE_KEPT = 5  # non-JSON lines of pi's stdout kept for the error when the handshake fails
+NOISE_GRACE_S = 3.0
 EXITED = object()  # put on the listener's queue when the child dies
+
+
+def rpc_argv(argv: list[str]) -> list[str]:
+    """pi's command in RPC mode: without `--mode rpc`, pi starts its interactive or print
+    mode, which waits for stdin to close and never answers."""
+    if "--mode" in argv or any(arg.startswith("--mode=") for arg in argv):
+        return argv
+    return [*argv, "--mode", "rpc"]
 
 
 class PiChild:
@@ -28,6 +39,8 @@ class PiChild:
         self.listener: asyncio.Queue[Any] | None = None
         self.exit_code: int | None = None
         self.reader: asyncio.Task[None] | None = None
+        self.noise: collections.deque[str] = collections.deque(maxlen=NOISE_KEPT)
+        self._noisy = asyncio.Event()
         self._ending: asyncio.Future[None] | None = None
 
     async def start(self) -> JsonObject:
@@ -36,20 +49,44 @@ class PiChild:
         await self.process.attach(self.log)
         self.reader = asyncio.create_task(self._read())
         try:
-            state = await asyncio.wait_for(self.command("get_state"), HANDSHAKE_TIMEOUT_S)
+            state = await asyncio.wait_for(self._handshake(), HANDSHAKE_TIMEOUT_S)
         except asyncio.TimeoutError as exc:
             await self.stop()
-            raise RpcError(
-                acp.INTERNAL_ERROR,
-                f"pi did not answer get_state within {HANDSHAKE_TIMEOUT_S:g}s",
-                {"stderr": self.stderr_tail()},
+            raise self._failed(
+                f"pi did not answer get_state within {HANDSHAKE_TIMEOUT_S:g}s"
             ) from exc
         except RpcError as exc:
             await self.stop()
-            raise RpcError(
-                exc.code, f"pi failed to start: {exc.message}", {"stderr": self.stderr_tail()}
-            ) from exc
+            raise self._failed(f"pi failed to start: {exc.message}") from exc
         return state if isinstance(state, dict) else {}
+
+    async def _handshake(self) -> Any:
+        """get_state's answer. Text on stdout first (pi's prelude, or a command that is not
+        pi in RPC mode at all) leaves it NOISE_GRACE_S to come, not the whole timeout."""
+        state = asyncio.ensure_future(self.command("get_state"))
+        noise = asyncio.ensure_future(self._noisy.wait())
+        try:
+            await asyncio.wait({state, noise}, return_when=asyncio.FIRST_COMPLETED)
+            if not state.done():
+                await asyncio.wait({state}, timeout=NOISE_GRACE_S)
+            if not state.done():
+                raise RpcError(acp.INTERNAL_ERROR, "no answer to get_state")
+            return state.result()
+        finally:
+            noise.cancel()
+            state.cancel()
+
+    def _failed(self, message: str) -> RpcError:
+        """The handshake's error: what pi said on both streams, and a hint when its stdout
+        held text instead of JSON (not pi, or not in RPC mode)."""
+        if self.noise:
+            message += (
+                f"; its stdout began with {self.noise[0]!r}, not JSON: is "
+                f"`{' '.join(self.process.argv[:1])}` pi, started with --mode rpc?"
+            )
+        return RpcError(
+            acp.INTERNAL_ERROR, message, {"stderr": self.stderr_tail(), "stdout": list(self.noise)}
+        )
 
     def stderr_tail(self) -> list[str]:
         return list(self.process.stderr_tail)
@@ -110,6 +147,8 @@ class PiChild:
         ended, so that they fail now (the next prompt starts it again)."""
         if line.head and not line.head.lstrip().startswith((b"{", b"[")):
             self.log.info("pi stdout (not JSON): %.200s", line.preview())
+            self.noise.append(line.preview()[:120])
+            self._noisy.set()
             return
         self.log.warning(
             "pi sent a message acpctl cannot read (%s); ending it",

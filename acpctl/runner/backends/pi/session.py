@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
+from acpctl import paths
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.backends.pi import translate as pt
@@ -98,6 +99,7 @@ class PiSession:
             await turn.run(text, images)
         finally:
             self.prompting = False
+            paths.tighten(self.directory)  # pi writes its files with its own umask
         if self.cancel_generation != generation:
             return {"stopReason": acp.CANCELLED}
         reason, error = pt.stop_reason(turn.last_assistant)
@@ -167,3 +169,4 @@ class PiSession:
         if self.child is not None:
             await self.child.stop()
             self.child = None
+        paths.tighten(self.directory)
