@@ -492,3 +492,78 @@ def test_a_prompt_in_a_shell_loop_leaves_the_loops_input_alone(home: Path, tmp_p
         ["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert result.stdout == "You said: one\nYou said: two\n", result.stderr
+
+
+# -- fault injection ------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_agent_kill_9_in_a_loop_every_next_prompt_works(home: Path, tmp_path: Path) -> None:
+    import psutil
+
+    async def scenario() -> None:
+        async with raw_editor() as editor:
+            sid = await editor.session(str(tmp_path))
+            for round_ in range(4):  # the restart limit allows 5 a minute
+                agents = psutil.Process(editor.process.pid).children(recursive=True)
+                for agent in agents:
+                    agent.kill()
+                psutil.wait_procs(agents, timeout=10)
+                # The prompt may race the run noticing the death: then it fails, and the
+                # next one restarts the agent. Either way, no prompt hangs.
+                answer = await editor.prompt(sid, f"round {round_}")
+                if "error" in answer:
+                    answer = await editor.prompt(sid, f"round {round_} again")
+                assert answer["result"]["stopReason"] == acp.END_TURN, answer
+
+    run(scenario())
+
+
+@pytest.mark.e2e
+def test_acpctl_kill_9_then_load_in_a_loop(home: Path, tmp_path: Path) -> None:
+    import psutil
+
+    async def doomed(turn: int, sid: str | None) -> str:
+        async with raw_editor() as editor:
+            if sid is None:
+                sid = await editor.session(str(tmp_path))
+            else:
+                await editor.call("initialize", {"protocolVersion": 1})
+                loaded = await editor.call(
+                    "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+                )
+                assert "result" in loaded, loaded
+            await editor.prompt(sid, f"turn {turn}")
+            editor.send(jsonrpc_prompt(sid, "slow and doomed"))
+            await editor.wait_for(
+                lambda m: (
+                    isinstance(m, dict)
+                    and m.get("method") == "session/update"
+                    and "doomed" in json.dumps(m)
+                )
+            )
+            tree = [
+                editor.process.pid,
+                *(p.pid for p in psutil.Process(editor.process.pid).children(recursive=True)),
+            ]
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+        return sid
+
+    sid = None
+    for turn in range(3):
+        sid = run(doomed(turn, sid))
+    assert run_cli("sessions", "verify", "--repair").returncode in (0, 1)
+    shown = run_cli("sessions", "show", sid)
+    for turn in range(3):
+        assert f"turn {turn}" in shown.stdout
+
+
+def jsonrpc_prompt(sid: str, text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": "doomed",
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }

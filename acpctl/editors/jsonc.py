@@ -138,7 +138,9 @@ class _Parser:
         while (token := self.peek()) is not None and token.kind != "}":
             key = self.take("string")
             self.take(":")
-            member = Member(json.loads(self.text[key.start : key.end]), key.start, self.value())
+            raw = self.text[key.start + 1 : key.end - 1]
+            name = json.loads(self.text[key.start : key.end]) if "\\" in raw else raw
+            member = Member(name, key.start, self.value())
             node.members.append(member)
             member.comma = self.separator("}", "an object member")
         node.end = self.take("}").end

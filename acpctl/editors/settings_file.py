@@ -164,14 +164,16 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
         )
     # Refuse a file acpctl cannot use before leaving anything beside it (not even the lock);
     # it is read again under the lock.
-    _, document = read_document(target)
+    first_text, document = read_document(target)
     for container in {change.container for change in changes}:
         container_node_check(path, document, container)
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".acpctl.lock", timeout=30):
         existed = target.exists()
         original_bytes = target.read_bytes() if existed else b""
-        text, document = read_document(target)
+        text = original_bytes.decode("utf-8", "replace").removeprefix(BOM)
+        if text != first_text:  # changed meanwhile: parse what is there now
+            text, document = read_document(target)
         has_bom = original_bytes.startswith(BOM.encode())
         before = parsed(path, text)
         # What the file must hold afterwards, change by change: also tells which changes
@@ -179,7 +181,8 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
         expected = copy.deepcopy(before) if before is not None else {}
         new_text = text
         for change in changes:
-            document = Document(new_text)
+            if new_text != document.text:  # each change edits the text the last one made
+                document = Document(new_text)
             container_node_check(path, document, change.container)
             full = (*change.container, change.key)
             if change.value is not None and lookup(expected, full) == change.value:
