@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 # One pattern for every token, whitespace and comments included, so that a scan covers
@@ -79,8 +79,8 @@ class Node:
     kind: str  # object array string number literal
     start: int
     end: int
-    members: list[Member] = field(default_factory=list)
-    items: list[Node] = field(default_factory=list)
+    # An object's members are read when an edit first needs them (see _Scanner).
+    members: list[Member] | None = None
 
 
 @dataclass
@@ -91,80 +91,170 @@ class Member:
     comma: int | None = None  # offset of the comma after the value, if any
 
 
-class _Parser:
+# The document's scanner reads values lazily: an object's members when an edit reaches it,
+# every other container only skipped to its end, in large steps matched in C (runs of plain
+# characters, whole strings and comments at a time). So a file of megabytes costs about one
+# regex pass, and nodes are built only along the edited path. The independent parser checks
+# the whole file (settings_file.independent_parse).
+_GAP = re.compile(r"(?:[ \t\r\n\ufeff]|//[^\n]*|/\*.*?\*/)*", re.S)
+_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_TO_BRACKET = re.compile(
+    r'(?:[^"/\[\]{}]+|"(?:[^"\\\x00-\x1f]|\\.)*"|//[^\n]*|/\*.*?\*/|/(?![/*]))*', re.S
+)
+_CLOSING = {"{": "}", "[": "]"}
+# The common member in one match: key, colon, and a value that is a scalar, a string or a
+# container with no container inside (a big settings file is mostly these); the comma and the
+# gaps around it too. Anything else takes the step-by-step path in _Scanner.members.
+# Comments are matched so that backtracking can neither cut one short nor stretch one to a
+# later `*/`: a line comment runs to the end of its line, a block comment to its first `*/`.
+_LINE_COMMENT = r"//[^\n]*(?![^\n])"
+_BLOCK_COMMENT = r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/"
+_GAP_TEXT = rf"(?:[ \t\r\n\ufeff]|{_LINE_COMMENT}|{_BLOCK_COMMENT})*"
+_FLAT = (
+    r'(?:[^"{}\[\]/]|"(?:[^"\\\x00-\x1f]|\\.)*"|' + rf"{_LINE_COMMENT}|{_BLOCK_COMMENT}|/(?![/*]))*"
+)
+_SIMPLE_MEMBER = re.compile(
+    rf"(?P<key>{_STRING.pattern}){_GAP_TEXT}:{_GAP_TEXT}"
+    rf"(?P<value>{_STRING.pattern}|{_SCALAR.pattern}|\{{{_FLAT}\}}|\[{_FLAT}\])"
+    rf"{_GAP_TEXT}(?P<comma>,)?{_GAP_TEXT}",
+    re.S,
+)
+_KINDS = {
+    "{": "object",
+    "[": "array",
+    '"': "string",
+    "t": "literal",
+    "f": "literal",
+    "n": "literal",
+}
+
+
+class _Scanner:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = [t for t in tokenize(text) if t.kind != "comment"]
-        self.index = 0
-        self.depth = 0
 
-    def peek(self) -> Token | None:
-        return self.tokens[self.index] if self.index < len(self.tokens) else None
+    def gap(self, position: int) -> int:
+        """Past whitespace and comments."""
+        end = _GAP.match(self.text, position).end()  # type: ignore[union-attr]
+        if self.text.startswith("/*", end):
+            raise JsoncError("unterminated /* comment", self.text, end)
+        return end
 
-    def take(self, expected: str) -> Token:
-        token = self.peek()
-        if token is None or token.kind != expected:
-            where = token.start if token else len(self.text)
-            found = self.text[token.start : token.end] if token else "end of file"
-            raise JsoncError(f"expected {expected!r}, found {found!r}", self.text, where)
-        self.index += 1
-        return token
+    def value(self, position: int) -> Node:
+        """The value at `position` (after a gap); containers only skipped to their end."""
+        text = self.text
+        if position >= len(text):
+            raise JsoncError("expected a value, found end of file", text, position)
+        char = text[position]
+        if char in "{[":
+            kind = "object" if char == "{" else "array"
+            return Node(kind, position, self.skip(position))
+        if char == '"':
+            match = _STRING.match(text, position)
+            if match is None:
+                raise JsoncError(_bad_token(text, position), text, position)
+            return Node("string", position, match.end())
+        match = _SCALAR.match(text, position)
+        if match is None:
+            raise JsoncError(_bad_token(text, position), text, position)
+        return Node("literal" if char in "tfn" else "number", position, match.end())
 
-    def value(self) -> Node:
-        token = self.peek()
-        if token is None:
-            raise JsoncError("expected a value, found end of file", self.text, len(self.text))
-        if token.kind in ("{", "["):
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise JsoncError(
-                    f"nested more than {MAX_DEPTH} levels deep", self.text, token.start
+    def skip(self, start: int) -> int:
+        """The offset just past the container opening at `start`."""
+        text = self.text
+        expected = [_CLOSING[text[start]]]
+        position = start + 1
+        while True:
+            position = _TO_BRACKET.match(text, position).end()  # type: ignore[union-attr]
+            if position >= len(text):
+                raise JsoncError(f"expected {expected[-1]!r}, found end of file", text, position)
+            char = text[position]
+            if char in "{[":
+                expected.append(_CLOSING[char])
+                if len(expected) > MAX_DEPTH:
+                    raise JsoncError(f"nested more than {MAX_DEPTH} levels deep", text, position)
+            elif char in "}]":
+                wanted = expected.pop()
+                if char != wanted:
+                    raise JsoncError(f"expected ',' or {wanted!r}, found {char!r}", text, position)
+                if not expected:
+                    return position + 1
+            else:  # a string or comment that does not end
+                raise JsoncError(_bad_token(text, position), text, position)
+            position += 1
+
+    def items(self, node: Node) -> list[Node]:
+        """The items of the array `node`, read now."""
+        text = self.text
+        items: list[Node] = []
+        position = self.gap(node.start + 1)
+        while not text.startswith("]", position):
+            item = self.value(position)
+            items.append(item)
+            position = self.gap(item.end)
+            if text.startswith(",", position):
+                position = self.gap(position + 1)
+            elif not text.startswith("]", position):
+                raise JsoncError("expected ',' or ']' after an array item", text, position)
+        return items
+
+    def check(self, node: Node) -> None:
+        """Read everything inside `node` (the slow path, for the position of an error)."""
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            if current.kind == "object":
+                pending.extend(member.value for member in self.members(current))
+            elif current.kind == "array":
+                pending.extend(self.items(current))
+
+    def members(self, node: Node) -> list[Member]:
+        """The members of the object `node`, read now; sets node.end (the root object is
+        read this way directly, without skipping over it first)."""
+        text = self.text
+        members: list[Member] = []
+        position = self.gap(node.start + 1)
+        while not text.startswith("}", position):
+            simple = _SIMPLE_MEMBER.match(text, position)
+            if simple is not None:
+                key_start, key_end = simple.span("key")
+                start, end = simple.span("value")
+                raw = text[key_start + 1 : key_end - 1]
+                comma = simple.start("comma")
+                member = Member(
+                    json.loads(text[key_start:key_end]) if "\\" in raw else raw,
+                    key_start,
+                    Node(_KINDS.get(text[start], "number"), start, end),
+                    comma if comma >= 0 else None,
                 )
-            node = self.object() if token.kind == "{" else self.array()
-            self.depth -= 1
-            return node
-        if token.kind in ("string", "number", "literal"):
-            self.index += 1
-            return Node(token.kind, token.start, token.end)
-        raise JsoncError(
-            f"expected a value, found {self.text[token.start : token.end]!r}",
-            self.text,
-            token.start,
-        )
-
-    def object(self) -> Node:
-        open_brace = self.take("{")
-        node = Node("object", open_brace.start, open_brace.end)
-        while (token := self.peek()) is not None and token.kind != "}":
-            key = self.take("string")
-            self.take(":")
-            raw = self.text[key.start + 1 : key.end - 1]
-            name = json.loads(self.text[key.start : key.end]) if "\\" in raw else raw
-            member = Member(name, key.start, self.value())
-            node.members.append(member)
-            member.comma = self.separator("}", "an object member")
-        node.end = self.take("}").end
-        return node
-
-    def array(self) -> Node:
-        open_bracket = self.take("[")
-        node = Node("array", open_bracket.start, open_bracket.end)
-        while (token := self.peek()) is not None and token.kind != "]":
-            node.items.append(self.value())
-            self.separator("]", "an array item")
-        node.end = self.take("]").end
-        return node
-
-    def separator(self, close: str, after: str) -> int | None:
-        """Take the comma after an element (returning its offset), or see `close` next."""
-        following = self.peek()
-        if following is not None and following.kind == ",":
-            self.index += 1
-            return following.start
-        if following is None or following.kind != close:
-            where = following.start if following else len(self.text)
-            raise JsoncError(f"expected ',' or '{close}' after {after}", self.text, where)
-        return None
+                members.append(member)
+                position = simple.end()
+                if member.comma is None and not text.startswith("}", position):
+                    raise JsoncError(
+                        "expected ',' or '}' after an object member", text, self.gap(end)
+                    )
+                continue
+            key = _STRING.match(text, position)
+            if key is None:
+                found = text[position : position + 1] or "end of file"
+                raise JsoncError(f"expected 'string', found {found!r}", text, position)
+            raw = text[key.start() + 1 : key.end() - 1]
+            name = json.loads(key.group()) if "\\" in raw else raw
+            position = self.gap(key.end())
+            if not text.startswith(":", position):
+                raise JsoncError("expected ':' after an object key", text, position)
+            value = self.value(self.gap(position + 1))
+            member = Member(name, key.start(), value)
+            members.append(member)
+            position = self.gap(value.end)
+            if text.startswith(",", position):
+                member.comma = position
+                position = self.gap(position + 1)
+            elif not text.startswith("}", position):
+                raise JsoncError("expected ',' or '}' after an object member", text, position)
+        node.end = position + 1
+        return members
 
 
 @dataclass
@@ -188,13 +278,18 @@ class Document:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        parser = _Parser(text)
+        self.scanner = _Scanner(text)
         self.root: Node | None = None
-        if parser.peek() is not None:
-            self.root = parser.value()
-            extra = parser.peek()
-            if extra is not None:
-                raise JsoncError("unexpected content after the top-level value", text, extra.start)
+        start = self.scanner.gap(0)
+        if start < len(text):
+            if text.startswith("{", start):  # every edit starts here: read it now
+                self.root = Node("object", start, start + 1)
+                self.root.members = self.scanner.members(self.root)
+            else:
+                self.root = self.scanner.value(start)
+            extra = self.scanner.gap(self.root.end)
+            if extra < len(text):
+                raise JsoncError("unexpected content after the top-level value", text, extra)
         self.newline = "\r\n" if "\r\n" in text else "\n"
         self.indent_unit = _detect_indent(text)
 
@@ -210,7 +305,7 @@ class Document:
             if node.kind != "object":
                 where = ".".join(path[:depth]) or "the top level"
                 raise JsoncError(f"{where} must be an object", self.text, node.start)
-            member = _member(node, key)
+            member = self._member(node, key)
             node = member.value if member else None
         return node
 
@@ -227,7 +322,7 @@ class Document:
             if node.kind != "object":
                 where = ".".join(path[:depth]) or "the top level"
                 raise JsoncError(f"{where} must be an object", self.text, node.start)
-            member = _member(node, key)
+            member = self._member(node, key)
             if member is None:
                 nested: Any = value
                 for outer in reversed(path[depth + 1 :]):
@@ -247,12 +342,30 @@ class Document:
         parent = self.find(path[:-1]) if len(path) > 1 else self.root
         if parent is None or parent.kind != "object":
             return self.text
-        member = _member(parent, path[-1])
+        member = self._member(parent, path[-1])
         if member is None:
             return self.text
         return apply_edits(self.text, self._removal(parent, member))
 
     # -- helpers ----------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Read the whole text strictly; JsoncError names the first thing that is wrong.
+        (An edit reads only what it needs; this is for saying where a file is broken.)"""
+        if self.root is not None:
+            self.scanner.check(self.root)
+
+    def _members(self, node: Node) -> list[Member]:
+        if node.members is None:
+            node.members = self.scanner.members(node)
+        return node.members
+
+    def _member(self, node: Node, key: str) -> Member | None:
+        found = None
+        for member in self._members(node):
+            if member.key == key:
+                found = member  # a duplicate key: the last one wins, as in JSON parsers
+        return found
 
     def _line_indent(self, offset: int) -> str:
         line_start = self.text.rfind("\n", 0, offset) + 1
@@ -288,7 +401,7 @@ class Document:
 
     def _insert(self, node: Node, key: str, value: Any) -> list[Edit]:
         parent_indent = self._line_indent(node.start)
-        if not node.members:
+        if not self._members(node):
             child_indent = parent_indent + self.indent_unit
             inner = self.text[node.start + 1 : node.end - 1]
             text = self.newline + child_indent + self._member_text(key, value, child_indent)
@@ -305,7 +418,7 @@ class Document:
                 member = self._member_text(key, value, child_indent)
                 return [Edit(at, at, child_indent + member + self.newline)]
             return [Edit(node.start + 1, node.start + 1, text)]
-        last = node.members[-1]
+        last = self._members(node)[-1]
         child_indent = self._line_indent(last.key_start)
         if not self._starts_line(last.key_start):
             child_indent = parent_indent + self.indent_unit
@@ -321,7 +434,8 @@ class Document:
         ]
 
     def _removal(self, node: Node, member: Member) -> list[Edit]:
-        index = node.members.index(member)
+        members = self._members(node)
+        index = members.index(member)
         end = member.comma + 1 if member.comma is not None else member.value.end
         end = self._line_end(end)  # a comment on the member's own last line goes too
         if self._starts_line(member.key_start):
@@ -331,12 +445,12 @@ class Document:
             start = member.key_start
             end = member.comma + 1 if member.comma is not None else member.value.end
         edits = [Edit(start, end, "")]
-        is_last = index == len(node.members) - 1
+        is_last = index == len(members) - 1
         if is_last and member.comma is None and index > 0:
-            previous = node.members[index - 1]
+            previous = members[index - 1]
             if previous.comma is not None:  # the comma that separated us goes too
                 edits.append(Edit(previous.comma, previous.comma + 1, ""))
-        if len(node.members) == 1:
+        if len(members) == 1:
             remaining = apply_edits(
                 self.text[node.start : node.end],
                 [Edit(e.start - node.start, e.end - node.start, e.replacement) for e in edits],
@@ -396,24 +510,16 @@ def _last_comment_start(text: str) -> int:
     return comments[-1].start if comments else -1
 
 
-def _member(node: Node, key: str) -> Member | None:
-    found = None
-    for member in node.members:
-        if member.key == key:
-            found = member  # a duplicate key: the last one wins, as in JSON parsers
-    return found
+_LINE_INDENT = re.compile(r"^([ \t]+)(?=[^ \t\r\n/*])", re.M)
 
 
 def _detect_indent(text: str) -> str:
-    """The file's indent unit: a tab, or the smallest run of spaces that starts a line."""
+    """The file's indent unit: a tab, or the smallest run of spaces that starts a line (lines
+    that start with a comment do not count)."""
     smallest = None
-    for line in text.splitlines():
-        stripped = line.lstrip(" \t")
-        if not stripped or stripped.startswith(("//", "/*", "*")):
-            continue
-        prefix = line[: len(line) - len(stripped)]
+    for prefix in dict.fromkeys(_LINE_INDENT.findall(text)):  # in order, each once
         if prefix.startswith("\t"):
             return "\t"
-        if prefix and (smallest is None or len(prefix) < len(smallest)):
+        if smallest is None or len(prefix) < len(smallest):
             smallest = prefix
     return smallest or "  "

@@ -12,7 +12,6 @@ The same steps for every client, so none of them can forget one:
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 import os
@@ -73,10 +72,10 @@ _TRAILING_COMMAS = re.compile(r'((?:[^",]+|' + _STRING + r")+)|,(\s*[}\]])", re.
 def independent_parse(text: str) -> Any:
     """Parse JSONC with a parser other than the one that made the edit (None: the text holds
     no value). Raises ValueError for what it cannot parse."""
-    code = _COMMENTS.sub(r"\1 ", text)
+    code = _COMMENTS.sub(lambda match: match.group(1) or " ", text)
     if not code.strip():
         return None
-    return json.loads(_TRAILING_COMMAS.sub(r"\1\2", code))
+    return json.loads(_TRAILING_COMMAS.sub(lambda match: match.group(1) or match.group(2), code))
 
 
 def parsed(path: Path, text: str) -> Any:
@@ -85,6 +84,10 @@ def parsed(path: Path, text: str) -> Any:
     try:
         return independent_parse(text)
     except (ValueError, RecursionError) as exc:
+        try:
+            Document(text).check()  # where is it broken, in the editor's terms?
+        except JsoncError as error:
+            raise _refuse(path, error) from exc
         raise UsageError(
             f"{path}: cannot be verified: {str(exc).splitlines()[0][:200]}",
             hint="the file was not changed; simplify the part named, or edit it by hand",
@@ -100,14 +103,20 @@ def lookup(value: Any, keys: Sequence[str]) -> Any:
     return value
 
 
-def _apply(value: Any, change: Change) -> None:
-    node = value
+def _apply(value: dict[str, Any], change: Change) -> dict[str, Any]:
+    """`value` with the change made: new dicts along the change's path, the rest shared
+    (a deep copy of a large file's value would cost more than parsing it)."""
+    top = dict(value)
+    node = top
     for key in change.container:
-        node = node.setdefault(key, {})
+        child = node.get(key)
+        node[key] = dict(child) if isinstance(child, dict) else {}
+        node = node[key]
     if change.value is None:
         node.pop(change.key, None)
     else:
         node[change.key] = change.value
+    return top
 
 
 def check_regular(path: Path) -> bool:
@@ -165,6 +174,7 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
     # Refuse a file acpctl cannot use before leaving anything beside it (not even the lock);
     # it is read again under the lock.
     first_text, document = read_document(target)
+    before = parsed(path, first_text)
     for container in {change.container for change in changes}:
         container_node_check(path, document, container)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -174,11 +184,11 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
         text = original_bytes.decode("utf-8", "replace").removeprefix(BOM)
         if text != first_text:  # changed meanwhile: parse what is there now
             text, document = read_document(target)
+            before = parsed(path, text)
         has_bom = original_bytes.startswith(BOM.encode())
-        before = parsed(path, text)
         # What the file must hold afterwards, change by change: also tells which changes
         # are already there (a second identical install writes nothing).
-        expected = copy.deepcopy(before) if before is not None else {}
+        expected: Any = before if before is not None else {}
         new_text = text
         for change in changes:
             if new_text != document.text:  # each change edits the text the last one made
@@ -187,7 +197,7 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
             full = (*change.container, change.key)
             if change.value is not None and lookup(expected, full) == change.value:
                 continue
-            _apply(expected, change)
+            expected = _apply(expected, change)
             new_text = (
                 document.remove(full) if change.value is None else document.set(full, change.value)
             )
@@ -202,21 +212,21 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
                 f"refusing to write {path}: the edited file would not equal the "
                 "old one plus the intended change (please report this)"
             )
-        diff = "".join(
-            difflib.unified_diff(
-                text.splitlines(keepends=True),
-                new_text.splitlines(keepends=True),
-                fromfile=str(path),
-                tofile=f"{path} (acpctl)",
+        if dry_run:  # only a dry run shows the diff: it costs as much as a parse
+            diff = "".join(
+                difflib.unified_diff(
+                    text.splitlines(keepends=True),
+                    new_text.splitlines(keepends=True),
+                    fromfile=str(path),
+                    tofile=f"{path} (acpctl)",
+                )
             )
-        )
-        if dry_run:
             return EditResult(path, before, changed=True, diff=diff, created=not existed)
         backup = _backup(target, original_bytes) if existed else None
         payload = (BOM if has_bom else "") + new_text
         mode = stat.S_IMODE(target.stat().st_mode) if existed else 0o644
         atomic_write(target, payload.encode("utf-8"), mode)
-        return EditResult(path, before, changed=True, diff=diff, backup=backup, created=not existed)
+        return EditResult(path, before, changed=True, diff="", backup=backup, created=not existed)
 
 
 def _backup(target: Path, original: bytes) -> Path:
