@@ -278,6 +278,7 @@ def test_comments_round_trip_through_install_and_uninstall(tmp_path: Path, origi
         ("[" * 1000 + "]" * 1000, "nested more than"),
         ('{"a": "tab\tinside"}', "invalid string"),
         ('{"a": NaN}', "unexpected character"),
+        ('{"a": {"b": [Infinity]}}', "unexpected character"),
         ('{"a": 1} /* open', "unterminated /* comment"),
     ],
 )

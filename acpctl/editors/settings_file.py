@@ -75,7 +75,13 @@ def independent_parse(text: str) -> Any:
     code = _COMMENTS.sub(lambda match: match.group(1) or " ", text)
     if not code.strip():
         return None
-    return json.loads(_TRAILING_COMMAS.sub(lambda match: match.group(1) or match.group(2), code))
+    plain = _TRAILING_COMMAS.sub(lambda match: match.group(1) or match.group(2), code)
+    return json.loads(plain, parse_constant=_not_json)
+
+
+def _not_json(name: str) -> Any:
+    # Python's json reads NaN and Infinity; JSON (and the editors) do not.
+    raise ValueError(f"{name} is not JSON")
 
 
 def parsed(path: Path, text: str) -> Any:
