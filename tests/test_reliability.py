@@ -279,6 +279,8 @@ def test_comments_round_trip_through_install_and_uninstall(tmp_path: Path, origi
         ('{"a": "tab\tinside"}', "invalid string"),
         ('{"a": NaN}', "unexpected character"),
         ('{"a": {"b": [Infinity]}}', "unexpected character"),
+        ('{"a": {,}}', "expected 'string'"),
+        ('{"a": [1,,]}', "unexpected character ','"),
         ('{"a": 1} /* open', "unterminated /* comment"),
     ],
 )

@@ -66,7 +66,8 @@ def _refuse(path: Path, error: JsoncError, expected: str = "") -> UsageError:
 # one scan, not an exponential backtrack.
 _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _COMMENTS = re.compile(r'((?:[^"/]+|' + _STRING + r"|/(?![/*]))+)|//[^\n]*|/\*.*?\*/", re.S)
-_TRAILING_COMMAS = re.compile(r'((?:[^",]+|' + _STRING + r")+)|,(\s*[}\]])", re.S)
+# A comma right after `{` or `[` is no trailing comma: it stays, for json to refuse.
+_TRAILING_COMMAS = re.compile(r'((?:[^",{\[]+|' + _STRING + r")+)|([{\[]\s*,?)|,(\s*[}\]])", re.S)
 
 
 def independent_parse(text: str) -> Any:
@@ -75,7 +76,9 @@ def independent_parse(text: str) -> Any:
     code = _COMMENTS.sub(lambda match: match.group(1) or " ", text)
     if not code.strip():
         return None
-    plain = _TRAILING_COMMAS.sub(lambda match: match.group(1) or match.group(2), code)
+    plain = _TRAILING_COMMAS.sub(
+        lambda match: match.group(1) or match.group(2) or match.group(3), code
+    )
     return json.loads(plain, parse_constant=_not_json)
 
 
