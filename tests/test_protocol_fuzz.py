@@ -120,9 +120,9 @@ async def still_serves(h: Harness) -> None:
     assert answer["result"]["stopReason"] == acp.END_TURN, answer
 
 
-@pytest.mark.e2e  # long-running: a thousand cases
+@pytest.mark.e2e  # long-running: 600 cases
 @settings(
-    max_examples=1000,
+    max_examples=600,
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,
