@@ -14,20 +14,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+# The pieces every pattern below is built from, each written once. Strings are strict JSON
+# strings (no raw control characters, only JSON's escapes), as the editors' parsers want them.
+# Comments are matched so that backtracking can neither cut one short nor stretch one to a
+# later `*/`: a line comment runs to the end of its line, a block comment to its first `*/`.
+_SPACE = r"[ \t\r\n\ufeff]"
+_STRING_TEXT = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_SKIPPED_STRING = r'"(?:[^"\\\x00-\x1f]|\\.)*"'  # a string only stepped over, escapes unchecked
+_NUMBER_TEXT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_LINE_COMMENT = r"//[^\n]*(?![^\n])"
+_BLOCK_COMMENT = r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/"
+_COMMENT = rf"{_LINE_COMMENT}|{_BLOCK_COMMENT}"
+
 # One pattern for every token, whitespace and comments included, so that a scan covers
-# every character: what matches nothing else is `bad`. Strings are strict JSON strings (no
-# raw control characters, only JSON's escapes), as the editors' parsers want them.
+# every character: what matches nothing else is `bad`.
 _TOKENS = re.compile(
-    r"""
-    (?P<space>[ \t\r\n\ufeff]+)
-    | (?P<punct>[{}\[\]:,])
-    | (?P<string>"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")
-    | (?P<comment>//[^\n]*|/\*.*?\*/)
-    | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
-    | (?P<literal>true|false|null)
-    | (?P<bad>.)
-    """,
-    re.VERBOSE | re.DOTALL,
+    rf"(?P<space>{_SPACE}+)|(?P<punct>[{{}}\[\]:,])|(?P<string>{_STRING_TEXT})"
+    rf"|(?P<comment>{_COMMENT})|(?P<number>{_NUMBER_TEXT})|(?P<literal>true|false|null)"
+    r"|(?P<bad>.)",
+    re.S,
 )
 MAX_DEPTH = 256  # objects and arrays nested deeper are refused, not parsed
 
@@ -96,29 +101,19 @@ class Member:
 # characters, whole strings and comments at a time). So a file of megabytes costs about one
 # regex pass, and nodes are built only along the edited path. The independent parser checks
 # the whole file (settings_file.independent_parse).
-_GAP = re.compile(r"(?:[ \t\r\n\ufeff]|//[^\n]*|/\*.*?\*/)*", re.S)
-_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
-_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
-_TO_BRACKET = re.compile(
-    r'(?:[^"/\[\]{}]+|"(?:[^"\\\x00-\x1f]|\\.)*"|//[^\n]*|/\*.*?\*/|/(?![/*]))*', re.S
-)
+_GAP = re.compile(rf"(?:{_SPACE}|{_COMMENT})*")
+_STRING = re.compile(_STRING_TEXT)
+_SCALAR = re.compile(rf"{_NUMBER_TEXT}|true|false|null")
+_TO_BRACKET = re.compile(rf'(?:[^"/\[\]{{}}]+|{_SKIPPED_STRING}|{_COMMENT}|/(?![/*]))*')
 _CLOSING = {"{": "}", "[": "]"}
 # The common member in one match: key, colon, and a value that is a scalar, a string or a
 # container with no container inside (a big settings file is mostly these); the comma and the
 # gaps around it too. Anything else takes the step-by-step path in _Scanner.members.
-# Comments are matched so that backtracking can neither cut one short nor stretch one to a
-# later `*/`: a line comment runs to the end of its line, a block comment to its first `*/`.
-_LINE_COMMENT = r"//[^\n]*(?![^\n])"
-_BLOCK_COMMENT = r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/"
-_GAP_TEXT = rf"(?:[ \t\r\n\ufeff]|{_LINE_COMMENT}|{_BLOCK_COMMENT})*"
-_FLAT = (
-    r'(?:[^"{}\[\]/]|"(?:[^"\\\x00-\x1f]|\\.)*"|' + rf"{_LINE_COMMENT}|{_BLOCK_COMMENT}|/(?![/*]))*"
-)
+_FLAT = rf'(?:[^"{{}}\[\]/]|{_SKIPPED_STRING}|{_COMMENT}|/(?![/*]))*'
 _SIMPLE_MEMBER = re.compile(
-    rf"(?P<key>{_STRING.pattern}){_GAP_TEXT}:{_GAP_TEXT}"
-    rf"(?P<value>{_STRING.pattern}|{_SCALAR.pattern}|\{{{_FLAT}\}}|\[{_FLAT}\])"
-    rf"{_GAP_TEXT}(?P<comma>,)?{_GAP_TEXT}",
-    re.S,
+    rf"(?P<key>{_STRING_TEXT}){_GAP.pattern}:{_GAP.pattern}"
+    rf"(?P<value>{_STRING_TEXT}|{_SCALAR.pattern}|\{{{_FLAT}\}}|\[{_FLAT}\])"
+    rf"{_GAP.pattern}(?P<comma>,)?{_GAP.pattern}"
 )
 _KINDS = {
     "{": "object",
@@ -128,6 +123,12 @@ _KINDS = {
     "f": "literal",
     "n": "literal",
 }
+
+
+def _key(text: str, start: int, end: int) -> str:
+    """An object key's text; json decodes it only when it holds an escape."""
+    raw = text[start + 1 : end - 1]
+    return json.loads(text[start:end]) if "\\" in raw else raw
 
 
 class _Scanner:
@@ -220,10 +221,9 @@ class _Scanner:
             if simple is not None:
                 key_start, key_end = simple.span("key")
                 start, end = simple.span("value")
-                raw = text[key_start + 1 : key_end - 1]
                 comma = simple.start("comma")
                 member = Member(
-                    json.loads(text[key_start:key_end]) if "\\" in raw else raw,
+                    _key(text, key_start, key_end),
                     key_start,
                     Node(_KINDS.get(text[start], "number"), start, end),
                     comma if comma >= 0 else None,
@@ -239,8 +239,7 @@ class _Scanner:
             if key is None:
                 found = text[position : position + 1] or "end of file"
                 raise JsoncError(f"expected 'string', found {found!r}", text, position)
-            raw = text[key.start() + 1 : key.end() - 1]
-            name = json.loads(key.group()) if "\\" in raw else raw
+            name = _key(text, key.start(), key.end())
             position = self.gap(key.end())
             if not text.startswith(":", position):
                 raise JsoncError("expected ':' after an object key", text, position)
