@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,10 +78,7 @@ class IdMap:
         self._editor_id_of.pop(jsonrpc.id_key(request.agent_id), None)
         return request
 
-    def of_generation(self, generation: int) -> list[int]:
-        """Editor-hop ids of the requests that the agent process `generation` made."""
-        return [
-            editor_id
-            for editor_id, entry in self._reverse.items()
-            if entry.context.generation == generation
-        ]
+    def waiting(self, wanted: Callable[[ReverseRequest], bool]) -> list[int]:
+        """Editor-hop ids of the requests still waiting for the editor that `wanted` picks
+        (those of a dead agent process, the permission dialogs of a session), oldest first."""
+        return [editor_id for editor_id, entry in self._reverse.items() if wanted(entry.context)]

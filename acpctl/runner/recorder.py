@@ -44,7 +44,7 @@ class Recorder:
         self.command = command
         self.log = log
         self.enabled = enabled
-        self._dirty: set[HistoryWriter] = set()
+        self._dirty: dict[str, HistoryWriter] = {}  # session id -> writer with unwritten events
         self._failing: set[tuple[str, str]] = set()  # (session, what) whose last write failed
 
     def create(
@@ -79,13 +79,13 @@ class Recorder:
 
     def agent_update(self, record: SessionRecord, update: JsonObject, raw: bytes) -> None:
         record.writer.agent_message(raw)
-        self._dirty.add(record.writer)
+        self._dirty[record.id] = record.writer
         if update.get("sessionUpdate") == acp.SESSION_INFO_UPDATE and "title" in update:
             record.meta.title = update["title"]
 
     def batch_end(self) -> None:
-        for writer in self._dirty:
-            self._write(writer.path.parent.name, "events", writer.flush)
+        for session_id, writer in self._dirty.items():
+            self._write(session_id, "events", writer.flush)
         self._dirty.clear()
 
     def turn_end(self, record: SessionRecord, response: JsonObject) -> None:
@@ -113,7 +113,7 @@ class Recorder:
         )
 
     def close(self, record: SessionRecord) -> None:
-        self._dirty.discard(record.writer)
+        self._dirty.pop(record.id, None)
         self._write(record.meta.id, "events", record.writer.close)
 
     def _write(self, session_id: str, what: str, write: Callable[[], None]) -> None:

@@ -108,8 +108,6 @@ class AcpServer:
         if request is None:
             self.log.debug("editor answered unknown or settled request %r", message.get("id"))
             return
-        if request.session is not None:
-            request.session.permission_requests.discard(message.get("id"))
         if request.generation == self.backend.generation:  # else the agent that asked died
             self.backend.send({**message, "id": request.agent_id})
 
@@ -234,14 +232,16 @@ class AcpServer:
         # Permission requests of this session still open are settled as cancelled, and the
         # editor is told to drop its dialog.
         cancelled = jsonrpc.result(None, {"outcome": {"outcome": acp.CANCELLED}})
-        for editor_id in sorted(record.permission_requests):
+        dialogs = self.ids.waiting(
+            lambda request: request.session is record and request.method == acp.REQUEST_PERMISSION
+        )
+        for editor_id in dialogs:
             request = self.ids.settle(editor_id, cancelled)
             if request is None:
                 continue
             if request.generation == self.backend.generation:
                 self.backend.send({**cancelled, "id": request.agent_id})
             self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
-        record.permission_requests.clear()
 
     # == from the agent (AgentEvents) ==================================================
 
@@ -291,8 +291,6 @@ class AcpServer:
         if record is not None:
             assert isinstance(params, dict)
             forwarded["params"] = {**params, "sessionId": record.id}
-            if method == acp.REQUEST_PERMISSION:
-                record.permission_requests.add(editor_id)
         if self.debug:
             self.log.debug(
                 "-> %s id=%s%s", method, editor_id, f" session={record.id}" if record else ""
@@ -306,10 +304,8 @@ class AcpServer:
     def on_agent_exit(self, description: str, generation: int) -> None:
         # Requests the dead agent asked the editor are void; tell the editor.
         void = jsonrpc.error(None, acp.INTERNAL_ERROR, description)
-        for editor_id in self.ids.of_generation(generation):
-            request = self.ids.settle(editor_id, void)
-            if request is not None and request.session is not None:
-                request.session.permission_requests.discard(editor_id)
+        for editor_id in self.ids.waiting(lambda request: request.generation == generation):
+            self.ids.settle(editor_id, void)
             self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
         self.log.warning("%s; it will be restarted on the next request", description)
         self._update_run_record()

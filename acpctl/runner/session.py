@@ -23,7 +23,6 @@ class SessionRecord:
     attach_params: JsonObject = field(default_factory=dict)
     generation: int = 0  # the agent generation this session is attached to (0: none)
     prompt_future: asyncio.Future[JsonObject] | None = None
-    permission_requests: set[int] = field(default_factory=set)  # editor-hop ids
     suppress_replay: bool = False  # while the agent replays a session/load we asked for
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     attach_result: Any = None
