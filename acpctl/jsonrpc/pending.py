@@ -61,12 +61,6 @@ class PendingRequests(Generic[IdT]):
                 entry.future.set_result(response)
         return entry
 
-    def get(self, msg_id: Any) -> Pending | None:
-        try:
-            return self._by_id.get(msg_id)
-        except TypeError:
-            return None
-
     def id_of(self, future: asyncio.Future[JsonObject]) -> IdT | None:
         return self._by_future.get(future)
 

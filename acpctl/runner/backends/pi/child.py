@@ -124,9 +124,10 @@ class PiChild:
                 message = item[0]
                 if not isinstance(message, dict):
                     continue
-                if message.get("type") == "response" and self.pending.get(message.get("id")):
-                    self.pending.resolve(message["id"], message)
-                elif self.listener is not None:
+                is_response = message.get("type") == "response"
+                if is_response and self.pending.resolve(message.get("id"), message):
+                    continue  # a command's answer; everything else is the turn's
+                if self.listener is not None:
                     self.listener.put_nowait(message)
         self.exit_code = await self.process.wait()
         tail = self.stderr_tail()
