@@ -1,10 +1,18 @@
-"""ACP v1 wire names in one table: methods, update kinds, stop reasons, error codes.
+"""ACP v1 wire names in one table: methods, update kinds, stop reasons, error codes; and
+what acpctl does with every method and update kind the schema defines (METHODS, UPDATES),
+with the places in each message where an id of one hop must be mapped to the other's.
 
 Everything else refers to these constants; no module spells a wire name itself.
+tests/test_protocol_table.py fails when a newer schema defines a method or update kind
+that this table does not cover, or puts an id somewhere the table does not map.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
+
+# The highest protocol version acpctl's own handlers implement.
 PROTOCOL_VERSION = 1
 
 # Client -> agent
@@ -21,6 +29,19 @@ SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
+# unstable (schema.unstable.json)
+SESSION_FORK = "session/fork"
+SESSION_STATUS = "session/status"
+SESSION_SET_TITLE = "session/set_title"
+SESSION_ARCHIVE = "session/archive"
+SESSION_UNARCHIVE = "session/unarchive"
+SESSION_SET_MODEL = "session/set_model"
+AUTH_STATUS = "auth/status"
+PROVIDERS_LIST = "providers/list"
+PROVIDERS_SET = "providers/set"
+PROVIDERS_DISABLE = "providers/disable"
+PROXY_INITIALIZE = "proxy/initialize"
+PROXY_SUCCESSOR = "proxy/successor"
 
 # Agent -> client
 SESSION_UPDATE = "session/update"
@@ -32,6 +53,10 @@ TERMINAL_OUTPUT = "terminal/output"
 TERMINAL_WAIT_FOR_EXIT = "terminal/wait_for_exit"
 TERMINAL_KILL = "terminal/kill"
 TERMINAL_RELEASE = "terminal/release"
+ELICITATION_CREATE = "elicitation/create"
+ELICITATION_COMPLETE = "elicitation/complete"
+AUTH_STATUS_UPDATE = "auth/status_update"
+MCP_MESSAGE = "mcp/message"  # either direction (unstable)
 
 # Either direction
 CANCEL_REQUEST = "$/cancel_request"
@@ -48,6 +73,15 @@ CURRENT_MODE_UPDATE = "current_mode_update"
 CONFIG_OPTION_UPDATE = "config_option_update"
 SESSION_INFO_UPDATE = "session_info_update"
 USAGE_UPDATE = "usage_update"
+NOTICE = "notice"
+COMPACTION_UPDATE = "compaction_update"
+COMPACTION_SUMMARY_CHUNK = "compaction_summary_chunk"
+# unstable
+PLAN_UPDATE = "plan_update"
+PLAN_REMOVED = "plan_removed"
+SUBAGENT_UPDATE = "subagent_update"
+SESSION_MESSAGE = "session_message"
+SESSION_MESSAGE_CHUNK = "session_message_chunk"
 
 # Stop reasons
 END_TURN = "end_turn"
@@ -71,3 +105,225 @@ INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002
+
+
+# == What acpctl does with each method =================================================
+
+
+class Handling(Enum):
+    SERVED = "served"  # acpctl answers it itself (consulting the agent where it can)
+    ADJUSTED = "adjusted"  # relayed, and acpctl reads or changes the answer
+    RELAYED = "relayed"  # passed through, ids mapped
+    NOT_RELAYED = "not relayed"  # meaningless through acpctl; answered with an error
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method: who sends it, what acpctl does, why, and where ids sit in it.
+
+    Paths are dotted keys into params (requests, notifications) or the result;
+    `[]` steps into every element of an array."""
+
+    sender: str  # "client", "agent" or "either"
+    handling: Handling
+    why: str
+    session_ids: tuple[str, ...] = ()  # session ids in params
+    request_ids: tuple[str, ...] = ()  # ids of requests on the other hop, in params
+    result_session_ids: tuple[str, ...] = ()  # session ids in the result
+    notification: bool = False
+
+
+_SESSION = ("sessionId",)
+
+METHODS: dict[str, Method] = {
+    INITIALIZE: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed with the protocol version capped at what acpctl implements; acpctl adds "
+        "the session capabilities it serves from its history and replays the handshake "
+        "after an agent restart",
+    ),
+    AUTHENTICATE: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed; a success is remembered and replayed after an agent restart",
+    ),
+    LOGOUT: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed; a success forgets the authenticate acpctl would replay after a restart",
+    ),
+    SESSION_NEW: Method(
+        "client",
+        Handling.SERVED,
+        "relayed, then registered and recorded; the session's modes and config options are kept",
+        result_session_ids=_SESSION,
+    ),
+    SESSION_LOAD: Method(
+        "client",
+        Handling.SERVED,
+        "replayed from acpctl's history, then the agent is attached (resume, load or a "
+        "fresh session with its mode and options re-applied); sessions only the agent "
+        "knows are loaded through the agent and recorded from then on",
+        session_ids=_SESSION,
+    ),
+    SESSION_RESUME: Method(
+        "client",
+        Handling.SERVED,
+        "as session/load without the replay",
+        session_ids=_SESSION,
+    ),
+    SESSION_LIST: Method(
+        "client",
+        Handling.SERVED,
+        "this agent's sessions from acpctl's history, merged with the agent's own list",
+        result_session_ids=("sessions[].sessionId",),
+    ),
+    SESSION_FORK: Method(
+        "client",
+        Handling.SERVED,
+        "relayed when the agent forks; otherwise acpctl copies the history and attaches "
+        "a fresh agent session; either way the fork is recorded with its parent",
+        session_ids=_SESSION,
+        result_session_ids=_SESSION,
+    ),
+    SESSION_CLOSE: Method(
+        "client",
+        Handling.SERVED,
+        "a running turn is cancelled first; relayed when the agent supports it",
+        session_ids=_SESSION,
+    ),
+    SESSION_DELETE: Method(
+        "client",
+        Handling.SERVED,
+        "deletes acpctl's history; relayed when the agent supports it",
+        session_ids=_SESSION,
+    ),
+    SESSION_PROMPT: Method(
+        "client",
+        Handling.SERVED,
+        "recorded and relayed; queued per session unless the agent queues prompts itself",
+        session_ids=_SESSION,
+    ),
+    SESSION_CANCEL: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed; also ends queued prompts and settles the session's open permission dialogs",
+        session_ids=_SESSION,
+        notification=True,
+    ),
+    SESSION_SET_MODE: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed; the mode is kept and re-applied after a context-less reattach",
+        session_ids=_SESSION,
+    ),
+    SESSION_SET_CONFIG_OPTION: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed; the options are kept and re-applied after a context-less reattach",
+        session_ids=_SESSION,
+    ),
+    SESSION_SET_MODEL: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed; the model is kept and re-applied after a context-less reattach",
+        session_ids=_SESSION,
+    ),
+    SESSION_SET_TITLE: Method(
+        "client",
+        Handling.ADJUSTED,
+        "relayed when the agent supports it; the title is stored in acpctl's history",
+        session_ids=_SESSION,
+    ),
+    SESSION_STATUS: Method("client", Handling.RELAYED, "the agent's own state", _SESSION),
+    SESSION_ARCHIVE: Method("client", Handling.RELAYED, "the agent's own state", _SESSION),
+    SESSION_UNARCHIVE: Method("client", Handling.RELAYED, "the agent's own state", _SESSION),
+    AUTH_STATUS: Method("client", Handling.RELAYED, "the agent's own state"),
+    PROVIDERS_LIST: Method("client", Handling.RELAYED, "the agent's own configuration"),
+    PROVIDERS_SET: Method("client", Handling.RELAYED, "the agent's own configuration"),
+    PROVIDERS_DISABLE: Method("client", Handling.RELAYED, "the agent's own configuration"),
+    PROXY_INITIALIZE: Method(
+        "client",
+        Handling.NOT_RELAYED,
+        "acpctl is not a proxy chain conductor; the agent behind it is not a proxy",
+    ),
+    PROXY_SUCCESSOR: Method(
+        "either",
+        Handling.NOT_RELAYED,
+        "acpctl is not a proxy chain conductor; the agent behind it is not a proxy",
+    ),
+    SESSION_UPDATE: Method(
+        "agent",
+        Handling.ADJUSTED,
+        "relayed as the agent's bytes when no id changes; recorded; mode, options, title "
+        "and usage kept",
+        session_ids=(
+            "sessionId",
+            "update.sessionId",
+            "update.senderSessionId",
+            "update.recipientSessionId",
+        ),
+        notification=True,
+    ),
+    REQUEST_PERMISSION: Method(
+        "agent",
+        Handling.ADJUSTED,
+        "relayed under acpctl's id; settled as cancelled when the turn is cancelled or "
+        "the agent dies",
+        session_ids=_SESSION,
+    ),
+    FS_READ_TEXT_FILE: Method("agent", Handling.RELAYED, "the editor's buffers", _SESSION),
+    FS_WRITE_TEXT_FILE: Method("agent", Handling.RELAYED, "the editor's buffers", _SESSION),
+    TERMINAL_CREATE: Method("agent", Handling.RELAYED, "the editor's terminals", _SESSION),
+    TERMINAL_OUTPUT: Method("agent", Handling.RELAYED, "the editor's terminals", _SESSION),
+    TERMINAL_WAIT_FOR_EXIT: Method("agent", Handling.RELAYED, "the editor's terminals", _SESSION),
+    TERMINAL_KILL: Method("agent", Handling.RELAYED, "the editor's terminals", _SESSION),
+    TERMINAL_RELEASE: Method("agent", Handling.RELAYED, "the editor's terminals", _SESSION),
+    ELICITATION_CREATE: Method(
+        "agent",
+        Handling.RELAYED,
+        "the editor asks the user; a request-scoped one names the editor's request",
+        session_ids=_SESSION,
+        request_ids=("requestId",),
+    ),
+    ELICITATION_COMPLETE: Method(
+        "agent", Handling.RELAYED, "the editor closes its form", notification=True
+    ),
+    AUTH_STATUS_UPDATE: Method("agent", Handling.RELAYED, "the editor shows it", notification=True),
+    MCP_MESSAGE: Method(
+        "either", Handling.RELAYED, "MCP over ACP between the editor's servers and the agent"
+    ),
+    CANCEL_REQUEST: Method(
+        "either",
+        Handling.ADJUSTED,
+        "the request id is translated to the other hop's",
+        request_ids=("requestId",),
+        notification=True,
+    ),
+}
+
+# == What acpctl does with each session/update kind ====================================
+
+RECORDED = "recorded and relayed"
+UPDATES: dict[str, str] = {
+    USER_MESSAGE_CHUNK: RECORDED,
+    AGENT_MESSAGE_CHUNK: RECORDED,
+    AGENT_THOUGHT_CHUNK: RECORDED,
+    TOOL_CALL: RECORDED,
+    TOOL_CALL_UPDATE: RECORDED,
+    PLAN: RECORDED,
+    PLAN_UPDATE: RECORDED,
+    PLAN_REMOVED: RECORDED,
+    AVAILABLE_COMMANDS_UPDATE: RECORDED,
+    CURRENT_MODE_UPDATE: RECORDED + "; the mode is kept for load, resume and reattach",
+    CONFIG_OPTION_UPDATE: RECORDED + "; the options are kept for load, resume and reattach",
+    SESSION_INFO_UPDATE: RECORDED + "; the title is stored for session/list",
+    USAGE_UPDATE: RECORDED,
+    NOTICE: RECORDED,
+    COMPACTION_UPDATE: RECORDED,
+    COMPACTION_SUMMARY_CHUNK: RECORDED,
+    SUBAGENT_UPDATE: RECORDED + "; its session ids are mapped when acpctl knows them",
+    SESSION_MESSAGE: RECORDED + "; its session ids are mapped when acpctl knows them",
+    SESSION_MESSAGE_CHUNK: RECORDED + "; its session ids are mapped when acpctl knows them",
+}

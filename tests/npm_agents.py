@@ -16,6 +16,30 @@ NPM_DIR = Path(__file__).resolve().parent / "npm"
 
 def npm_bin(name: str) -> Path:
     """The path of an installed npm agent's executable (installing the set if needed)."""
+    install()
+    path = NPM_DIR / "node_modules" / ".bin" / name
+    assert path.exists(), path
+    return path
+
+
+def npm_package(package: str) -> Path:
+    """The directory of an installed npm package (installing the set if needed): for two
+    releases of one agent whose executables share a name, and for the ACP schema."""
+    install()
+    path = NPM_DIR / "node_modules" / package
+    assert (path / "package.json").exists(), path
+    return path
+
+
+def package_bin(package: str) -> Path:
+    """The executable a package declares (its only one)."""
+    directory = npm_package(package)
+    declared = json.loads((directory / "package.json").read_text())["bin"]
+    (relative,) = declared.values() if isinstance(declared, dict) else (declared,)
+    return directory / relative
+
+
+def install() -> None:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are not installed: the npm agent tests need them")
     wanted = json.loads((NPM_DIR / "package.json").read_text())["dependencies"]
@@ -37,9 +61,6 @@ def npm_bin(name: str) -> Path:
             )
             if result.returncode != 0:
                 pytest.fail(f"npm install failed:\n{result.stderr[-3000:]}")
-    path = NPM_DIR / "node_modules" / ".bin" / name
-    assert path.exists(), path
-    return path
 
 
 def _installed(wanted: dict[str, str]) -> bool:

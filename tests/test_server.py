@@ -43,7 +43,7 @@ def test_initialize_adds_what_acpctl_serves(tmp_path: Path) -> None:
         result = await h.result(acp.INITIALIZE, {"protocolVersion": 1})
         caps = result["agentCapabilities"]
         assert caps["loadSession"] is True
-        assert set(caps["sessionCapabilities"]) == {"list", "resume", "close", "delete"}
+        assert set(caps["sessionCapabilities"]) == {"list", "resume", "close", "delete", "fork"}
         assert result["agentInfo"] == {"name": "fake"}
         assert h.agent.agent_capabilities == {"sessionCapabilities": {"resume": {}}}
 
@@ -177,29 +177,6 @@ def test_cancel_settles_open_permission_requests(tmp_path: Path) -> None:
         assert len(h.agent.sent) == 1
 
     run(tmp_path, scenario)
-
-
-def test_a_second_prompt_in_a_session_is_refused(tmp_path: Path) -> None:
-    agent = FakeAgent()
-    release = asyncio.Event()
-
-    async def held(params: Any) -> dict[str, Any]:
-        await release.wait()
-        return {"stopReason": acp.END_TURN}
-
-    agent.handlers[acp.SESSION_PROMPT] = held
-
-    async def scenario(h: Harness) -> None:
-        sid = await h.session()
-        h.send(jsonrpc.request("first", acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []}))
-        await asyncio.sleep(0)
-        second = await h.request(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []})
-        assert second["error"]["code"] == acp.INVALID_REQUEST
-        assert "already running" in second["error"]["message"]
-        release.set()
-        assert (await h.editor.response("first"))["result"]["stopReason"] == acp.END_TURN
-
-    run(tmp_path, scenario, agent)
 
 
 def test_agent_exit_voids_its_requests_and_the_session_resumes(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Making the agent know a session again (after a restart, or for a session loaded from the
 store): the agent's session/resume, else its session/load with its replay suppressed (the
-editor gets acpctl's replay instead), else a fresh agent session with a note in `_meta`
-that the agent's context was lost."""
+editor gets acpctl's replay instead), else a fresh agent session, given the mode, model and
+options the user chose, with a note in `_meta` that the agent's context was lost."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ class Attacher:
         self.recorder = recorder
         self.log = log
 
-    async def attach(self, record: SessionRecord) -> tuple[Any, str | None]:
-        """The agent's result for the session, and a note when its context was lost.
-        Call with record.lock held."""
+    async def attach(self, record: SessionRecord) -> tuple[JsonObject, str | None]:
+        """The session's state (modes, models, options) as the editor gets it, and a note
+        when the agent's context was lost. Call with record.lock held."""
         await self.backend.ensure_running()
         if record.generation == self.backend.generation:
-            return record.attach_result, None
+            return record.state.as_result(), None
         result: Any = None
         attached = False
         if record.agent_session_id:
@@ -40,11 +40,12 @@ class Attacher:
             if not attached:
                 attached, result = await self._load(record, record.agent_session_id)
         note = None
-        if not attached:
-            result, note = await self._fresh(record)
+        if attached:
+            record.state.absorb(result)
+        else:
+            note = await self._fresh(record)
         record.generation = self.backend.generation
-        record.attach_result = result
-        return result, note
+        return record.state.as_result(), note
 
     async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
         session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
@@ -79,21 +80,40 @@ class Attacher:
             return False, None
         return True, response["result"]
 
-    async def _fresh(self, record: SessionRecord) -> tuple[JsonObject, str | None]:
-        response = await self.backend.call(acp.SESSION_NEW, {**record.attach_params})
+    async def _fresh(self, record: SessionRecord) -> str | None:
+        had_context = bool(record.agent_session_id or record.meta.turns)
+
+        def bind(response: JsonObject) -> None:
+            # In the read loop: the updates the agent sends right after its answer (its
+            # commands, say) already find the session.
+            result = response.get("result")
+            if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+                self.table.unbind(record)
+                record.meta.agent_session_id = result["sessionId"]
+                self.table.bind(record, result["sessionId"])
+
+        response = await self.backend.call(
+            acp.SESSION_NEW, {**record.attach_params}, on_response=bind
+        )
         fresh = jsonrpc.unwrap(response)
         if not isinstance(fresh, dict) or not isinstance(fresh.get("sessionId"), str):
             raise RpcError(acp.INTERNAL_ERROR, "agent returned no sessionId")
-        had_context = bool(record.agent_session_id or record.meta.turns)
-        self.table.unbind(record)
-        record.meta.agent_session_id = fresh["sessionId"]
-        self.table.bind(record, fresh["sessionId"])
+        chosen = record.state.restore_calls(fresh, fresh["sessionId"])
+        record.state.absorb({k: v for k, v in fresh.items() if k != "sessionId"})
+        for method, params in chosen:
+            answer = await self.backend.call(method, params)
+            if "result" in answer:
+                record.state.on_set(method, params, answer["result"])
+            else:
+                self.log.info(
+                    "could not restore %s of session %s: %s", method, record.id, answer.get("error")
+                )
         note = None
         if had_context:
             note = CONTEXT_LOST_NOTE
             self.log.warning("session %s: %s; started a fresh agent session", record.id, note)
         self.recorder.save(record)
-        return {k: v for k, v in fresh.items() if k != "sessionId"}, note
+        return note
 
 
 def with_note(result: Any, note: str | None) -> Any:

@@ -1,7 +1,8 @@
 """Request ids across acpctl, both ways.
 
 Editor → agent: a forwarded request gets the backend's id on the agent hop; the editor's id
-is kept here so that the editor's `$/cancel_request` can name the agent's id.
+is kept here so that the editor's `$/cancel_request` can name the agent's id, and the
+agent's messages that name the request (a request-scoped elicitation) the editor's.
 Agent → editor: a request from the agent (a permission, fs, terminal...) gets an id of
 acpctl's own on the editor hop, from a pending table; the editor's answer goes back under
 the agent's id, and the agent's `$/cancel_request` is translated to the editor's id.
@@ -34,19 +35,36 @@ class IdMap:
         self._upstream: dict[tuple[bool, Any], asyncio.Future[JsonObject]] = {}
         self._reverse: PendingRequests[int] = PendingRequests(itertools.count(1))
         self._editor_id_of: dict[tuple[bool, Any], int] = {}
+        self._forwarded_as: dict[tuple[bool, Any], Any] = {}  # agent-hop id -> editor's
 
     # -- editor → agent -------------------------------------------------------------
 
-    def forwarded(self, editor_id: Any, upstream: asyncio.Future[JsonObject]) -> None:
-        """`upstream` answers the editor's request `editor_id`, until it is done."""
+    def forwarded(
+        self, editor_id: Any, upstream: asyncio.Future[JsonObject], agent_id: Any
+    ) -> None:
+        """`upstream` (`agent_id` on the agent's hop) answers the editor's request
+        `editor_id`, until it is done."""
         key = jsonrpc.id_key(editor_id)
         self._upstream[key] = upstream
+        agent_key = jsonrpc.id_key(agent_id) if agent_id is not None else None
+        if agent_key is not None:
+            self._forwarded_as[agent_key] = editor_id
 
         def forget(_: asyncio.Future[JsonObject]) -> None:
             if self._upstream.get(key) is upstream:
                 del self._upstream[key]
+            if agent_key is not None:
+                self._forwarded_as.pop(agent_key, None)
 
         upstream.add_done_callback(forget)
+
+    def editor_request(self, agent_id: Any) -> Any:
+        """The editor's id of the request the agent knows as `agent_id` (unchanged when
+        acpctl forwarded no such request)."""
+        try:
+            return self._forwarded_as.get(jsonrpc.id_key(agent_id), agent_id)
+        except TypeError:
+            return agent_id
 
     def upstream(self, editor_id: Any) -> asyncio.Future[JsonObject] | None:
         try:
@@ -82,3 +100,20 @@ class IdMap:
         """Editor-hop ids of the requests still waiting for the editor that `wanted` picks
         (those of a dead agent process, the permission dialogs of a session), oldest first."""
         return [editor_id for editor_id, entry in self._reverse.items() if wanted(entry.context)]
+
+
+def map_at(value: Any, path: str, convert: Callable[[Any], Any]) -> Any:
+    """`value` with what sits at the dotted `path` converted (`[]` steps into each element
+    of an array); the containers on the way are copied, the original is left as it was."""
+    head, _, rest = path.partition(".")
+    key = head.removesuffix("[]")
+    if not isinstance(value, dict) or key not in value:
+        return value
+    inner = value[key]
+    if head.endswith("[]"):
+        if not isinstance(inner, list):
+            return value
+        mapped: Any = [map_at(item, rest, convert) if rest else convert(item) for item in inner]
+    else:
+        mapped = map_at(inner, rest, convert) if rest else convert(inner)
+    return {**value, key: mapped}

@@ -1,13 +1,17 @@
-"""The lifecycle of the sessions on one connection: session/new (registered before the
-agent's next message is routed), load and resume of stored sessions (replayed from the store,
-then attached), list, close and delete."""
+"""The lifecycle of the sessions on one connection: session/new and session/fork (registered
+before the agent's next message is routed), load and resume (of acpctl's own history, or of
+a session only the agent knows), list (both, merged), close and delete.
+
+A connection serves one agent: it lists and opens that agent's sessions only."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
@@ -19,6 +23,10 @@ from acpctl.runner.endpoint import LineOutput
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.session import SessionRecord, SessionTable
 from acpctl.store.sessions import CorruptSession, SessionStore, valid_session_id
+
+# The agent's own session/list: how many pages acpctl reads, and how long it waits.
+AGENT_LIST_PAGES = 20
+AGENT_LIST_TIMEOUT_S = 10.0
 
 
 class SessionLifecycle:
@@ -32,6 +40,7 @@ class SessionLifecycle:
         out: LineOutput,
         log: logging.Logger,
         ensure_agent: Callable[[], Awaitable[None]],
+        end_turns: Callable[[SessionRecord], Awaitable[None]],
     ) -> None:
         self.backend = backend
         self.store = store
@@ -41,11 +50,12 @@ class SessionLifecycle:
         self.out = out
         self.log = log
         self.ensure_agent = ensure_agent
+        self.end_turns = end_turns
+
+    # == new sessions ==================================================================
 
     async def new(self, params: JsonObject) -> JsonObject:
-        cwd = params.get("cwd")
-        if not isinstance(cwd, str) or not os.path.isabs(cwd):
-            raise RpcError(acp.INVALID_PARAMS, "cwd must be an absolute path")
+        cwd = _absolute_cwd(params)
         await self.ensure_agent()
         attach_params = _attach_params(params)
 
@@ -56,29 +66,66 @@ class SessionLifecycle:
             if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
                 return
             agent_id = result["sessionId"]
-            client_id = agent_id
-            if (
-                not valid_session_id(agent_id)
-                or self.store.exists(agent_id)
-                or self.sessions.get(agent_id) is not None
-            ):
-                client_id = uuid.uuid4().hex
-            extra = params.get("additionalDirectories")
-            meta, writer = self.recorder.create(
-                client_id, agent_id, cwd, list(extra) if isinstance(extra, list) else []
-            )
-            self.sessions.add(
-                SessionRecord(
-                    meta=meta,
-                    writer=writer,
-                    attach_params=attach_params,
-                    generation=self.backend.generation,
-                )
-            )
+            client_id = self._client_id(agent_id)
+            meta, writer = self.recorder.create(client_id, agent_id, cwd, _directories(params))
+            self._add(SessionRecord(meta=meta, writer=writer, attach_params=attach_params), result)
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
 
         return await self.backend.call(acp.SESSION_NEW, params, on_response=register)
+
+    async def fork(self, params: JsonObject) -> JsonObject:
+        """The agent's fork when it has one; else acpctl's: the history copied, and a fresh
+        agent session (with the context-lost note) behind it."""
+        cwd = _absolute_cwd(params)
+        parent = await self._open(params)
+        await self.ensure_agent()
+        attach_params = _attach_params(params)
+        if not self._agent_can("fork"):
+            meta, writer = self.recorder.fork(
+                parent, uuid.uuid4().hex, None, cwd, _directories(params)
+            )
+            record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params)
+            self.sessions.add(record)
+            async with record.lock:
+                result, note = await self.attacher.attach(record)
+            return jsonrpc.result(None, {"sessionId": record.id, **with_note(result, note)})
+
+        def register(response: JsonObject) -> None:
+            result = response.get("result")
+            if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+                return
+            agent_id = result["sessionId"]
+            client_id = self._client_id(agent_id)
+            meta, writer = self.recorder.fork(
+                parent, client_id, agent_id, cwd, _directories(params)
+            )
+            self._add(SessionRecord(meta=meta, writer=writer, attach_params=attach_params), result)
+            if client_id != agent_id:
+                response["result"] = {**result, "sessionId": client_id}
+
+        async with parent.lock:
+            await self.attacher.attach(parent)
+            future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
+        return await future
+
+    def _client_id(self, agent_id: str) -> str:
+        """The id the editor knows a new session by: the agent's own, unless it cannot name
+        a directory or is taken."""
+        if (
+            not valid_session_id(agent_id)
+            or self.store.exists(agent_id)
+            or self.sessions.get(agent_id) is not None
+        ):
+            return uuid.uuid4().hex
+        return agent_id
+
+    def _add(self, record: SessionRecord, result: JsonObject) -> None:
+        record.generation = self.backend.generation
+        record.state.absorb(result)
+        self.sessions.add(record)
+
+    # == reopening =====================================================================
 
     async def load(self, params: JsonObject) -> JsonObject:
         return await self._reopen(params, replay=True)
@@ -90,22 +137,9 @@ class SessionLifecycle:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not valid_session_id(session_id):
             raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
-        record = self.sessions.get(session_id)
-        if record is None:
-            if not self.store.exists(session_id):
-                raise RpcError(
-                    acp.RESOURCE_NOT_FOUND,
-                    f"session not found: {session_id}",
-                    {"sessionId": session_id},
-                )
-            try:
-                meta, writer = self.recorder.reopen(session_id)
-            except (CorruptSession, OSError) as exc:
-                raise RpcError(
-                    acp.INTERNAL_ERROR, f"session {session_id} cannot be opened: {exc}"
-                ) from exc
-            record = SessionRecord(meta=meta, writer=writer)
-            self.sessions.add(record)
+        if self.sessions.get(session_id) is None and not self.store.exists(session_id):
+            return await self._adopt(session_id, params, replay)
+        record = await self._open(params)
         record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
         await self.ensure_agent()
         if replay:
@@ -114,8 +148,114 @@ class SessionLifecycle:
             result, note = await self.attacher.attach(record)
         return jsonrpc.result(None, with_note(result, note))
 
-    async def list(self, params: JsonObject) -> JsonObject:
-        return jsonrpc.result(None, served.list_page(self.store, params))
+    async def _open(self, params: JsonObject) -> SessionRecord:
+        """The session `params` names: open on this connection, or opened from the store
+        (not yet attached to the agent)."""
+        session_id = params.get("sessionId")
+        record = self.sessions.get(session_id)
+        if record is not None:
+            return record
+        if not isinstance(session_id, str) or not self.store.exists(session_id):
+            raise _not_found(session_id)
+        try:
+            meta, writer = self.recorder.reopen(session_id)
+        except (CorruptSession, OSError) as exc:
+            raise RpcError(
+                acp.INTERNAL_ERROR, f"session {session_id} cannot be opened: {exc}"
+            ) from exc
+        if meta.agent != self.recorder.agent_name:
+            writer.close()
+            raise RpcError(
+                acp.RESOURCE_NOT_FOUND,
+                f"session {session_id} belongs to agent {meta.agent!r}; open it through "
+                f"that agent's entry (acpctl run --acp --agent {meta.agent})",
+                {"sessionId": session_id},
+            )
+        record = SessionRecord(meta=meta, writer=writer)
+        self.sessions.add(record)
+        return record
+
+    async def _adopt(self, session_id: str, params: JsonObject, replay: bool) -> JsonObject:
+        """A session acpctl has no history of, that the agent may know (made before acpctl
+        was installed, or in another client): loaded or resumed through the agent, its
+        replay relayed and recorded, and recorded from then on."""
+        await self.ensure_agent()
+        can = (
+            self.backend.agent_capabilities.get("loadSession") is True
+            if replay
+            else self._agent_can("resume")
+        )
+        if not can:
+            raise _not_found(session_id)
+        cwd = _absolute_cwd(params)
+        meta, writer = self.recorder.create(session_id, session_id, cwd, _directories(params))
+        record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
+        self.sessions.add(record)
+        response = await self.backend.call(
+            acp.SESSION_LOAD if replay else acp.SESSION_RESUME, params
+        )
+        if "result" not in response:
+            self.sessions.remove(record)
+            self.recorder.close(record)
+            self.store.delete(session_id)
+            return response
+        self._add(record, response["result"])
+        self.recorder.save(record)
+        return response
+
+    # == listing =======================================================================
+
+    async def list_sessions(self, params: JsonObject) -> JsonObject:
+        cwd = params.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
+        stored = served.stored_sessions(self.store, self.recorder.agent_name, cwd)
+        known = {meta.id for meta in stored} | {
+            meta.agent_session_id for meta in stored if meta.agent_session_id
+        }
+        theirs = [
+            info for info in await self._agent_sessions(cwd) if info["sessionId"] not in known
+        ]
+        return jsonrpc.result(None, served.list_page(stored, theirs, params.get("cursor")))
+
+    async def _agent_sessions(self, cwd: str | None) -> list[JsonObject]:
+        """The agent's own session/list, every page (bounded); [] when it has none."""
+        if not self._agent_can("list"):
+            return []
+        try:
+            await self.ensure_agent()
+        except RpcError:
+            return []
+        found: list[JsonObject] = []
+        cursor = None
+        for _ in range(AGENT_LIST_PAGES):
+            query: JsonObject = {"cwd": cwd} if cwd else {}
+            if cursor:
+                query["cursor"] = cursor
+            try:
+                response = await asyncio.wait_for(
+                    self.backend.call(acp.SESSION_LIST, query), AGENT_LIST_TIMEOUT_S
+                )
+            except asyncio.TimeoutError:
+                self.log.warning("the agent's session/list did not answer; listing acpctl's")
+                break
+            result = response.get("result")
+            if not isinstance(result, dict) or not isinstance(result.get("sessions"), list):
+                self.log.info("the agent's session/list failed: %s", response.get("error"))
+                break
+            found += [
+                info
+                for info in result["sessions"]
+                if isinstance(info, dict)
+                and valid_session_id(info.get("sessionId"))
+                and isinstance(info.get("cwd"), str)
+            ]
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+        return found
+
+    # == closing =======================================================================
 
     async def close(self, params: JsonObject) -> JsonObject:
         session_id = params.get("sessionId")
@@ -123,11 +263,8 @@ class SessionLifecycle:
         if record is None:
             if isinstance(session_id, str) and self.store.exists(session_id):
                 return jsonrpc.result(None, {})
-            raise RpcError(
-                acp.RESOURCE_NOT_FOUND,
-                f"session not found: {session_id}",
-                {"sessionId": session_id},
-            )
+            raise _not_found(session_id)
+        await self.end_turns(record)
         await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
         self.forget(record)
         return jsonrpc.result(None, {})
@@ -138,6 +275,7 @@ class SessionLifecycle:
             return jsonrpc.result(None, {})  # unknown sessions: succeed silently (ACP)
         record = self.sessions.get(session_id)
         if record is not None:
+            await self.end_turns(record)
             await self._agent_session_call(record, "delete", acp.SESSION_DELETE)
             self.sessions.remove(record)
             self.recorder.close(record)
@@ -149,22 +287,42 @@ class SessionLifecycle:
         self.recorder.close(record)
         self.recorder.save(record, touch=False)
 
+    def _agent_can(self, capability: str) -> bool:
+        session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
+        return isinstance(session_caps, dict) and isinstance(session_caps.get(capability), dict)
+
     async def _agent_session_call(
         self, record: SessionRecord, capability: str, method: str
     ) -> None:
         """close/delete on the agent's side too, when it is attached and supports it."""
-        session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
         if (
             record.generation == self.backend.generation
             and self.backend.alive
-            and isinstance(session_caps, dict)
-            and isinstance(session_caps.get(capability), dict)
+            and self._agent_can(capability)
         ):
             response = await self.backend.call(method, {"sessionId": record.agent_session_id})
             if "error" in response:
                 self.log.info(
                     "agent %s of session %s failed: %s", method, record.id, response["error"]
                 )
+
+
+def _absolute_cwd(params: JsonObject) -> str:
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise RpcError(acp.INVALID_PARAMS, "cwd must be an absolute path")
+    return cwd
+
+
+def _directories(params: JsonObject) -> list[str]:
+    extra = params.get("additionalDirectories")
+    return [d for d in extra if isinstance(d, str)] if isinstance(extra, list) else []
+
+
+def _not_found(session_id: Any) -> RpcError:
+    return RpcError(
+        acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}", {"sessionId": session_id}
+    )
 
 
 def _attach_params(params: JsonObject) -> JsonObject:

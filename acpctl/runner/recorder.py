@@ -13,6 +13,8 @@ directory cannot even be created runs without history, said in the log.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +66,39 @@ class Recorder:
             return meta, self.store.create(meta)
         except OSError as exc:
             self.log.warning("session %s runs without history: %s", session_id, _reason(exc))
+            return meta, DiscardedHistory()
+
+    def fork(
+        self,
+        parent: SessionRecord,
+        session_id: str,
+        agent_session_id: str | None,
+        cwd: str,
+        additional_directories: list[str],
+    ) -> tuple[SessionMeta, HistoryWriter]:
+        """A session forked from `parent`: its history so far, its title, turns and the
+        user's choices of mode and options, with the parent named."""
+        meta = SessionMeta(
+            id=session_id,
+            agent=self.agent_name,
+            command=self.command,
+            cwd=cwd,
+            additional_directories=additional_directories,
+            agent_session_id=agent_session_id,
+            title=parent.meta.title,
+            turns=parent.meta.turns,
+            parent_id=parent.id,
+            state=copy.deepcopy(parent.meta.state),
+        )
+        if not self.enabled or isinstance(parent.writer, DiscardedHistory):
+            return meta, DiscardedHistory()
+        self._write(parent.id, "events", parent.writer.flush)
+        try:
+            return meta, self.store.fork(parent.id, meta)
+        except OSError as exc:
+            self.log.warning("fork %s runs without history: %s", session_id, _reason(exc))
+            with contextlib.suppress(OSError):
+                self.store.delete(session_id)  # no half-copied history left behind
             return meta, DiscardedHistory()
 
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:

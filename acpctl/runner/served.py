@@ -1,6 +1,6 @@
 """What acpctl serves from its own store whatever the agent supports: the capabilities it
 adds for that, session/list (newest first, paged with an opaque cursor), and the replay of
-a session/load."""
+a session/load; and what it reads of the agent's capabilities."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from acpctl.store.sessions import SessionMeta, SessionStore
 
 LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512
-SESSION_CAPABILITIES_SERVED = ("list", "resume", "close", "delete")
+SESSION_CAPABILITIES_SERVED = ("list", "resume", "close", "delete", "fork")
 
 
 def capabilities(agent: Any) -> JsonObject:
@@ -33,6 +33,22 @@ def capabilities(agent: Any) -> JsonObject:
     return capabilities
 
 
+def negotiated_version(offered: Any) -> Any:
+    """The protocol version to speak: the lower of what the peer offers and what acpctl's
+    own handlers implement (a non-integer is passed on for the peer to refuse)."""
+    if isinstance(offered, int) and not isinstance(offered, bool):
+        return min(offered, acp.PROTOCOL_VERSION)
+    return offered
+
+
+def queues_prompts(agent: JsonObject) -> bool:
+    """Whether the agent takes a prompt while one runs (claude-agent-acp says so in
+    `_meta.claudeCode.promptQueueing`); acpctl queues them itself for the others."""
+    meta = agent.get("_meta")
+    vendor = meta.get("claudeCode") if isinstance(meta, dict) else None
+    return isinstance(vendor, dict) and vendor.get("promptQueueing") is True
+
+
 async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read."""
@@ -45,16 +61,19 @@ async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
     await out.drain()
 
 
-def list_page(store: SessionStore, params: JsonObject) -> JsonObject:
-    cwd = params.get("cwd")
-    if cwd is not None and not isinstance(cwd, str):
-        raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
-    offset = _decode_cursor(params.get("cursor"))
-    metas = SessionIndex(store).readable(cwd=cwd)
-    result: JsonObject = {
-        "sessions": [_info(meta) for meta in metas[offset : offset + LIST_PAGE_SIZE]]
-    }
-    if offset + LIST_PAGE_SIZE < len(metas):
+def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[SessionMeta]:
+    """`agent`'s readable sessions in acpctl's history, newest first."""
+    return [s.meta for s in SessionIndex(store).query(agent=agent, cwd=cwd) if s.problem is None]
+
+
+def list_page(stored: list[SessionMeta], theirs: list[JsonObject], cursor: Any) -> JsonObject:
+    """One page of session/list: acpctl's sessions and those only the agent knows, newest
+    first."""
+    offset = _decode_cursor(cursor)
+    infos = [_info(meta) for meta in stored] + theirs
+    infos.sort(key=lambda info: str(info.get("updatedAt") or ""), reverse=True)
+    result: JsonObject = {"sessions": infos[offset : offset + LIST_PAGE_SIZE]}
+    if offset + LIST_PAGE_SIZE < len(infos):
         result["nextCursor"] = _encode_cursor(offset + LIST_PAGE_SIZE)
     return result
 
@@ -65,7 +84,10 @@ def _info(meta: SessionMeta) -> JsonObject:
         info["title"] = meta.title
     if meta.additional_directories:
         info["additionalDirectories"] = meta.additional_directories
-    info["_meta"] = {"acpctl": {"agent": meta.agent, "turns": meta.turns, "created": meta.created}}
+    extra: JsonObject = {"agent": meta.agent, "turns": meta.turns, "created": meta.created}
+    if meta.parent_id:
+        extra["parentId"] = meta.parent_id
+    info["_meta"] = {"acpctl": extra}
     return info
 
 

@@ -14,6 +14,8 @@ id mapped when it names one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -26,17 +28,39 @@ from acpctl.runner import served
 from acpctl.runner.attach import Attacher
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import Answer, EditorEndpoint, LineOutput
-from acpctl.runner.idmap import IdMap, ReverseRequest
+from acpctl.runner.idmap import IdMap, ReverseRequest, map_at
 from acpctl.runner.lifecycle import SessionLifecycle
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionRecord, SessionTable
-from acpctl.store.sessions import SessionStore
+from acpctl.store.sessions import CorruptSession, SessionStore
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
 SHUTDOWN_GRACE_S = 2.0
+# How long a cancelled turn may take to end before session/close ends it as cancelled.
+CLOSE_GRACE_S = 5.0
+# Methods that name a session that need not be open on the connection (the schema says so):
+# relayed with the agent's id for it, without attaching it.
+DETACHED_METHODS = frozenset(
+    {acp.SESSION_STATUS, acp.SESSION_SET_TITLE, acp.SESSION_ARCHIVE, acp.SESSION_UNARCHIVE}
+)
+# Relayed, and what they set is kept in the session's state (or title).
+SETTINGS_METHODS = frozenset(
+    {
+        acp.SESSION_SET_MODE,
+        acp.SESSION_SET_MODEL,
+        acp.SESSION_SET_CONFIG_OPTION,
+        acp.SESSION_SET_TITLE,
+    }
+)
+STATE_UPDATES = frozenset({acp.CURRENT_MODE_UPDATE, acp.CONFIG_OPTION_UPDATE})
+NESTED_SESSION_IDS = acp.METHODS[acp.SESSION_UPDATE].session_ids[1:]
 
-Handler = Callable[[JsonObject], Awaitable[JsonObject]]
+Handler = Callable[[JsonObject, Any], Awaitable[JsonObject]]
+
+
+def _params_only(handler: Callable[[JsonObject], Awaitable[JsonObject]]) -> Handler:
+    return lambda params, _msg_id: handler(params)
 
 
 class AcpServer:
@@ -62,25 +86,40 @@ class AcpServer:
         self.ids = IdMap()
         self.attacher = Attacher(backend, self.sessions, recorder, log)
         self.lifecycle = SessionLifecycle(
-            backend, store, recorder, self.sessions, self.attacher, output, log, self._ensure_agent
+            backend,
+            store,
+            recorder,
+            self.sessions,
+            self.attacher,
+            output,
+            log,
+            self._ensure_agent,
+            self.end_turns,
         )
         self._closed = False
+        lifecycle = self.lifecycle
         self.handlers: dict[str, Handler] = {
-            acp.INITIALIZE: self.initialize,
-            acp.AUTHENTICATE: self.authenticate,
-            acp.SESSION_NEW: self.lifecycle.new,
-            acp.SESSION_LOAD: self.lifecycle.load,
-            acp.SESSION_RESUME: self.lifecycle.resume,
-            acp.SESSION_LIST: self.lifecycle.list,
-            acp.SESSION_CLOSE: self.lifecycle.close,
-            acp.SESSION_DELETE: self.lifecycle.delete,
+            acp.INITIALIZE: _params_only(self.initialize),
+            acp.AUTHENTICATE: _params_only(self.authenticate),
+            acp.LOGOUT: _params_only(self.logout),
+            acp.SESSION_NEW: _params_only(lifecycle.new),
+            acp.SESSION_LOAD: _params_only(lifecycle.load),
+            acp.SESSION_RESUME: _params_only(lifecycle.resume),
+            acp.SESSION_FORK: _params_only(lifecycle.fork),
+            acp.SESSION_LIST: _params_only(lifecycle.list_sessions),
+            acp.SESSION_CLOSE: _params_only(lifecycle.close),
+            acp.SESSION_DELETE: _params_only(lifecycle.delete),
             acp.SESSION_PROMPT: self.prompt,
+            **{method: functools.partial(self.setting, method) for method in SETTINGS_METHODS},
         }
         backend.connect(self)
 
     # == from the editor (Router) ======================================================
 
     def route_request(self, method: str, params: Any, msg_id: Any) -> Answer:
+        rule = acp.METHODS.get(method)
+        if rule is not None and rule.handling is acp.Handling.NOT_RELAYED:
+            return jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: {rule.why}")
         if (
             method not in self.handlers
             and self.backend.alive
@@ -115,7 +154,7 @@ class AcpServer:
         """A request that needs no session routing goes to the agent at once, without a
         task: this is the path whose round trip the relay benchmark measures."""
         upstream = self.backend.call(method, params)
-        self.ids.forwarded(msg_id, upstream)
+        self.ids.forwarded(msg_id, upstream, self.backend.request_id_of(upstream))
         answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         upstream.add_done_callback(
             lambda done: answer.set_result({**done.result(), "jsonrpc": "2.0", "id": msg_id})
@@ -130,7 +169,7 @@ class AcpServer:
             elif not isinstance(params, dict):
                 raise RpcError(acp.INVALID_PARAMS, f"{method} takes an object as params")
             else:
-                response = await handler(params)
+                response = await handler(params, msg_id)
         except RpcError as exc:
             return jsonrpc.error_response(msg_id, exc)
         except Exception as exc:  # a bug must not take the connection down
@@ -141,15 +180,46 @@ class AcpServer:
     async def _forward(self, method: str, params: Any, msg_id: Any) -> JsonObject:
         """Any other request: relay it, mapping the session id if it names one."""
         await self._ensure_agent()
-        if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
+        if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
+            future = self.backend.call(method, params)
+        elif method in DETACHED_METHODS:
+            future = self.backend.call(method, {**params, "sessionId": self._agent_id_of(params)})
+        else:
             record = self._require(params)
             async with record.lock:
                 await self.attacher.attach(record)
                 future = self.backend.call(method, record.to_agent(params))
-        else:
-            future = self.backend.call(method, params)
-        self.ids.forwarded(msg_id, future)
+        self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
         return await future
+
+    def _agent_id_of(self, params: JsonObject) -> Any:
+        """The agent's id for a session named by a method that does not need it open:
+        from the connection, else from the history, else the id as given (a session only
+        the agent knows)."""
+        session_id = params["sessionId"]
+        record = self.sessions.get(session_id)
+        if record is not None:
+            return record.agent_session_id
+        if self.store.exists(session_id):
+            try:
+                return self.store.read_meta(session_id).agent_session_id or session_id
+            except (OSError, CorruptSession):
+                pass
+        return session_id
+
+    async def setting(self, method: str, params: JsonObject, msg_id: Any) -> JsonObject:
+        """set_mode, set_model, set_config_option, set_title: relayed; what the agent
+        accepted is kept in the session's state (re-applied after a context-less
+        reattach) and its metadata."""
+        response = await self._forward(method, params, msg_id)
+        record = self.sessions.get(params.get("sessionId"))
+        if record is not None and "result" in response:
+            if method == acp.SESSION_SET_TITLE and isinstance(params.get("title"), str):
+                record.meta.title = params["title"]
+            else:
+                record.state.on_set(method, params, response["result"])
+            self.recorder.save(record)
+        return response
 
     def _cancel_request(self, params: Any) -> None:
         """$/cancel_request from the editor names the editor's id: translate it."""
@@ -169,6 +239,11 @@ class AcpServer:
         self._update_run_record()
 
     async def initialize(self, params: JsonObject) -> JsonObject:
+        # Both sides speak the version acpctl's own handlers implement, at most.
+        params = {
+            **params,
+            "protocolVersion": served.negotiated_version(params.get("protocolVersion")),
+        }
         self.backend.initialize_params = params
         await self.backend.ensure_running()
         self._update_run_record()
@@ -182,7 +257,11 @@ class AcpServer:
         )
         return {
             **response,
-            "result": {**result, "agentCapabilities": served.capabilities(capabilities)},
+            "result": {
+                **result,
+                "protocolVersion": served.negotiated_version(result.get("protocolVersion")),
+                "agentCapabilities": served.capabilities(capabilities),
+            },
         }
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
@@ -192,6 +271,13 @@ class AcpServer:
             self.backend.authenticate_params = params  # replayed after a restart
         return response
 
+    async def logout(self, params: JsonObject) -> JsonObject:
+        await self._ensure_agent()
+        response = await self.backend.call(acp.LOGOUT, params)
+        if "result" in response:
+            self.backend.authenticate_params = None  # a restart must not log in again
+        return response
+
     # == sessions ======================================================================
 
     def _require(self, params: JsonObject) -> SessionRecord:
@@ -199,33 +285,49 @@ class AcpServer:
 
     # == prompts and cancellation ======================================================
 
-    async def prompt(self, params: JsonObject) -> JsonObject:
+    async def prompt(self, params: JsonObject, msg_id: Any) -> JsonObject:
+        """One turn. Prompts to a busy session wait their turn here, first in first out,
+        unless the agent queues prompts itself; a session/cancel ends the waiting ones."""
         record = self._require(params)
         prompt = params.get("prompt")
         if not isinstance(prompt, list):
             raise RpcError(acp.INVALID_PARAMS, "prompt must be an array of content blocks")
-        if record.prompting:
-            raise RpcError(
-                acp.INVALID_REQUEST, f"a prompt is already running in session {record.id}"
-            )
-        record.prompt_future = asyncio.get_running_loop().create_future()  # claims the turn
+        cancels = record.cancels
+        record.active += 1
+        record.idle.clear()
         try:
-            async with record.lock:
-                await self.attacher.attach(record)
-                self.recorder.prompt(record, prompt)
-                record.prompt_future = self.backend.call(
-                    acp.SESSION_PROMPT, record.to_agent(params)
-                )
-            response = await record.prompt_future
-            self.recorder.turn_end(record, response)
-            return response
+            if served.queues_prompts(self.backend.agent_capabilities):
+                return await self._turn(record, params, prompt, msg_id)
+            async with record.turn:
+                if record.cancels != cancels:
+                    return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
+                return await self._turn(record, params, prompt, msg_id)
         finally:
-            record.prompt_future = None
+            record.active -= 1
+            if not record.active:
+                record.idle.set()
+
+    async def _turn(
+        self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
+    ) -> JsonObject:
+        async with record.lock:
+            await self.attacher.attach(record)
+            self.recorder.prompt(record, prompt)
+            future = self.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
+        self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
+        record.prompts.add(future)
+        try:
+            response = await future
+        finally:
+            record.prompts.discard(future)
+        self.recorder.turn_end(record, response)
+        return response
 
     async def cancel(self, params: Any) -> None:
         record = self.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
         if record is None:
             return
+        record.cancels += 1  # the prompts waiting their turn end as cancelled
         async with record.lock:
             if record.generation == self.backend.generation and self.backend.alive:
                 self.backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
@@ -243,6 +345,22 @@ class AcpServer:
                 self.backend.send({**cancelled, "id": request.agent_id})
             self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
 
+    async def end_turns(self, record: SessionRecord) -> None:
+        """Before a session closes: cancel its running and queued prompts and wait for them
+        to answer; an agent that does not end the turn in time has it ended for it."""
+        if record.active == 0:
+            return
+        await self.cancel({"sessionId": record.id})
+        try:
+            await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
+        except asyncio.TimeoutError:
+            self.log.warning("session %s: the agent did not end the cancelled turn", record.id)
+            for future in list(record.prompts):
+                if not future.done():
+                    future.set_result(jsonrpc.result(None, {"stopReason": acp.CANCELLED}))
+            with contextlib.suppress(asyncio.TimeoutError):  # one stuck attaching
+                await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
+
     # == from the agent (AgentEvents) ==================================================
 
     def on_agent_notification(self, message: JsonObject, raw: bytes) -> None:
@@ -256,21 +374,45 @@ class AcpServer:
             if editor_id is not None:
                 self.out.send(jsonrpc.notification(method, {**params, "requestId": editor_id}))
             return
-        agent_session = params.get("sessionId")
+        if "sessionId" not in params:
+            self.out.write(raw + b"\n")
+            return
+        agent_session = params["sessionId"]
         record = self.sessions.of_agent(agent_session)
         if record is None:
-            self.out.write(raw + b"\n")
+            # A session closed (or never opened) on this connection: what the agent still
+            # says about it has no one to go to, and must not reach the editor under the
+            # agent's raw id.
+            self.log.debug("dropped %s for session %r, not open here", method, agent_session)
             return
         if record.suppress_replay:
             return
-        if method == acp.SESSION_UPDATE and isinstance(params.get("update"), dict):
-            self.recorder.agent_update(record, params["update"], raw)
+        update = params.get("update")
+        mapped = params
+        if method == acp.SESSION_UPDATE and isinstance(update, dict):
+            self.recorder.agent_update(record, update, raw)
+            if update.get("sessionUpdate") in STATE_UPDATES:
+                record.state.on_update(update)
+            if not update.keys().isdisjoint(("sessionId", "senderSessionId", "recipientSessionId")):
+                mapped = self._map_sessions(params, NESTED_SESSION_IDS)
         if self.debug:
             self.log.debug("-> %s session=%s", method, record.id)
-        if record.id == agent_session:
+        if record.id == agent_session and mapped is params:
             self.out.write(raw + b"\n")
         else:
-            self.out.send({**message, "params": {**params, "sessionId": record.id}})
+            self.out.send({**message, "params": {**mapped, "sessionId": record.id}})
+
+    def _map_sessions(self, params: JsonObject, paths: tuple[str, ...]) -> JsonObject:
+        """`params` with the agent's session ids at `paths` replaced by the editor's, where
+        acpctl knows the session (a subagent's session it never saw keeps its id)."""
+
+        def to_editor(agent_id: Any) -> Any:
+            record = self.sessions.of_agent(agent_id)
+            return record.id if record is not None else agent_id
+
+        for path in paths:
+            params = map_at(params, path, to_editor)
+        return params
 
     def on_agent_request(self, message: JsonObject, generation: int) -> None:
         params = message.get("params")
@@ -288,9 +430,13 @@ class AcpServer:
         method = str(message.get("method"))
         editor_id = self.ids.to_editor(ReverseRequest(message["id"], generation, record, method))
         forwarded = {**message, "id": editor_id}
-        if record is not None:
-            assert isinstance(params, dict)
-            forwarded["params"] = {**params, "sessionId": record.id}
+        if isinstance(params, dict):
+            rule = acp.METHODS.get(method)
+            for path in rule.request_ids if rule else ():
+                params = map_at(params, path, self.ids.editor_request)
+            if record is not None:
+                params = {**params, "sessionId": record.id}
+            forwarded["params"] = params
         if self.debug:
             self.log.debug(
                 "-> %s id=%s%s", method, editor_id, f" session={record.id}" if record else ""

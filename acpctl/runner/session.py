@@ -11,6 +11,7 @@ from typing import Any
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner.state import SessionState
 from acpctl.store.sessions import HistoryWriter, SessionMeta, valid_session_id
 
 
@@ -22,10 +23,19 @@ class SessionRecord:
     # Kept in memory only: mcpServers may carry secrets in their env.
     attach_params: JsonObject = field(default_factory=dict)
     generation: int = 0  # the agent generation this session is attached to (0: none)
-    prompt_future: asyncio.Future[JsonObject] | None = None
     suppress_replay: bool = False  # while the agent replays a session/load we asked for
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    attach_result: Any = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while attaching
+    # Prompts wait here, first in first out, unless the agent queues them itself.
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    prompts: set[asyncio.Future[JsonObject]] = field(default_factory=set)  # at the agent
+    cancels: int = 0  # bumped by session/cancel: prompts queued before it end cancelled
+    active: int = 0  # prompts running or waiting
+    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while active == 0
+    state: SessionState = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state = SessionState(self.meta.state)
+        self.idle.set()
 
     @property
     def id(self) -> str:
@@ -34,10 +44,6 @@ class SessionRecord:
     @property
     def agent_session_id(self) -> str | None:
         return self.meta.agent_session_id
-
-    @property
-    def prompting(self) -> bool:
-        return self.prompt_future is not None
 
     def to_agent(self, params: JsonObject) -> JsonObject:
         """`params` with the agent's id for this session."""

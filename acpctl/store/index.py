@@ -26,7 +26,7 @@ from acpctl.store.sessions import (
 )
 
 INDEX_FILE = ".index.sqlite3"  # a leading dot: never a valid session id
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _COLUMNS = (
     "id",
     "agent",
@@ -42,6 +42,7 @@ _COLUMNS = (
     "agent_session_id",
     "directories",
     "command",
+    "parent",
 )
 
 
@@ -67,6 +68,7 @@ def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tu
         meta.agent_session_id,
         json.dumps(meta.additional_directories),
         json.dumps(meta.command),
+        meta.parent_id,
     )
 
 
@@ -87,6 +89,7 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
         agent_sid,
         directories,
         command,
+        parent,
     ) = row
     meta = SessionMeta(
         id=sid,
@@ -100,6 +103,7 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
         agent_session_id=agent_sid,
         additional_directories=[] if directories == "[]" else json.loads(directories),
         command=[] if command == "[]" else json.loads(command),
+        parent_id=parent,
     )
     return IndexedSession(meta, problem)
 
@@ -123,7 +127,7 @@ class SessionIndex:
                     id TEXT PRIMARY KEY, agent TEXT, cwd TEXT, updated TEXT,
                     mtime_ns INTEGER, size INTEGER, problem TEXT, title TEXT, created TEXT,
                     turns INTEGER, last_stop TEXT, agent_session_id TEXT, directories TEXT,
-                    command TEXT);
+                    command TEXT, parent TEXT);
                 CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)

@@ -92,6 +92,10 @@ class SessionMeta:
     agent_session_id: str | None = None
     turns: int = 0
     last_stop_reason: str | None = None
+    parent_id: str | None = None  # the session this one was forked from
+    # What the user chose for the session (keys "mode", "model", "config": {id: value}),
+    # re-applied when a fresh agent session has to stand in for a lost one.
+    state: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
@@ -108,6 +112,8 @@ class SessionMeta:
             "agentSessionId": record["agent_session_id"],
             "turns": record["turns"],
             "lastStopReason": record["last_stop_reason"],
+            "parentId": record["parent_id"],
+            "state": record["state"],
         }
 
     @classmethod
@@ -129,6 +135,9 @@ class SessionMeta:
         turns = data.get("turns", 0)
         if not isinstance(turns, int) or isinstance(turns, bool) or turns < 0:
             raise ValueError("turns must be a whole number")
+        state = data.get("state") or {}
+        if not isinstance(state, dict):
+            raise ValueError("state must be an object")
         return cls(
             id=str(text("id")),
             agent=text("agent"),
@@ -141,6 +150,8 @@ class SessionMeta:
             agent_session_id=text("agentSessionId", None),
             turns=turns,
             last_stop_reason=text("lastStopReason", None),
+            parent_id=text("parentId", None),
+            state=state,
         )
 
 
@@ -224,6 +235,11 @@ class HistoryWriter:
                 os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
             raise
 
+    def write_through(self, data: bytes) -> None:
+        """Append bytes that already are whole event lines (a fork's copied history)."""
+        self._buffer.append(data)
+        self.flush()
+
     def sync(self) -> None:
         self.flush()
         if self._fd >= 0:
@@ -290,6 +306,21 @@ class SessionStore:
         directory.mkdir(mode=paths.PRIVATE_DIR_MODE, exist_ok=True)
         self.write_meta(meta)
         return HistoryWriter(directory / EVENTS_FILE)
+
+    def fork(self, parent_id: str, meta: SessionMeta) -> HistoryWriter:
+        """A new session whose history starts as a copy of `parent_id`'s so far."""
+        writer = self.create(meta)
+        source = open_private(self.session_dir(parent_id) / EVENTS_FILE, os.O_RDONLY)
+        last = b"\n"
+        try:
+            while chunk := os.read(source, 1 << 20):
+                writer.write_through(chunk)
+                last = chunk[-1:]
+        finally:
+            os.close(source)
+        if last != b"\n":  # the parent's torn last line stays a fragment readers skip
+            writer.write_through(b"\n")
+        return writer
 
     def open_writer(self, session_id: str) -> HistoryWriter:
         return HistoryWriter(self.session_dir(session_id) / EVENTS_FILE)
