@@ -11,8 +11,10 @@ more of the protocol, so editors, tests, `doctor` and the benchmarks can exercis
     crash       dies in the middle of the turn (exit status 3)
     flood N     N tiny message chunks as fast as possible (benchmarks)
 
-It supports session/resume (an echo has no context to lose) but not session/load.
-Run it directly with `python -m acpctl.demo_agent`.
+Two modes (`echo`, and `shout`, which answers in capitals) and one config option (`tone`:
+`plain`, or `excited`, which ends the answer with "!") let editors and tests exercise
+session state. It supports session/resume (an echo has no context to lose) but not
+session/load. Run it directly with `python -m acpctl.demo_agent`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import re
 import sys
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import __version__, jsonrpc
@@ -31,10 +34,38 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 
 
+MODES = (("echo", "Echo"), ("shout", "Shout"))
+TONES = (("plain", "Plain"), ("excited", "Excited"))
+
+
+@dataclass
+class DemoSession:
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    mode: str = "echo"
+    tone: str = "plain"
+
+    def state(self) -> JsonObject:
+        return {
+            "modes": {
+                "currentModeId": self.mode,
+                "availableModes": [{"id": mode, "name": name} for mode, name in MODES],
+            },
+            "configOptions": [
+                {
+                    "id": "tone",
+                    "name": "Tone",
+                    "type": "select",
+                    "currentValue": self.tone,
+                    "options": [{"value": tone, "name": name} for tone, name in TONES],
+                }
+            ],
+        }
+
+
 class DemoAgent:
     def __init__(self, output: jsonrpc.Output) -> None:
         self.out = output
-        self.sessions: dict[str, asyncio.Event] = {}  # session id -> its cancel flag
+        self.sessions: dict[str, DemoSession] = {}
         self.pending: PendingRequests[int] = PendingRequests(itertools.count(1))
         self.tool_ids = itertools.count(1)
 
@@ -79,29 +110,42 @@ class DemoAgent:
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
             raise RpcError(acp.INVALID_PARAMS, "cwd must be an absolute path")
         session_id = f"demo-{uuid.uuid4().hex}"
-        self.sessions[session_id] = asyncio.Event()
-        return {"sessionId": session_id}
+        session = self.sessions[session_id] = DemoSession()
+        return {"sessionId": session_id, **session.state()}
 
     async def resume_session(self, params: JsonObject) -> JsonObject:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
             raise RpcError(acp.INVALID_PARAMS, "sessionId is required")
-        self.sessions.setdefault(session_id, asyncio.Event())
-        return {}
+        return self.sessions.setdefault(session_id, DemoSession()).state()
 
     async def close_session(self, params: JsonObject) -> JsonObject:
         session_id = self._session(params)
-        self.sessions.pop(session_id).set()
+        self.sessions.pop(session_id).cancelled.set()
         return {}
 
+    async def set_mode(self, params: JsonObject) -> JsonObject:
+        session = self.sessions[self._session(params)]
+        if params.get("modeId") not in dict(MODES):
+            raise RpcError(acp.INVALID_PARAMS, f"unknown mode {params.get('modeId')!r}")
+        session.mode = params["modeId"]
+        return {}
+
+    async def set_config_option(self, params: JsonObject) -> JsonObject:
+        session = self.sessions[self._session(params)]
+        if params.get("configId") != "tone" or params.get("value") not in dict(TONES):
+            raise RpcError(acp.INVALID_PARAMS, "the option is tone: plain or excited")
+        session.tone = params["value"]
+        return {"configOptions": session.state()["configOptions"]}
+
     async def cancel(self, params: JsonObject) -> None:
-        flag = self.sessions.get(params.get("sessionId", ""))
-        if flag is not None:
-            flag.set()
+        session = self.sessions.get(params.get("sessionId", ""))
+        if session is not None:
+            session.cancelled.set()
 
     async def prompt(self, params: JsonObject) -> JsonObject:
         session_id = self._session(params)
-        cancelled = self.sessions[session_id]
+        cancelled = self.sessions[session_id].cancelled
         cancelled.clear()
         text = _prompt_text(params.get("prompt", []))
         words = set(re.findall(r"[a-z]+", text.lower()))
@@ -143,7 +187,11 @@ class DemoAgent:
     ) -> None:
         """The answer, a word a chunk (`slow`: 20 chunks 100 ms apart; `crash`: exit 3
         after the first)."""
-        pieces = re.findall(r"\S+\s*", f"You said: {text}") or ["You said nothing."]
+        session = self.sessions[session_id]
+        answer = f"You said: {text}" + ("!" if session.tone == "excited" else "")
+        if session.mode == "shout":
+            answer = answer.upper()
+        pieces = re.findall(r"\S+\s*", answer) or ["You said nothing."]
         slow = "slow" in words
         if slow:
             pieces = (pieces * 20)[:20]
@@ -202,7 +250,7 @@ class DemoAgent:
             session_id,
             {"sessionUpdate": acp.TOOL_CALL_UPDATE, "toolCallId": tool_id, "status": status},
         )
-        if outcome.get("outcome") == "cancelled" or self.sessions[session_id].is_set():
+        if outcome.get("outcome") == "cancelled" or self.sessions[session_id].cancelled.is_set():
             return acp.CANCELLED
         return None
 
@@ -221,6 +269,8 @@ class DemoAgent:
             acp.SESSION_NEW: self.new_session,
             acp.SESSION_RESUME: self.resume_session,
             acp.SESSION_CLOSE: self.close_session,
+            acp.SESSION_SET_MODE: self.set_mode,
+            acp.SESSION_SET_CONFIG_OPTION: self.set_config_option,
             acp.SESSION_PROMPT: self.prompt,
             acp.SESSION_CANCEL: self.cancel,
             "_demo/ping": self.ping,
@@ -275,8 +325,8 @@ async def serve() -> None:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         await output.drain()
-    for flag in agent.sessions.values():
-        flag.set()
+    for session in agent.sessions.values():
+        session.cancelled.set()
 
 
 def main() -> None:

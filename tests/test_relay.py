@@ -75,17 +75,27 @@ def test_many_sessions_interleave_without_crosstalk(home: Path, tmp_path: Path) 
     run(scenario())
 
 
-def test_second_prompt_in_one_session_is_refused(home: Path, tmp_path: Path) -> None:
+def test_prompts_queue_per_session_and_cancel_ends_them_all(home: Path, tmp_path: Path) -> None:
+    """Issue 14: a prompt to a busy session waits its turn (the demo agent does not queue
+    prompts itself); cancel ends the running prompt and the queued ones."""
+
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
-            await client.streaming(sid)
-            with pytest.raises(Exception, match="already running"):
-                await conn.prompt(session_id=sid, prompt=[text_block("again")])
+            first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("hello")]))
+            second = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("there")]))
+            assert (await first).stop_reason == "end_turn"
+            assert (await second).stop_reason == "end_turn"
+            assert client.text(sid) == "You said: helloYou said: there"  # in order, whole
+            slow = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
+            await client.streaming(sid, 3)
+            queued = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("later")]))
+            await asyncio.sleep(0.1)
             await conn.cancel(session_id=sid)
-            assert (await first).stop_reason == "cancelled"
+            assert (await slow).stop_reason == "cancelled"
+            assert (await queued).stop_reason == "cancelled"
+            assert "later" not in client.text(sid)
 
     run(scenario())
 

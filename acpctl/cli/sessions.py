@@ -100,6 +100,7 @@ def list_sessions(
                         "updated": s.meta.updated,
                         "turns": s.meta.turns,
                         "lastStopReason": s.meta.last_stop_reason,
+                        "parentId": s.meta.parent_id,
                         "problem": s.problem,
                     }
                     for s in found
@@ -120,6 +121,8 @@ def list_sessions(
             continue
         where = "~" + meta.cwd[len(home) :] if meta.cwd.startswith(home + os.sep) else meta.cwd
         title = (meta.title or "").replace("\n", " ")
+        if meta.parent_id:
+            title = f"(fork of {meta.parent_id[:8]}) {title}"
         lines.append(
             f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
             f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}"

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from acpctl.jsonrpc.messages import RpcError
+from acpctl.jsonrpc.messages import RpcError, is_id
 from acpctl.protocol import PARSE_ERROR
 
 # Lines above this are refused (with a parse error) instead of buffered without bound.
@@ -28,10 +29,15 @@ Message = tuple[Any, bytes]
 
 @dataclass
 class BadLine:
-    """A line that is not a JSON value: `error` says why, `head` is its start, for logs."""
+    """A line that is not a JSON value acpctl can pass on: `error` says why, `head` is its
+    start, for logs; `msg_id` the request's id when the line is a request whose id could
+    still be read (a number out of range elsewhere in it), for the error response."""
 
     error: RpcError
     head: bytes
+    msg_id: Any = None
+    # Valid JSON that holds a number out of range: a whole message, not a broken stream.
+    whole: bool = False
 
     def preview(self) -> str:
         return self.head.decode("utf-8", "replace")
@@ -78,15 +84,44 @@ async def read_lines(
 
 
 def parse_line(line: bytes) -> Any:
-    """Decode one line; raises RpcError(PARSE_ERROR) for whatever is not a JSON value."""
+    """Decode one line; raises RpcError(PARSE_ERROR) for whatever is not a JSON value, and
+    for numbers acpctl cannot pass on exactly: `1e999` would become Infinity, which JSON
+    cannot carry (the error's data then holds the message's id, when it has one)."""
     try:
-        return json.loads(line.decode("utf-8"))
+        text = line.decode("utf-8")
+        return json.loads(text, parse_float=_finite, parse_constant=_refuse_constant)
     except UnicodeDecodeError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: invalid UTF-8 at byte {exc.start}") from exc
     except RecursionError as exc:
         raise RpcError(PARSE_ERROR, "parse error: nested too deeply") from exc
+    except _OutOfRange as exc:
+        raise RpcError(PARSE_ERROR, f"parse error: {exc}", {"id": _id_of(text)}) from exc
     except ValueError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from exc
+
+
+class _OutOfRange(ValueError):
+    pass
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _OutOfRange(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _id_of(text: str) -> Any:
+    """The id of a message that holds an out-of-range number, read leniently."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value.get("id") if isinstance(value, dict) and is_id(value.get("id")) else None
 
 
 async def read_messages(
@@ -108,6 +143,8 @@ async def read_messages(
                 try:
                     batch.append((parse_line(line), line))
                 except RpcError as exc:
-                    batch.append(BadLine(exc, line[:BAD_LINE_SHOWN]))
+                    whole = isinstance(exc.data, dict)
+                    msg_id = exc.data.get("id") if whole else None
+                    batch.append(BadLine(exc, line[:BAD_LINE_SHOWN], msg_id, whole))
         if batch:
             yield batch

@@ -54,7 +54,11 @@ def error_response(msg_id: MessageId, exc: RpcError) -> JsonObject:
 
 
 def encode(message: Any) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """One line of JSON; never NaN or Infinity, which JSON cannot carry (ValueError)."""
+    return (
+        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        + b"\n"
+    )
 
 
 def unwrap(response: JsonObject) -> Any:

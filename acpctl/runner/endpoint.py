@@ -47,7 +47,7 @@ class EditorEndpoint:
         async for batch in jsonrpc.read_messages(reader):
             for item in batch:
                 if isinstance(item, jsonrpc.BadLine):
-                    self.out.send(jsonrpc.error_response(None, item.error))
+                    self.out.send(jsonrpc.error_response(item.msg_id, item.error))
                 else:
                     self.dispatch(item[0])
             await self.out.drain()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from acpctl.errors import AcpctlError, report
+from acpctl.errors import AcpctlError, UsageError, report
 
 if TYPE_CHECKING:
     import subprocess
@@ -19,11 +20,36 @@ TTY_HINT = (
 )
 
 
-def parse_fast_args(args: list[str]) -> tuple[str | None, bool] | None:
-    """(agent, history) for the plain `run --acp [--agent NAME] [--no-history]` forms;
-    None for anything else, which typer then parses."""
+# `acpctl run` options that mean nothing to the ACP server: refused with --acp rather than
+# handed to the agent.
+TERMINAL_ONLY_OPTIONS = frozenset(
+    {
+        "--cwd",
+        "--session",
+        "--continue",
+        "-c",
+        "--approve-all",
+        "--approve-reads",
+        "--deny-all",
+        "--format",
+        "--timeout",
+    }
+)
+
+
+@dataclass
+class ServeArgs:
     agent: str | None = None
-    history = True
+    history: bool = True
+    # Arguments acpctl does not know: the agent's. An editor's terminal-auth method
+    # appends them (claude-agent-acp's `--cli`) to run the agent's own login.
+    agent_args: list[str] = field(default_factory=list)
+
+
+def parse_fast_args(args: list[str]) -> ServeArgs | None:
+    """The `run --acp` forms; None for anything else (help, or no --acp), which typer
+    then parses. Raises UsageError for an option that does not apply with --acp."""
+    parsed = ServeArgs()
     seen_acp = False
     rest = list(args)
     while rest:
@@ -31,14 +57,44 @@ def parse_fast_args(args: list[str]) -> tuple[str | None, bool] | None:
         if arg == "--acp":
             seen_acp = True
         elif arg == "--no-history":
-            history = False
+            parsed.history = False
         elif arg in ("--agent", "-a") and rest:
-            agent = rest.pop(0)
+            parsed.agent = rest.pop(0)
         elif arg.startswith("--agent="):
-            agent = arg.split("=", 1)[1]
-        else:
+            parsed.agent = arg.split("=", 1)[1]
+        elif arg in ("-h", "--help"):
             return None
-    return (agent, history) if seen_acp else None
+        elif arg == "--":
+            parsed.agent_args += rest
+            break
+        elif arg.split("=", 1)[0] in TERMINAL_ONLY_OPTIONS:
+            raise UsageError(f"{arg.split('=', 1)[0]} does not apply with --acp")
+        else:
+            parsed.agent_args.append(arg)
+    return parsed if seen_acp else None
+
+
+def login(agent: str | None, agent_args: list[str]) -> int:
+    """The agent run with `agent_args` on this terminal, as a terminal-auth method expects:
+    an interactive program (its own login), not a relay. Returns its exit status."""
+    import signal
+    import subprocess
+
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    spec = discovery.resolve(config.load(), agent).as_spec()
+    argv = [spec.command, *spec.args]
+    # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        completed = subprocess.run([*argv, *agent_args], env={**os.environ, **spec.env})
+    except OSError as exc:
+        raise AcpctlError(f"cannot start agent {argv[0]}: {exc.strerror or exc}") from exc
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    code = completed.returncode
+    return 128 - code if code < 0 else code
 
 
 def serve(agent: str | None, history: bool) -> int:
@@ -66,11 +122,13 @@ def serve(agent: str | None, history: bool) -> int:
 
 
 def fast_main(args: list[str]) -> int | None:
-    parsed = parse_fast_args(args)
-    if parsed is None:
-        return None
     try:
-        return serve(*parsed)
+        parsed = parse_fast_args(args)
+        if parsed is None:
+            return None
+        if parsed.agent_args:
+            return login(parsed.agent, parsed.agent_args)
+        return serve(parsed.agent, parsed.history)
     except AcpctlError as exc:
         if os.environ.get("ACPCTL_DEBUG"):
             raise

@@ -1,7 +1,10 @@
 """An ACP agent that answers a prompt with a line acpctl cannot read, on request.
 
-A prompt containing "deep" is answered with a message nested 100,000 deep. Anything else
-gets one chunk "ok" and end_turn. Every start writes "started" to HOSTILE_AGENT_LOG, if set.
+A prompt containing "deep" is answered with a message nested 100,000 deep. A prompt
+containing "elicit" first sends a request-scoped elicitation/create naming the prompt's
+request id, and answers with the action the client chose. Anything else gets one chunk
+"ok" and end_turn. Any other request is answered with its params echoed under "echo".
+Every start writes "started" to HOSTILE_AGENT_LOG, if set.
 """
 
 from __future__ import annotations
@@ -38,6 +41,31 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": msg_id, "result": {"sessionId": f"h{os.getpid()}"}})
     elif method == "session/prompt":
         text = " ".join(b.get("text", "") for b in params["prompt"])
+        if "elicit" in text:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "elicit-1",
+                    "method": "elicitation/create",
+                    "params": {"requestId": msg_id, "mode": "form", "message": "Which one?"},
+                }
+            )
+            answer = json.loads(sys.stdin.readline())
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": params["sessionId"],
+                        "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": answer["result"]["action"]},
+                        },
+                    },
+                }
+            )
+            send({"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}})
+            continue
         if "deep" in text:
             sys.stdout.write(
                 f'{{"jsonrpc":"2.0","id":{msg_id},"result":' + "[" * 100_000 + "]" * 100_000 + "}\n"
@@ -59,4 +87,4 @@ for line in sys.stdin:
         )
         send({"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}})
     elif msg_id is not None:
-        send({"jsonrpc": "2.0", "id": msg_id, "result": {}})
+        send({"jsonrpc": "2.0", "id": msg_id, "result": {"echo": params}})

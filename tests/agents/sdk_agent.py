@@ -4,6 +4,12 @@ Behaviour is chosen with environment variables:
   SDK_AGENT_LOAD=1     advertise loadSession and replay history on session/load
                        (acpctl must suppress that replay)
   SDK_AGENT_STATE=DIR  remember each session's prompts in DIR (so a load can replay them)
+  SDK_AGENT_FORK=1     advertise and implement session/fork
+  SDK_AGENT_LIST=1     advertise session/list: the sessions remembered in SDK_AGENT_STATE
+
+Every session has two modes (ask, code) and a config option `effort` (low, high); a prompt
+is answered with them when they are not the defaults ("sdk[code,high]: ..."). "crash"
+ends the process (status 3).
 
 Each prompt is answered with "sdk: <text>" in one chunk; "ask" asks for permission first;
 "files DIR" reads DIR/in.txt and writes DIR/out.txt through the client; "term" runs
@@ -31,19 +37,56 @@ from acp import (
 )
 from acp.schema import (
     AgentCapabilities,
+    ForkSessionResponse,
     Implementation,
+    ListSessionsResponse,
     PermissionOption,
+    SessionCapabilities,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionForkCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SetSessionConfigOptionResponse,
     ToolCallUpdate,
 )
 
 LOAD = os.environ.get("SDK_AGENT_LOAD") == "1"
+FORK = os.environ.get("SDK_AGENT_FORK") == "1"
+LIST = os.environ.get("SDK_AGENT_LIST") == "1"
 STATE = Path(os.environ.get("SDK_AGENT_STATE", "/nonexistent"))
+
+
+def modes(current: str) -> SessionModeState:
+    return SessionModeState(
+        current_mode_id=current,
+        available_modes=[SessionMode(id="ask", name="Ask"), SessionMode(id="code", name="Code")],
+    )
+
+
+def effort(current: str) -> list[SessionConfigOptionSelect]:
+    return [
+        SessionConfigOptionSelect(
+            id="effort",
+            name="Effort",
+            type="select",
+            current_value=current,
+            options=[
+                SessionConfigSelectOption(value="low", name="Low"),
+                SessionConfigSelectOption(value="high", name="High"),
+            ],
+        )
+    ]
 
 
 class SdkAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.cancelled: dict[str, asyncio.Event] = {}
+        self.mode: dict[str, str] = {}
+        self.effort: dict[str, str] = {}
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -57,7 +100,13 @@ class SdkAgent:
     ) -> InitializeResponse:
         return InitializeResponse(
             protocol_version=protocol_version,
-            agent_capabilities=AgentCapabilities(load_session=LOAD),
+            agent_capabilities=AgentCapabilities(
+                load_session=LOAD,
+                session_capabilities=SessionCapabilities(
+                    fork=SessionForkCapabilities() if FORK else None,
+                    list=SessionListCapabilities() if LIST else None,
+                ),
+            ),
             agent_info=Implementation(name="sdk-test-agent", version="1.0.0"),
         )
 
@@ -65,8 +114,53 @@ class SdkAgent:
         self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         session_id = f"sdk-{uuid.uuid4().hex[:12]}"
+        self._open(session_id, cwd)
+        return NewSessionResponse(
+            session_id=session_id, modes=modes("ask"), config_options=effort("low")
+        )
+
+    def _open(self, session_id: str, cwd: str) -> None:
         self.cancelled[session_id] = asyncio.Event()
-        return NewSessionResponse(session_id=session_id)
+        self.mode.setdefault(session_id, "ask")
+        self.effort.setdefault(session_id, "low")
+        if STATE.is_dir() and not (STATE / f"{session_id}.cwd").exists():
+            (STATE / f"{session_id}.cwd").write_text(cwd)
+
+    async def fork_session(self, session_id: str, cwd: str, **kwargs: Any) -> ForkSessionResponse:
+        fork_id = f"sdk-{uuid.uuid4().hex[:12]}"
+        parent = STATE / f"{session_id}.json"
+        if STATE.is_dir() and parent.exists():
+            (STATE / f"{fork_id}.json").write_text(parent.read_text())
+        self.mode[fork_id] = self.mode.get(session_id, "ask")
+        self.effort[fork_id] = self.effort.get(session_id, "low")
+        self._open(fork_id, cwd)
+        return ForkSessionResponse(
+            session_id=fork_id,
+            modes=modes(self.mode[fork_id]),
+            config_options=effort(self.effort[fork_id]),
+        )
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        found = []
+        for path in sorted(STATE.glob("*.cwd")) if STATE.is_dir() else []:
+            if cwd is None or path.read_text() == cwd:
+                found.append(
+                    SessionInfo(
+                        session_id=path.stem, cwd=path.read_text(), title=f"made by sdk {path.stem}"
+                    )
+                )
+        return ListSessionsResponse(sessions=found)
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
+        self.mode[session_id] = mode_id
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        self.effort[session_id] = str(value)
+        return SetSessionConfigOptionResponse(config_options=effort(str(value)))
 
     async def load_session(
         self,
@@ -84,13 +178,15 @@ class SdkAgent:
             await self.conn.session_update(
                 session_id, update_agent_message(text_block(f"sdk: {text}"))
             )
-        self.cancelled[session_id] = asyncio.Event()
-        return LoadSessionResponse()
+        self._open(session_id, cwd)
+        return LoadSessionResponse(modes=modes(self.mode[session_id]))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = " ".join(getattr(b, "text", "") for b in prompt)
         if session_id not in self.cancelled:
             raise acp.RequestError(-32002, f"unknown session {session_id}")
+        if text == "crash":
+            os._exit(3)
         if "ask" in text:
             answer = await self.conn.request_permission(
                 session_id=session_id,
@@ -125,7 +221,11 @@ class SdkAgent:
             path = STATE / f"{session_id}.json"
             done = json.loads(path.read_text()) if path.exists() else []
             path.write_text(json.dumps([*done, text]))
-        await self.conn.session_update(session_id, update_agent_message(text_block(f"sdk: {text}")))
+        state = (self.mode[session_id], self.effort[session_id])
+        tag = "" if state == ("ask", "low") else f"[{','.join(state)}]"
+        await self.conn.session_update(
+            session_id, update_agent_message(text_block(f"sdk{tag}: {text}"))
+        )
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -134,4 +234,4 @@ class SdkAgent:
 
 
 if __name__ == "__main__":
-    asyncio.run(acp.run_agent(SdkAgent()))
+    asyncio.run(acp.run_agent(SdkAgent(), use_unstable_protocol=True))

@@ -183,6 +183,13 @@ class AcpBackend:
         the agent is ended, so that every waiting request fails now, and the next request
         starts it again. Returns what the requests fail with, in that case."""
         head = line.head.lstrip()
+        if line.whole:
+            # A number out of range in one message: that message fails, the agent goes on.
+            self.log.warning("agent sent a message acpctl cannot pass on: %s", line.error.message)
+            self.pending.resolve(
+                line.msg_id, jsonrpc.error(line.msg_id, acp.INTERNAL_ERROR, line.error.message)
+            )
+            return None
         if line.head and not head.startswith((b"{", b"[")):
             self.log.warning(
                 "agent wrote a line that is not JSON-RPC to stdout "
