@@ -33,7 +33,6 @@ from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 
-
 MODES = (("echo", "Echo"), ("shout", "Shout"))
 TONES = (("plain", "Plain"), ("excited", "Excited"))
 
