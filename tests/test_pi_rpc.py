@@ -26,7 +26,10 @@ def pi(home: Path) -> Iterator[ModelStub]:
     binary = npm_bin("pi")
     with ModelStub(default_reply="Hi from pi's model.") as stub:
         pi_home = home / "pi-home"
-        (pi_home / ".pi" / "agent").mkdir(parents=True)
+        (pi_home / ".pi" / "agent" / "prompts").mkdir(parents=True)
+        (pi_home / ".pi" / "agent" / "prompts" / "review.md").write_text(
+            "---\ndescription: Review the code\n---\nReview $ARGUMENTS carefully.\n"
+        )
         (pi_home / ".pi" / "agent" / "models.json").write_text(
             json.dumps(
                 {
@@ -35,7 +38,10 @@ def pi(home: Path) -> Iterator[ModelStub]:
                             "baseUrl": stub.url,
                             "api": "anthropic-messages",
                             "apiKey": "test",
-                            "models": [{"id": "stub-model", "reasoning": True, "input": ["text"]}],
+                            "models": [
+                                {"id": "stub-model", "reasoning": True, "input": ["text"]},
+                                {"id": "stub-large", "reasoning": True, "input": ["text"]},
+                            ],
                         }
                     }
                 }
@@ -281,3 +287,47 @@ def test_turn_settles_after_compaction_and_retry(pi: ModelStub, work: Path) -> N
             assert client.text(sid) == "Hi from pi's model."
 
     asyncio.run(scenario())
+
+
+def test_model_thinking_commands_usage_and_title_as_pi_acp_offers(
+    pi: ModelStub, work: Path
+) -> None:
+    """Issue 14: pi's model and thinking level are ACP config options, its prompt
+    templates are available commands, each turn reports the context used, and the session
+    gets a title."""
+
+    async def scenario() -> None:
+        async with connect("--agent", "pi") as (conn, _, client):
+            await initialized(conn)
+            new = await conn.new_session(cwd=str(work), mcp_servers=[])
+            sid = new.session_id
+            options = {option.id: option for option in new.config_options}
+            assert options["model"].current_value == "stub/stub-model"
+            assert {o.value for o in options["model"].options} >= {
+                "stub/stub-model",
+                "stub/stub-large",
+            }
+            assert options["thought_level"].category == "thought_level"
+            await client.until(lambda: "available_commands_update" in client.kinds(sid))
+            (commands,) = [
+                u for u in client.updates[sid] if u.session_update == "available_commands_update"
+            ]
+            assert "review" in {command.name for command in commands.available_commands}
+            changed = await conn.set_config_option(
+                config_id="thought_level", session_id=sid, value="high"
+            )
+            levels = {option.id: option.current_value for option in changed.config_options}
+            assert levels["thought_level"] == "high"
+            await conn.set_config_option(config_id="model", session_id=sid, value="stub/stub-large")
+            result = await prompt(conn, sid, "What is the answer?")
+            assert result.stop_reason == "end_turn"
+            await client.until(lambda: "usage_update" in client.kinds(sid))
+            usage = [u for u in client.updates[sid] if u.session_update == "usage_update"][-1]
+            assert usage.used > 0 and usage.size > usage.used
+            titles = [
+                u.title for u in client.updates[sid] if u.session_update == "session_info_update"
+            ]
+            assert titles[0] == "What is the answer?"
+
+    asyncio.run(scenario())
+    assert pi.requests[-1]["model"] == "stub-large"

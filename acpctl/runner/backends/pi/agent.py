@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from acpctl import jsonrpc
@@ -54,6 +55,7 @@ class PiRpcBackend:
             acp.SESSION_PROMPT: self._prompt,
             acp.SESSION_CLOSE: self._close,
             acp.SESSION_DELETE: self._close,
+            acp.SESSION_SET_CONFIG_OPTION: self._set_config_option,
         }
 
     pid = None  # no process for the connection: each session has its own
@@ -155,6 +157,11 @@ class PiRpcBackend:
             self.generation,
         )
 
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     # -- ACP methods --------------------------------------------------------------------
 
     async def _initialize(self, params: JsonObject) -> JsonObject:
@@ -187,12 +194,14 @@ class PiRpcBackend:
             self.store.discard_backend_dir(session_id, BACKEND_DIR)
             raise
         self.sessions[session.id] = session
-        return {"sessionId": session.id}
+        described = await session.describe()
+        self.spawn(session.introduce())  # runs after the answer: the session is known then
+        return {"sessionId": session.id, **described}
 
     async def _resume(self, params: JsonObject) -> JsonObject:
         session_id = str(params.get("sessionId"))
         if session_id in self.sessions:
-            return {}
+            return await self.sessions[session_id].describe()
         cwd = self._cwd(params)
         try:
             directory = self.store.backend_dir(session_id, BACKEND_DIR, create=False)
@@ -205,7 +214,9 @@ class PiRpcBackend:
         session = PiSession(self, session_id, cwd, directory)
         await session.start(resume=True)
         self.sessions[session_id] = session
-        return {}
+        described = await session.describe()
+        self.spawn(session.introduce())
+        return described
 
     def _session(self, params: JsonObject) -> PiSession:
         session = self.sessions.get(str(params.get("sessionId")))
@@ -215,6 +226,9 @@ class PiRpcBackend:
 
     async def _prompt(self, params: JsonObject) -> JsonObject:
         return await self._session(params).prompt(params.get("prompt") or [])
+
+    async def _set_config_option(self, params: JsonObject) -> JsonObject:
+        return await self._session(params).set_config(params.get("configId"), params.get("value"))
 
     async def _close(self, params: JsonObject) -> JsonObject:
         session = self.sessions.pop(str(params.get("sessionId")), None)

@@ -1,12 +1,16 @@
 """One ACP session with pi: its child (started in the session's cwd, on session files in the
-directory the store hands out), its restarts, its tools announced so far, its cancellation."""
+directory the store hands out), its restarts, its tools announced so far, its cancellation,
+and what the editor is told besides the turns: the model and thinking level as config
+options, pi's commands, the context usage after each turn, the title."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
+from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +24,7 @@ from acpctl.runner.backends.pi.turn import Turn
 from acpctl.runner.supervisor import RestartPolicy
 
 NO_GATE_VARIABLE = "ACPCTL_NO_PERMISSION_GATE"
+TITLE_LENGTH = 120
 _TOOL_MARK = re.compile(r"\[acpctl:([^\]]+)\]")
 
 
@@ -37,6 +42,7 @@ class SessionHost(Protocol):
 
     def emit(self, session_id: str, update: JsonObject) -> None: ...
     def ask_permission(self, session: PiSession, child: PiChild, request: JsonObject) -> None: ...
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None: ...
 
 
 class PiSession:
@@ -52,6 +58,9 @@ class PiSession:
         self.announced: dict[str, tuple[str, JsonObject]] = {}  # tool id -> (name, args)
         self.before: dict[str, JsonObject] = {}  # tool id -> diff of the file before it ran
         self.accepts_images = False
+        self.pi_state: JsonObject = {}
+        self.models: list[JsonObject] = []
+        self.title: str | None = None
 
     async def start(self, resume: bool) -> None:
         argv = [*self.backend.argv, "--session-dir", str(self.directory)]
@@ -66,9 +75,59 @@ class PiSession:
             raise RpcError(
                 acp.INTERNAL_ERROR, f"cannot start pi ({argv[0]}): {exc.strerror or exc}"
             ) from exc
-        model = state.get("model")
-        self.accepts_images = isinstance(model, dict) and "image" in (model.get("input") or [])
+        self._took_state(state)
         self.child = child
+
+    def _took_state(self, state: Any) -> None:
+        self.pi_state = state if isinstance(state, dict) else {}
+        model = self.pi_state.get("model")
+        self.accepts_images = isinstance(model, dict) and "image" in (model.get("input") or [])
+
+    # -- what the editor is told besides the turns ----------------------------------------
+
+    async def describe(self) -> JsonObject:
+        """The session/new (or resume) result's state: pi's model and thinking level."""
+        assert self.child is not None
+        try:
+            answer = await self.child.command("get_available_models")
+        except RpcError as exc:
+            self.backend.log.info("pi: get_available_models failed: %s", exc.message)
+            answer = None
+        models = answer.get("models") if isinstance(answer, dict) else None
+        self.models = [m for m in models or [] if isinstance(m, dict)]
+        return {"configOptions": pt.config_options(self.pi_state, self.models)}
+
+    async def set_config(self, config_id: Any, value: Any) -> JsonObject:
+        command, fields = pt.config_command(config_id, value)
+        child = await self.ensure_child()
+        await child.command(command, **fields)
+        self._took_state(await child.command("get_state"))
+        return {"configOptions": pt.config_options(self.pi_state, self.models)}
+
+    async def introduce(self) -> None:
+        """After the session is known to the editor: pi's commands, and its name if pi has
+        one."""
+        if self.child is None:
+            return
+        with contextlib.suppress(RpcError):
+            self.emit(pt.available_commands(await self.child.command("get_commands")))
+        name = self.pi_state.get("sessionName")
+        if isinstance(name, str) and name:
+            self._retitle(name)
+
+    async def report_usage(self) -> None:
+        """After a turn: the context used, and the cost so far."""
+        if self.child is None or not self.child.alive:
+            return
+        with contextlib.suppress(RpcError):
+            update = pt.usage(await self.child.command("get_session_stats"))
+            if update is not None:
+                self.emit(update)
+
+    def _retitle(self, title: str) -> None:
+        if title != self.title:
+            self.title = title
+            self.emit({"sessionUpdate": acp.SESSION_INFO_UPDATE, "title": title})
 
     async def ensure_child(self) -> PiChild:
         if self.child is not None and self.child.alive:
@@ -92,6 +151,8 @@ class PiSession:
         try:
             child = await self.ensure_child()
             text, images, dropped = pt.prompt_input(blocks, self.accepts_images)
+            if self.title is None and text.strip():
+                self._retitle(text.strip().splitlines()[0][:TITLE_LENGTH])
             for note in dropped:
                 self.backend.log.info("session %s: dropped %s from the prompt", self.id, note)
             generation = self.cancel_generation
@@ -100,6 +161,7 @@ class PiSession:
         finally:
             self.prompting = False
             paths.tighten(self.directory)  # pi writes its files with its own umask
+            self.backend.spawn(self.report_usage())  # off the response's path
         if self.cancel_generation != generation:
             return {"stopReason": acp.CANCELLED}
         reason, error = pt.stop_reason(turn.last_assistant)
@@ -141,7 +203,7 @@ class PiSession:
         elif method == "notify":
             self.emit(pt.chunk(acp.AGENT_MESSAGE_CHUNK, f"\n{request.get('message', '')}\n"))
         elif method == "setTitle" and request.get("title"):
-            self.emit({"sessionUpdate": acp.SESSION_INFO_UPDATE, "title": str(request["title"])})
+            self._retitle(str(request["title"]))
 
     def permission_tool(self, request: JsonObject) -> JsonObject:
         mark = _TOOL_MARK.search(str(request.get("message", "")))

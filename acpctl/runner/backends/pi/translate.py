@@ -9,11 +9,12 @@ the client has not seen.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, RpcError
 
 TOOL_KINDS = {
     "read": "read",
@@ -276,3 +277,96 @@ def dialog_answer(request: JsonObject, outcome: Any) -> JsonObject:
         index = int(str(selected).removeprefix("choice-"))
         answer["value"] = (request.get("options") or [])[index]
     return answer
+
+
+# == session state: config options, commands, usage ====================================
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+MODEL_OPTION = "model"
+THINKING_OPTION = "thought_level"
+
+
+def model_id(model: Any) -> str | None:
+    """pi's model as one ACP value id: "provider/id"."""
+    if isinstance(model, dict) and model.get("provider") and model.get("id"):
+        return f"{model['provider']}/{model['id']}"
+    return None
+
+
+def config_options(state: JsonObject, models: list[Any]) -> list[JsonObject]:
+    """pi's model and thinking level as ACP config options (what pi-acp offers as models
+    and modes; config options are where ACP now puts both)."""
+    options: list[JsonObject] = []
+    choices = [
+        {"value": value, "name": f"{m['provider']}/{m.get('name') or m['id']}"}
+        for m in models
+        if (value := model_id(m)) is not None
+    ]
+    current = model_id(state.get("model"))
+    if choices:
+        options.append(
+            {
+                "id": MODEL_OPTION,
+                "name": "Model",
+                "category": "model",
+                "type": "select",
+                "currentValue": current or choices[0]["value"],
+                "options": choices,
+            }
+        )
+    level = state.get("thinkingLevel")
+    options.append(
+        {
+            "id": THINKING_OPTION,
+            "name": "Thinking",
+            "category": "thought_level",
+            "type": "select",
+            "currentValue": level if level in THINKING_LEVELS else "medium",
+            "options": [{"value": value, "name": value} for value in THINKING_LEVELS],
+        }
+    )
+    return options
+
+
+def config_command(config_id: Any, value: Any) -> tuple[str, JsonObject]:
+    """The pi command that sets an ACP config option (RpcError for an unknown one)."""
+    if config_id == MODEL_OPTION and isinstance(value, str) and "/" in value:
+        provider, model = value.split("/", 1)
+        return "set_model", {"provider": provider, "modelId": model}
+    if config_id == THINKING_OPTION and value in THINKING_LEVELS:
+        return "set_thinking_level", {"level": value}
+    raise RpcError(acp.INVALID_PARAMS, f"unknown option or value: {config_id}={value!r}")
+
+
+def available_commands(answer: Any) -> JsonObject:
+    """pi's get_commands (prompt templates and skills; extension commands need pi's own
+    UI) as an available_commands_update."""
+    commands = answer.get("commands") if isinstance(answer, dict) else None
+    found = [
+        {
+            "name": command["name"],
+            "description": str(command.get("description") or command.get("source") or ""),
+            "input": {"hint": "arguments"},
+        }
+        for command in commands or []
+        if isinstance(command, dict)
+        and isinstance(command.get("name"), str)
+        and command.get("source") != "extension"
+    ]
+    return {"sessionUpdate": acp.AVAILABLE_COMMANDS_UPDATE, "availableCommands": found}
+
+
+def usage(stats: Any) -> JsonObject | None:
+    """pi's get_session_stats as a usage_update: context tokens used of the window, and the
+    session's cost so far (pi prices in US dollars)."""
+    context = stats.get("contextUsage") if isinstance(stats, dict) else None
+    if not isinstance(context, dict):
+        return None
+    used, size = context.get("tokens"), context.get("contextWindow")
+    if not isinstance(used, int) or not isinstance(size, int):
+        return None
+    update: JsonObject = {"sessionUpdate": acp.USAGE_UPDATE, "used": used, "size": size}
+    cost = stats.get("cost")
+    if isinstance(cost, (int, float)) and math.isfinite(cost):
+        update["cost"] = {"amount": cost, "currency": "USD"}
+    return update
