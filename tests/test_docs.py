@@ -102,3 +102,12 @@ def test_doc_examples_run(home: Path, tmp_path: Path) -> None:
         )
         allowed = (0, 1) if argv[1] == "doctor" else (0,)
         assert result.returncode in allowed, (source, line, result.stderr[-2000:])
+
+
+def test_the_relay_page_says_what_acpctl_does_with_every_method_and_update() -> None:
+    """Issue 14: docs/relay.md covers the whole method table."""
+    from acpctl import protocol as acp
+
+    page = (ROOT / "docs" / "relay.md").read_text()
+    missing = [name for name in [*acp.METHODS, *acp.UPDATES] if f"| `{name}` |" not in page]
+    assert not missing, f"docs/relay.md does not say what acpctl does with {missing}"

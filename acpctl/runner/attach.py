@@ -92,9 +92,10 @@ class Attacher:
                 record.meta.agent_session_id = result["sessionId"]
                 self.table.bind(record, result["sessionId"])
 
-        response = await self.backend.call(
-            acp.SESSION_NEW, {**record.attach_params}, on_response=bind
-        )
+        # `_meta.acpctl.sessionId`: the session this one stands in for (the pi backend keeps
+        # pi's files in its directory; ACP agents ignore what they do not know in _meta).
+        params = {**record.attach_params, "_meta": {"acpctl": {"sessionId": record.id}}}
+        response = await self.backend.call(acp.SESSION_NEW, params, on_response=bind)
         fresh = jsonrpc.unwrap(response)
         if not isinstance(fresh, dict) or not isinstance(fresh.get("sessionId"), str):
             raise RpcError(acp.INTERNAL_ERROR, "agent returned no sessionId")

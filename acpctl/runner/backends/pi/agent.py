@@ -11,6 +11,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 from acpctl import jsonrpc
@@ -20,7 +21,7 @@ from acpctl.runner.backends import AgentEvents
 from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import PiChild, rpc_argv
 from acpctl.runner.backends.pi.session import PiSession
-from acpctl.store.sessions import SessionStore
+from acpctl.store.sessions import SessionStore, valid_session_id
 
 BACKEND_DIR = "pi"  # inside each session's directory of the store: pi's session files
 
@@ -41,7 +42,7 @@ class PiRpcBackend:
         self.agent_capabilities: JsonObject = {
             "loadSession": False,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"resume": {}, "close": {}},
+            "sessionCapabilities": {"resume": {}, "close": {}, "fork": {}},
         }
         self.sessions: dict[str, PiSession] = {}
         self.dialogs: dict[int, tuple[PiChild, JsonObject]] = {}
@@ -56,6 +57,7 @@ class PiRpcBackend:
             acp.SESSION_CLOSE: self._close,
             acp.SESSION_DELETE: self._close,
             acp.SESSION_SET_CONFIG_OPTION: self._set_config_option,
+            acp.SESSION_FORK: self._fork,
         }
 
     pid = None  # no process for the connection: each session has its own
@@ -183,12 +185,23 @@ class PiRpcBackend:
         return cwd
 
     async def _new_session(self, params: JsonObject) -> JsonObject:
-        cwd = self._cwd(params)
-        session_id = uuid.uuid4().hex
+        return await self._open(self._cwd(params), _store_id(params), copy_from=None)
+
+    async def _fork(self, params: JsonObject) -> JsonObject:
+        """pi's session file copied into a new session, which pi continues: the fork has
+        the parent's context."""
+        parent = self._session(params)
+        return await self._open(self._cwd(params), None, copy_from=parent.directory)
+
+    async def _open(self, cwd: str, session_id: str | None, copy_from: Path | None) -> JsonObject:
+        session_id = session_id or uuid.uuid4().hex
         directory = self.store.backend_dir(session_id, BACKEND_DIR, create=True)
         session = PiSession(self, session_id, cwd, directory)
         try:
-            await session.start(resume=False)
+            if copy_from is not None:
+                for path in copy_from.glob("*.jsonl"):
+                    shutil.copyfile(path, directory / path.name)
+            await session.start(resume=copy_from is not None)
         except BaseException:
             # No half-started session is kept: neither the child nor its directory.
             self.store.discard_backend_dir(session_id, BACKEND_DIR)
@@ -235,3 +248,12 @@ class PiRpcBackend:
         if session is not None:
             await session.close()
         return {}
+
+
+def _store_id(params: JsonObject) -> str | None:
+    """The store's id of a session acpctl asks pi to start afresh for (a lost one's
+    stand-in): pi's files then go into that session's own directory."""
+    meta = params.get("_meta")
+    acpctl_meta = meta.get("acpctl") if isinstance(meta, dict) else None
+    hinted = acpctl_meta.get("sessionId") if isinstance(acpctl_meta, dict) else None
+    return hinted if valid_session_id(hinted) else None
