@@ -1,102 +1,163 @@
-"""Relay overhead: acpctl between client and the demo agent, against the agent direct.
+"""Relay cost: acpctl between a client and the demo agent, against the agent direct.
 
-Measures, in one run: (a) spawn to initialize response; (b) round trip of a trivial
-request (p50, p99); (c) throughput of a stream of agent_message_chunk notifications, with
-history recording on and off. Prints a Markdown table with the ratios.
+Three configurations, interleaved in every repetition (A B C, then C B A, ...) so that a
+noisy machine hits them alike: the demo agent direct, `acpctl run --acp --no-history`, and
+`acpctl run --acp` recording history. For each measure, each repetition gives one number
+(a median over its samples); the table shows the min and the median over repetitions, and
+the ratio of the medians to direct.
 
-    python bench/relay.py [--chunks 100000] [--pings 2000] [--spawns 10]
+Measures: spawn to initialize; a short prompt turn (the path users hit: recording the
+prompt, the updates, the turn's end); a trivial request's round trip; and notifications per
+second while 1, 10 and 50 sessions stream at once on one connection.
+
+    python bench/relay.py [--reps 5] [--turns 200] [--chunks 50000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL, DEMO, Peer, now, percentile, private_home
+from rawpeer import ACPCTL, DEMO, Peer, now, private_home
+
+CONFIGS = {
+    "direct": DEMO,
+    "acpctl --no-history": [*ACPCTL, "--no-history"],
+    "acpctl": ACPCTL,
+}
 
 
-async def spawn_to_initialize(argv: list[str]) -> float:
-    started = now()
+async def started(argv: list[str]) -> Peer:
     peer = await Peer.start(argv)
     await peer.call("initialize", {"protocolVersion": 1})
-    elapsed = now() - started
+    return peer
+
+
+async def new_session(peer: Peer) -> str:
+    result = (await peer.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"]
+    return str(result["sessionId"])
+
+
+async def spawn_to_initialize(argv: list[str], _: argparse.Namespace) -> float:
+    begin = now()
+    peer = await started(argv)
+    elapsed = now() - begin
     await peer.close()
     return elapsed
 
 
-async def round_trips(argv: list[str], count: int) -> list[float]:
-    peer = await Peer.start(argv)
-    await peer.call("initialize", {"protocolVersion": 1})
+async def prompt_turn(argv: list[str], args: argparse.Namespace) -> float:
+    """The median time of a short turn: prompt sent to its response read."""
+    peer = await started(argv)
+    session = await new_session(peer)
     times = []
-    for _ in range(count):
-        started = now()
-        await peer.call("_demo/ping", {})
-        times.append(now() - started)
-    await peer.close()
-    return times
-
-
-async def stream(argv: list[str], chunks: int) -> float:
-    """Notifications per second delivered to the client during one flood prompt."""
-    peer = await Peer.start(argv)
-    await peer.call("initialize", {"protocolVersion": 1})
-    session = (await peer.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"]
-    started = now()
-    msg_id = peer.send(
-        "session/prompt",
-        {
-            "sessionId": session["sessionId"],
-            "prompt": [{"type": "text", "text": f"flood {chunks}"}],
-        },
-    )
-    _, received = await peer.response(msg_id)
-    elapsed = now() - started
-    await peer.close()
-    assert received == chunks, (received, chunks)
-    return chunks / elapsed
-
-
-async def main(chunks: int, pings: int, spawns: int) -> None:
-    direct_init = statistics.median([await spawn_to_initialize(DEMO) for _ in range(spawns)])
-    relay_init = statistics.median([await spawn_to_initialize(ACPCTL) for _ in range(spawns)])
-    direct_rt = await round_trips(DEMO, pings)
-    relay_rt = await round_trips(ACPCTL, pings)
-    direct_rate = await stream(DEMO, chunks)
-    recorded_rate = await stream(ACPCTL, chunks)
-    unrecorded_rate = await stream([*ACPCTL, "--no-history"], chunks)
-
-    ms = 1000.0
-    print("| measure | direct | through acpctl | ratio | added |\n|---|---|---|---|---|")
-    print(
-        f"| spawn to initialize response (median of {spawns}) | {direct_init * ms:.1f} ms "
-        f"| {relay_init * ms:.1f} ms | {relay_init / direct_init:.2f}x "
-        f"| {(relay_init - direct_init) * ms:+.1f} ms |"
-    )
-    for label, fraction in (("p50", 0.5), ("p99", 0.99)):
-        d, r = percentile(direct_rt, fraction), percentile(relay_rt, fraction)
-        print(
-            f"| round trip {label} ({pings} requests) | {d * ms:.3f} ms | {r * ms:.3f} ms "
-            f"| {r / d:.2f}x | {(r - d) * ms:+.3f} ms |"
+    for _ in range(args.turns):
+        begin = now()
+        await peer.call(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}
         )
+        times.append(now() - begin)
+    await peer.close()
+    return statistics.median(times)
+
+
+async def round_trip(argv: list[str], args: argparse.Namespace) -> float:
+    peer = await started(argv)
+    times = []
+    for _ in range(args.turns):
+        begin = now()
+        await peer.call("_demo/ping", {})
+        times.append(now() - begin)
+    await peer.close()
+    return statistics.median(times)
+
+
+def streaming(sessions: int) -> Callable[[list[str], argparse.Namespace], Awaitable[float]]:
+    async def measure(argv: list[str], args: argparse.Namespace) -> float:
+        """Notifications per second while `sessions` sessions stream at once."""
+        peer = await started(argv)
+        ids = [await new_session(peer) for _ in range(sessions)]
+        each = args.chunks // sessions
+        begin = now()
+        pending = {
+            peer.send(
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": f"flood {each}"}]},
+            )
+            for sid in ids
+        }
+        received = 0
+        assert peer.process.stdout is not None
+        while pending:
+            line = await peer.process.stdout.readline()
+            if b'"method"' in line:
+                received += 1
+            else:
+                pending.discard(json.loads(line).get("id"))
+        elapsed = now() - begin
+        await peer.close()
+        assert received == each * sessions, (received, each * sessions)
+        return received / elapsed
+
+    return measure
+
+
+MEASURES: list[tuple[str, Callable[[list[str], argparse.Namespace], Awaitable[float]], str]] = [
+    ("spawn to initialize response", spawn_to_initialize, "ms"),
+    ("short prompt turn, p50", prompt_turn, "ms"),
+    ("round trip of a request, p50", round_trip, "ms"),
+    ("notifications/s, 1 session streaming", streaming(1), "/s"),
+    ("notifications/s, 10 sessions streaming", streaming(10), "/s"),
+    ("notifications/s, 50 sessions streaming", streaming(50), "/s"),
+]
+
+
+async def main(args: argparse.Namespace) -> None:
+    results: dict[str, dict[str, list[float]]] = {
+        label: {config: [] for config in CONFIGS} for label, _, _ in MEASURES
+    }
+    order = list(CONFIGS)
+    for rep in range(args.reps):
+        for label, measure, _ in MEASURES:
+            for config in order if rep % 2 == 0 else reversed(order):
+                results[label][config].append(await measure(CONFIGS[config], args))
+        print(f"repetition {rep + 1} of {args.reps} done", file=sys.stderr)
+
+    def shown(value: float, unit: str) -> str:
+        return f"{value * 1000:.3f} ms" if unit == "ms" else f"{value:,.0f}/s"
+
+    header = " | ".join(f"{config} (min / median)" for config in CONFIGS)
+    print(f"| measure | {header} | ratios of medians to direct |")
+    print("|---" * (len(CONFIGS) + 2) + "|")
+    for label, _, unit in MEASURES:
+        cells = []
+        medians = {}
+        for config in CONFIGS:
+            values = results[label][config]
+            best = min(values) if unit == "ms" else max(values)
+            medians[config] = statistics.median(values)
+            cells.append(f"{shown(best, unit)} / {shown(medians[config], unit)}")
+        ratios = ", ".join(
+            f"{medians[config] / medians['direct']:.2f}x" for config in list(CONFIGS)[1:]
+        )
+        print(f"| {label} | {' | '.join(cells)} | {ratios} |")
     print(
-        f"| stream of {chunks} chunks, history on | {direct_rate:,.0f}/s "
-        f"| {recorded_rate:,.0f}/s | {recorded_rate / direct_rate:.2f}x | |"
-    )
-    print(
-        f"| stream of {chunks} chunks, history off | {direct_rate:,.0f}/s "
-        f"| {unrecorded_rate:,.0f}/s | {unrecorded_rate / direct_rate:.2f}x | |"
+        f"\n{args.reps} repetitions, interleaved; {args.turns} turns or requests a repetition; "
+        f"{args.chunks} notifications a streaming repetition. Best is the min for times and "
+        "the max for rates."
     )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--chunks", type=int, default=100_000)
-    parser.add_argument("--pings", type=int, default=2000)
-    parser.add_argument("--spawns", type=int, default=10)
-    args = parser.parse_args()
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--chunks", type=int, default=50_000)
     with private_home():
-        asyncio.run(main(args.chunks, args.pings, args.spawns))
+        asyncio.run(main(parser.parse_args()))

@@ -31,12 +31,15 @@ def npm_package(package: str) -> Path:
     return path
 
 
-def package_bin(package: str) -> Path:
-    """The executable a package declares (its only one)."""
+def package_command(package: str) -> list[str]:
+    """The command of the executable a package declares (its only one), run by node: npm
+    makes executable only the one of two same-named executables it links into .bin."""
     directory = npm_package(package)
     declared = json.loads((directory / "package.json").read_text())["bin"]
     (relative,) = declared.values() if isinstance(declared, dict) else (declared,)
-    return directory / relative
+    node = shutil.which("node")
+    assert node is not None
+    return [node, str(directory / relative)]
 
 
 def install() -> None:

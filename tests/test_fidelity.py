@@ -242,6 +242,7 @@ def test_a_fresh_agent_session_gets_the_chosen_mode_and_options_back(tmp_path: P
         )
         assert state["modes"]["currentModeId"] == "code"
         assert state["configOptions"][0]["currentValue"] == "high"
+        await h.server.shutdown()  # the editor goes: the metadata is written
 
     h = run(tmp_path, scenario, agent)
     (meta,) = [h.store.read_meta(p.name) for p in (tmp_path / "sessions").iterdir() if p.is_dir()]

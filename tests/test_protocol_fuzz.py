@@ -31,12 +31,22 @@ METHODS = [
     acp.SESSION_PROMPT,
     acp.SESSION_CANCEL,
     acp.SESSION_SET_MODE,
+    acp.SESSION_SET_CONFIG_OPTION,
+    acp.SESSION_FORK,
+    acp.SESSION_STATUS,
+    acp.LOGOUT,
+    acp.PROXY_INITIALIZE,
+    acp.ELICITATION_CREATE,
     acp.CANCEL_REQUEST,
     "_x/other",
     "",
 ]
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
     ),

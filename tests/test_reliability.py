@@ -177,6 +177,7 @@ def test_a_full_disk_never_stops_the_relay_and_loses_no_event(
                     },
                 )
                 assert result == {"stopReason": acp.END_TURN}
+            await h.server.recorder.committed()  # the metadata's write fails too
             lines = (disk / "sessions" / sid / "events.jsonl").read_bytes()
             assert lines.endswith(b"\n")  # no partial line was left behind
             filler.unlink()  # space returns
@@ -191,6 +192,7 @@ def test_a_full_disk_never_stops_the_relay_and_loses_no_event(
             ]
             assert prompts == ["before", "while full 0", "while full 1", "while full 2", "after"]
             assert [e["type"] for e in h.store.iter_events(sid)].count("turn_end") == 5
+            await h.server.recorder.committed()
             assert h.store.read_meta(sid).turns == 5
 
         caplog.set_level(logging.WARNING, "tests.fake")
@@ -332,10 +334,10 @@ def _count_turns(root: str, session_id: str, turns: int) -> None:
     from acpctl.store.sessions import SessionStore
 
     store = SessionStore(Path(root))
+    meta = store.read_meta(session_id)  # each writer has its own, soon stale, copy
     for _ in range(turns):
-        meta = store.read_meta(session_id)  # each writer has its own, soon stale, copy
-        meta.turns = 0
-        store.record_meta(meta, turn_ended=True)
+        meta.turns += 1  # as the recorder counts a turn the file does not have yet
+        store.record_meta(meta, turns_added=1)
 
 
 def test_concurrent_writers_lose_no_turn(tmp_path: Path) -> None:

@@ -71,7 +71,8 @@ def test_a_prompt_is_relayed_and_recorded(tmp_path: Path) -> None:
         update = h.editor.notifications(acp.SESSION_UPDATE)[0]
         assert update["params"]["sessionId"] == sid
         kinds = [e["type"] for e in events(h, sid)]
-        assert kinds == ["update", "agent", "turn_end"]
+        assert kinds == ["update", "agent", "turn_end"]  # in the file before the response
+        await h.server.shutdown()  # the metadata follows with the group commit, or now
         meta = h.store.read_meta(sid)
         assert (meta.turns, meta.title, meta.last_stop_reason) == (1, "hello there", "end_turn")
         assert h.agent.calls[-1] == (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,7 +89,13 @@ def parse_line(line: bytes) -> Any:
     cannot carry (the error's data then holds the message's id, when it has one)."""
     try:
         text = line.decode("utf-8")
-        return json.loads(text, parse_float=_finite, parse_constant=_refuse_constant)
+        try:  # the common case, a line that is one JSON value, without decode()'s regexes
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # leading blanks, or not JSON: decode() says which
+            return _DECODER.decode(text)
+        if end != len(text) and not text[end:].isspace():
+            return _DECODER.decode(text)  # raises: extra data
+        return value
     except UnicodeDecodeError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: invalid UTF-8 at byte {exc.start}") from exc
     except RecursionError as exc:
@@ -113,6 +119,11 @@ def _finite(text: str) -> float:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# One decoder: json.loads with hooks would build a new one for every line.
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_refuse_constant)
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _id_of(text: str) -> Any:

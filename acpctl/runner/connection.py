@@ -11,7 +11,6 @@ import subprocess
 from acpctl import jsonrpc
 from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend
-from acpctl.runner.backends.pi import PiRpcBackend
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.runs import RunRecord
@@ -56,6 +55,9 @@ def build_backend(
     popen: subprocess.Popen[bytes] | None,
 ) -> Backend:
     if kind == "pi-rpc":
+        # Imported only for pi: editors time `initialize`, and most agents speak ACP.
+        from acpctl.runner.backends.pi import PiRpcBackend
+
         return PiRpcBackend(argv, env, log, store)
     return AcpBackend(argv, env, log, AgentProcess(argv, env, popen=popen))
 

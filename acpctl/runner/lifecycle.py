@@ -285,7 +285,6 @@ class SessionLifecycle:
     def forget(self, record: SessionRecord) -> None:
         self.sessions.remove(record)
         self.recorder.close(record)
-        self.recorder.save(record, touch=False)
 
     def _agent_can(self, capability: str) -> bool:
         session_caps = self.backend.agent_capabilities.get("sessionCapabilities")

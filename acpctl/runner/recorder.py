@@ -2,8 +2,13 @@
 the user's prompt (as user_message_chunk updates) and the title it gives, the agent's
 updates as their own bytes, the end of each turn, and the last flush when it closes.
 
-Appends are buffered per session and written once per batch of agent output; a turn's end
-is fsynced before the editor sees the prompt's response.
+Appends are buffered per session and written to the OS once per batch of agent output, and
+a turn's end before the editor sees the prompt's response: a crash or kill of acpctl loses
+nothing. What makes them durable on disk is off the response's path: a group commit,
+COMMIT_DELAY_S after the first turn that needs one, fsyncs the events of every session
+that ended a turn meanwhile and rewrites their metadata (turns, time, title, state), in a
+worker thread. Closing a session commits at once. A power loss can lose what the last
+COMMIT_DELAY_S wrote.
 
 A failure to write (a full disk, a failing device) never stops the relay: it is logged once,
 the session's events stay buffered in memory, and every later flush tries again, so the
@@ -13,9 +18,13 @@ directory cannot even be created runs without history, said in the log.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
+import dataclasses
 import logging
+import os
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +32,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.session import SessionRecord
 from acpctl.store.sessions import (
+    CorruptSession,
     DiscardedHistory,
     HistoryWriter,
     SessionMeta,
@@ -30,6 +40,9 @@ from acpctl.store.sessions import (
     title_from_prompt,
     utc_now,
 )
+
+# How long a group commit waits for more turns to end before it syncs them all.
+COMMIT_DELAY_S = 0.05
 
 
 class Recorder:
@@ -48,6 +61,9 @@ class Recorder:
         self.enabled = enabled
         self._dirty: dict[str, HistoryWriter] = {}  # session id -> writer with unwritten events
         self._failing: set[tuple[str, str]] = set()  # (session, what) whose last write failed
+        self._due: dict[str, SessionRecord] = {}  # waiting for the next group commit
+        self._turns_due: Counter[str] = Counter()  # turns ended since the metadata was written
+        self._committer: asyncio.Task[None] | None = None
 
     def create(
         self, session_id: str, agent_session_id: str, cwd: str, additional_directories: list[str]
@@ -112,11 +128,10 @@ class Recorder:
             record.meta.title = title_from_prompt(prompt)
         self._write(record.meta.id, "events", record.writer.flush)
 
-    def agent_update(self, record: SessionRecord, update: JsonObject, raw: bytes) -> None:
+    def agent_update(self, record: SessionRecord, raw: bytes) -> None:
+        """A session/update of the agent's, as its bytes (written at the batch's end)."""
         record.writer.agent_message(raw)
         self._dirty[record.id] = record.writer
-        if update.get("sessionUpdate") == acp.SESSION_INFO_UPDATE and "title" in update:
-            record.meta.title = update["title"]
 
     def batch_end(self) -> None:
         for session_id, writer in self._dirty.items():
@@ -124,6 +139,7 @@ class Recorder:
         self._dirty.clear()
 
     def turn_end(self, record: SessionRecord, response: JsonObject) -> None:
+        """The turn's end, written to the OS now; made durable by the next group commit."""
         result = response.get("result")
         if isinstance(result, dict) and isinstance(result.get("stopReason"), str):
             record.writer.turn_end(result["stopReason"])
@@ -132,24 +148,87 @@ class Recorder:
             error = response.get("error")
             message = error.get("message", "no result") if isinstance(error, dict) else None
             record.writer.turn_error(str(message or "no result"))
-        self._write(record.meta.id, "events", record.writer.sync)
-        self.save(record, turn_ended=True)
+        self._write(record.meta.id, "events", record.writer.flush)
+        record.meta.turns += 1
+        self._turns_due[record.id] += 1
+        self.save(record)
 
-    def save(self, record: SessionRecord, touch: bool = True, turn_ended: bool = False) -> None:
-        """The session's metadata; `turn_ended` counts one more turn (merged with what
-        another process recorded in the meantime)."""
+    def save(self, record: SessionRecord, touch: bool = True) -> None:
+        """The session's metadata changed: written by the next group commit."""
         if touch:
             record.meta.updated = utc_now()
         if isinstance(record.writer, DiscardedHistory):
-            record.meta.turns += int(turn_ended)
+            self._turns_due.pop(record.id, None)
             return
-        self._write(
-            record.meta.id, "metadata", lambda: self.store.record_meta(record.meta, turn_ended)
-        )
+        self._due[record.id] = record
+        if self._committer is None or self._committer.done():
+            self._committer = asyncio.create_task(self._commit_later())
 
     def close(self, record: SessionRecord) -> None:
+        """The session leaves the connection: its events synced and closed, its metadata
+        written, now."""
         self._dirty.pop(record.id, None)
+        self._due.pop(record.id, None)
         self._write(record.meta.id, "events", record.writer.close)
+        if not isinstance(record.writer, DiscardedHistory):
+            job = self._job(record)
+            self._finish(record, job, self._commit(job))
+
+    # -- the group commit -------------------------------------------------------------------
+
+    async def committed(self) -> None:
+        """Until the group commit under way, if any, has written what was due."""
+        if self._committer is not None:
+            await self._committer
+
+    async def _commit_later(self) -> None:
+        await asyncio.sleep(COMMIT_DELAY_S)  # the turns that end meanwhile share the commit
+        while self._due:
+            due, self._due = self._due, {}
+            records = list(due.values())
+            jobs = [self._job(record) for record in records]
+            outcomes = await asyncio.to_thread(self._commit_all, jobs)
+            for record, job, outcome in zip(records, jobs, outcomes, strict=True):
+                self._finish(record, job, outcome)
+
+    def _commit_all(self, jobs: list[_Commit]) -> list[int | OSError]:
+        return [self._commit(job) for job in jobs]
+
+    def _job(self, record: SessionRecord) -> _Commit:
+        """What the worker needs, taken in the event loop: a descriptor of the events that
+        stays valid if the writer closes, and a copy of the metadata."""
+        meta = dataclasses.replace(record.meta, state=copy.deepcopy(record.meta.state))
+        try:
+            events = record.writer.duplicate()
+        except OSError:
+            events = None
+        return _Commit(events, meta, self._turns_due.pop(record.id, 0))
+
+    def _commit(self, job: _Commit) -> int | OSError:
+        """In the worker: fsync the events, write the metadata; the turn count written."""
+        try:
+            if job.events is not None:
+                os.fsync(job.events)
+            return self.store.record_meta(job.meta, job.turns)
+        except OSError as exc:
+            return exc
+        except CorruptSession as exc:
+            return OSError(str(exc))
+        finally:
+            if job.events is not None:
+                os.close(job.events)
+
+    def _finish(self, record: SessionRecord, job: _Commit, outcome: int | OSError) -> None:
+        """Back in the event loop: count what another process recorded meanwhile; after a
+        failure, the turns wait for the next commit."""
+
+        def result() -> None:
+            if isinstance(outcome, OSError):
+                self._turns_due[record.id] += job.turns
+                raise outcome
+            record.meta.turns += outcome - job.meta.turns
+
+        self._write(record.meta.id, "metadata", result)
 
     def _write(self, session_id: str, what: str, write: Callable[[], None]) -> None:
         """Run one write of a session's events or metadata; a failure is logged (once until
@@ -172,6 +251,13 @@ class Recorder:
         if key in self._failing:
             self._failing.discard(key)
             self.log.warning("the %s of session %s are written again", what, session_id)
+
+
+@dataclasses.dataclass
+class _Commit:
+    events: int | None  # a duplicate descriptor of events.jsonl, closed by the commit
+    meta: SessionMeta
+    turns: int  # turns counted in meta.turns that the file does not have yet
 
 
 def _reason(exc: OSError) -> str:

@@ -54,6 +54,13 @@ SETTINGS_METHODS = frozenset(
     }
 )
 STATE_UPDATES = frozenset({acp.CURRENT_MODE_UPDATE, acp.CONFIG_OPTION_UPDATE})
+# The update kinds the server looks into (everything else is relayed and recorded blind).
+SPECIAL_UPDATES = STATE_UPDATES | {
+    acp.SESSION_INFO_UPDATE,
+    acp.SUBAGENT_UPDATE,
+    acp.SESSION_MESSAGE,
+    acp.SESSION_MESSAGE_CHUNK,
+}
 NESTED_SESSION_IDS = acp.METHODS[acp.SESSION_UPDATE].session_ids[1:]
 
 Handler = Callable[[JsonObject, Any], Awaitable[JsonObject]]
@@ -364,18 +371,11 @@ class AcpServer:
     # == from the agent (AgentEvents) ==================================================
 
     def on_agent_notification(self, message: JsonObject, raw: bytes) -> None:
+        """The hot path: every streamed update comes here. It is recorded and relayed as
+        the agent's own bytes; only the kinds in SPECIAL_UPDATES are looked into."""
         params = message.get("params")
-        method = message.get("method")
-        if not isinstance(params, dict):
-            self.out.write(raw + b"\n")
-            return
-        if method == acp.CANCEL_REQUEST:
-            editor_id = self.ids.editor_id(params.get("requestId"))
-            if editor_id is not None:
-                self.out.send(jsonrpc.notification(method, {**params, "requestId": editor_id}))
-            return
-        if "sessionId" not in params:
-            self.out.write(raw + b"\n")
+        if not isinstance(params, dict) or "sessionId" not in params:
+            self._sessionless_notification(message, params, raw)
             return
         agent_session = params["sessionId"]
         record = self.sessions.of_agent(agent_session)
@@ -383,24 +383,48 @@ class AcpServer:
             # A session closed (or never opened) on this connection: what the agent still
             # says about it has no one to go to, and must not reach the editor under the
             # agent's raw id.
-            self.log.debug("dropped %s for session %r, not open here", method, agent_session)
+            self.log.debug(
+                "dropped %s for session %r, not open here", message.get("method"), agent_session
+            )
             return
         if record.suppress_replay:
             return
         update = params.get("update")
-        mapped = params
-        if method == acp.SESSION_UPDATE and isinstance(update, dict):
-            self.recorder.agent_update(record, update, raw)
-            if update.get("sessionUpdate") in STATE_UPDATES:
-                record.state.on_update(update)
-            if not update.keys().isdisjoint(("sessionId", "senderSessionId", "recipientSessionId")):
-                mapped = self._map_sessions(params, NESTED_SESSION_IDS)
+        if message.get("method") == acp.SESSION_UPDATE and isinstance(update, dict):
+            self.recorder.agent_update(record, raw)
+            kind = update.get("sessionUpdate")
+            if kind in SPECIAL_UPDATES:
+                params = self._special_update(record, params, update, kind)
         if self.debug:
-            self.log.debug("-> %s session=%s", method, record.id)
-        if record.id == agent_session and mapped is params:
+            self.log.debug("-> %s session=%s", message.get("method"), record.id)
+        if record.id == agent_session and params is message["params"]:
             self.out.write(raw + b"\n")
         else:
-            self.out.send({**message, "params": {**mapped, "sessionId": record.id}})
+            self.out.send({**message, "params": {**params, "sessionId": record.id}})
+
+    def _sessionless_notification(self, message: JsonObject, params: Any, raw: bytes) -> None:
+        if message.get("method") == acp.CANCEL_REQUEST and isinstance(params, dict):
+            editor_id = self.ids.editor_id(params.get("requestId"))
+            if editor_id is not None:
+                self.out.send(
+                    jsonrpc.notification(acp.CANCEL_REQUEST, {**params, "requestId": editor_id})
+                )
+            return
+        self.out.write(raw + b"\n")
+
+    def _special_update(
+        self, record: SessionRecord, params: JsonObject, update: JsonObject, kind: str
+    ) -> JsonObject:
+        """Kept: the title, the mode and options. Mapped: nested session ids. Returns the
+        params to relay (the same object when nothing changed)."""
+        if kind == acp.SESSION_INFO_UPDATE:
+            if isinstance(update.get("title"), str):
+                record.meta.title = update["title"]
+        elif kind in STATE_UPDATES:
+            record.state.on_update(update)
+        else:
+            return self._map_sessions(params, NESTED_SESSION_IDS)
+        return params
 
     def _map_sessions(self, params: JsonObject, paths: tuple[str, ...]) -> JsonObject:
         """`params` with the agent's session ids at `paths` replaced by the editor's, where
@@ -476,6 +500,7 @@ class AcpServer:
             await asyncio.wait(set(self.endpoint.tasks), timeout=SHUTDOWN_GRACE_S)
         await self.out.drain()
         await self.backend.stop()
+        await self.recorder.committed()
         for record in self.sessions:
             self.lifecycle.forget(record)
         for task in list(self.endpoint.tasks):

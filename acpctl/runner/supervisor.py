@@ -20,6 +20,20 @@ STDERR_TAIL_LINES = 10
 MAX_RESTARTS_PER_MINUTE = 5
 
 
+# The agent's output pipe, widened from Linux's 64 KiB: a streaming agent's lines then come
+# in fewer, larger batches, and per-batch work (history writes, output drains) is shared by
+# more messages.
+PIPE_BYTES = 1 << 20
+
+
+def widen_pipe(fd: int) -> None:
+    """Best effort: Linux only, and capped by /proc/sys/fs/pipe-max-size."""
+    with contextlib.suppress(ImportError, AttributeError, OSError):
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+
+
 class AgentProcess:
     """One agent child process: its pipes, a stderr pump into the run log, its teardown.
 
@@ -56,6 +70,7 @@ class AgentProcess:
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         loop = asyncio.get_running_loop()
         self.log = log
+        widen_pipe(self.popen.stdout.fileno())
         self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self.stdout), self.popen.stdout

@@ -20,9 +20,11 @@ of both, in order; `event_update()` reads either shape.
 
 Appends are buffered in memory and written with one os.write() on an O_APPEND descriptor,
 so a line is never split between two writes (and two processes appending to one session
-interleave whole lines). Durability: buffers are written after
-every batch of agent output, and events.jsonl and session.json are fsynced at every turn
-end and when a session is closed. A crash can leave a torn last line; readers skip it.
+interleave whole lines). Durability: buffers are written to the OS after every batch of
+agent output and before a turn's response reaches the editor (a crash or kill of acpctl
+loses nothing); the recorder fsyncs events.jsonl and rewrites session.json in the background
+shortly after (see runner/recorder.py) and when a session is closed. A crash of the machine
+can leave a torn last line; readers skip it.
 """
 
 from __future__ import annotations
@@ -245,6 +247,11 @@ class HistoryWriter:
         if self._fd >= 0:
             os.fsync(self._fd)
 
+    def duplicate(self) -> int | None:
+        """A descriptor of the file another thread can fsync and close, whatever happens
+        to this writer meanwhile; None once it is closed."""
+        return os.dup(self._fd) if self._fd >= 0 else None
+
     def close(self) -> None:
         if self._fd >= 0:
             try:
@@ -329,15 +336,18 @@ class SessionStore:
         data = json.dumps(meta.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
         atomic_write(self.session_dir(meta.id) / SESSION_FILE, data)
 
-    def record_meta(self, meta: SessionMeta, turn_ended: bool) -> None:
+    def record_meta(self, meta: SessionMeta, turns_added: int) -> int:
         """Write a live session's metadata when another process may write it too (an editor
         and `acpctl run --continue` on one session): under a lock on the session, the turn
-        count is the larger of the two, plus this turn; the rest is this process's."""
+        count is the larger of the two before this process's `turns_added` (already counted
+        in `meta.turns`), plus those; the rest is this process's. Returns the count
+        written."""
         with self._locked(meta.id):
             with contextlib.suppress(CorruptSession):
-                meta.turns = max(meta.turns, self.read_meta(meta.id).turns)
-            meta.turns += int(turn_ended)
+                before = max(meta.turns - turns_added, self.read_meta(meta.id).turns)
+                meta.turns = before + turns_added
             self.write_meta(meta)
+        return meta.turns
 
     @contextlib.contextmanager
     def _locked(self, session_id: str) -> Iterator[None]:

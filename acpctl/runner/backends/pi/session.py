@@ -11,7 +11,6 @@ import logging
 import os
 import re
 from collections.abc import Coroutine
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +29,8 @@ _TOOL_MARK = re.compile(r"\[acpctl:([^\]]+)\]")
 
 def gate_extension() -> str:
     """The pi extension that asks before write, edit and bash (shipped in the package)."""
+    from importlib import resources
+
     return str(resources.files("acpctl.runner.backends.pi").joinpath("permission_gate.ts"))
 
 
