@@ -1,10 +1,12 @@
 """History replay: session/load of a stored session with many updates, through acpctl.
 
-Builds a session with N agent_message_chunk updates in a temporary store (with the store's
-own writer), then times session/load from request to response, all updates received.
-The baseline is reading the same events.jsonl with json.loads line by line in-process.
+Builds a session of N updates in a temporary store with the store's own writer, as the
+relay records them (the agent's notification bytes, and one prompt a hundred updates),
+then times session/load: to the first replayed update, and to the response with every
+update received. The baseline, measured in the same repetitions (interleaved), is reading
+the same events.jsonl with json.loads line by line in-process.
 
-    python bench/history.py [--updates 100000]
+    python bench/history.py [--updates 100000] [--reps 5]
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,60 +23,94 @@ from rawpeer import ACPCTL, Peer, now, private_home
 
 from acpctl.store.sessions import SessionMeta, SessionStore
 
+SESSION = "bench-session"
 
-def build(store: SessionStore, updates: int) -> str:
+
+def build(store: SessionStore, updates: int) -> Path:
     meta = SessionMeta(
-        id="bench-session", agent="demo", command=[], cwd="/tmp", agent_session_id="demo-bench"
+        id=SESSION, agent="demo", command=[], cwd="/tmp", agent_session_id=SESSION
     )
     writer = store.create(meta)
     for i in range(updates):
-        writer.update(
-            {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": f"chunk {i} "},
-            }
-        )
+        if i % 100 == 0:
+            writer.update(
+                {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "go"}}
+            )
+            continue
+        notification = {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": SESSION,
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": f"chunk {i} "},
+                },
+            },
+        }
+        writer.agent_message(json.dumps(notification, separators=(",", ":")).encode())
         if i % 10000 == 0:
             writer.flush()
     writer.close()
-    return meta.id
+    return store.session_dir(SESSION) / "events.jsonl"
 
 
-async def replay(session_id: str, updates: int) -> float:
-    peer = await Peer.start(ACPCTL)
-    await peer.call("initialize", {"protocolVersion": 1})
-    started = now()
-    msg_id = peer.send("session/load", {"sessionId": session_id, "cwd": "/tmp", "mcpServers": []})
-    response, received = await peer.response(msg_id)
-    elapsed = now() - started
-    await peer.close()
-    assert "result" in response, response
-    assert received == updates, (received, updates)
-    return elapsed
-
-
-def main(updates: int) -> None:
-    store = SessionStore()
-    session_id = build(store, updates)
-    events = store.session_dir(session_id) / "events.jsonl"
+def parse(events: Path) -> float:
     started = now()
     with events.open("rb") as handle:
         for line in handle:
             json.loads(line)
-    parse_only = now() - started
-    elapsed = asyncio.run(replay(session_id, updates))
+    return now() - started
+
+
+async def replay(updates: int) -> tuple[float, float]:
+    """(to the first update, to the response)."""
+    peer = await Peer.start(ACPCTL)
+    await peer.call("initialize", {"protocolVersion": 1})
+    assert peer.process.stdout is not None
+    started = now()
+    peer.send("session/load", {"sessionId": SESSION, "cwd": "/tmp", "mcpServers": []})
+    first = None
+    received = 0
+    while True:
+        line = await peer.process.stdout.readline()
+        if b'"method"' in line:
+            received += 1
+            first = first or now() - started
+        elif b'"id"' in line:
+            break
+    elapsed = now() - started
+    await peer.close()
+    assert received == updates, (received, updates)
+    assert first is not None
+    return first, elapsed
+
+
+def main(updates: int, reps: int) -> None:
+    events = build(SessionStore(), updates)
+    parsed, firsts, loads = [], [], []
+    for _ in range(reps):
+        parsed.append(parse(events))
+        first, load = asyncio.run(replay(updates))
+        firsts.append(first)
+        loads.append(load)
+    base = statistics.median(parsed)
     size = events.stat().st_size / 2**20
-    print("| measure | time | ratio to parsing the log |\n|---|---|---|")
-    print(f"| parse events.jsonl ({updates} updates, {size:.1f} MiB) | {parse_only:.2f} s | 1.0x |")
-    print(
-        f"| session/load through acpctl, to the response | {elapsed:.2f} s "
-        f"| {elapsed / parse_only:.1f}x |"
-    )
+    print("| measure | min | median | ratio of medians to parsing |\n|---|---|---|---|")
+    for label, values in (
+        (f"parse events.jsonl ({updates} updates, {size:.1f} MiB)", parsed),
+        ("session/load: first update at the client", firsts),
+        ("session/load: response, every update received", loads),
+    ):
+        median = statistics.median(values)
+        print(f"| {label} | {min(values):.3f} s | {median:.3f} s | {median / base:.2f}x |")
+    print(f"\n{reps} repetitions, the parse and the load alternating.")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--updates", type=int, default=100_000)
+    parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     with private_home():
-        main(args.updates)
+        main(args.updates, args.reps)

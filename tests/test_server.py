@@ -393,3 +393,48 @@ def test_a_bug_in_a_handler_is_an_internal_error_not_a_crash(tmp_path: Path) -> 
         assert crashed["error"]["code"] == acp.INTERNAL_ERROR
 
     run(tmp_path, scenario, agent)
+
+
+def test_replay_sends_stored_bytes_or_rewraps_and_only_valid_json(tmp_path: Path) -> None:
+    """Issue 16: a load replays stored agent notifications as their own bytes; one stored
+    in another shape, or under an older agent id of the session, is wrapped again under
+    the session's id; a torn or corrupt line is skipped. The editor side parses every line
+    (EditorSide fails on anything that is not JSON)."""
+    from acpctl.store.sessions import SessionMeta
+
+    async def scenario(h: Harness) -> None:
+        writer = h.store.create(SessionMeta(id="s1", agent="fake", command=[], cwd="/tmp"))
+
+        def chunk(session: str, text: str) -> bytes:
+            return json.dumps(
+                jsonrpc.notification(
+                    acp.SESSION_UPDATE,
+                    {
+                        "sessionId": session,
+                        "update": {
+                            "sessionUpdate": acp.AGENT_MESSAGE_CHUNK,
+                            "content": {"type": "text", "text": text},
+                        },
+                    },
+                ),
+                separators=(",", ":"),
+            ).encode()
+
+        writer.agent_message(chunk("s1", "raw"))
+        writer.agent_message(chunk("older-agent-id", "rewrapped"))
+        writer.write_through(
+            b'{"ts": 1, "type": "agent", "message": ' + chunk("s1", "spaced") + b"}\n"
+        )
+        writer.write_through(b'{"ts":1,"type":"agent","message":{"broken\n')
+        writer.update(
+            {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": {"type": "text", "text": "u"}}
+        )
+        writer.close()
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        await h.result(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp", "mcpServers": []})
+        replayed = h.editor.notifications(acp.SESSION_UPDATE)
+        assert [n["params"]["sessionId"] for n in replayed] == ["s1"] * 4
+        texts = [n["params"]["update"]["content"]["text"] for n in replayed]
+        assert texts == ["raw", "rewrapped", "spaced", "u"]
+
+    run(tmp_path, scenario)

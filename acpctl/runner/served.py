@@ -51,11 +51,15 @@ def queues_prompts(agent: JsonObject) -> bool:
 
 async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
     """The stored updates of a session, as session/update notifications, streamed: the
-    first reaches the editor before the whole log is read."""
-    for sent, update in enumerate(store.iter_updates(session_id), 1):
-        out.send(
-            jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
-        )
+    first reaches the editor before the whole log is read. Stored agent notifications go
+    out as their own bytes."""
+    for sent, item in enumerate(store.iter_replay(session_id), 1):
+        if isinstance(item, bytes):
+            out.write(item + b"\n")
+        else:
+            out.send(
+                jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": item})
+            )
         if sent % REPLAY_DRAIN_EVERY == 0:
             await out.drain()
     await out.drain()

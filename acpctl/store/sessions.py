@@ -171,6 +171,26 @@ def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
     return update if isinstance(update, dict) else None
 
 
+_AGENT_EVENT = re.compile(rb'\{"ts":[0-9.eE+-]+,"type":"agent","message":')
+
+
+def agent_message_bytes(event: dict[str, Any], line: bytes) -> bytes | None:
+    """The agent's notification inside an "agent" event, as the bytes it arrived as: when
+    the line (already parsed whole as `event`) has exactly the writer's shape, everything
+    between its prefix and its closing brace is the message's JSON value."""
+    if (
+        event.get("type") != "agent"
+        or len(event) != 3
+        or not isinstance(event.get("message"), dict)
+    ):
+        return None
+    head = _AGENT_EVENT.match(line)
+    body = line.rstrip(b"\r\n")
+    if head is None or not body.endswith(b"}"):
+        return None
+    return body[head.end() : -1]
+
+
 class CorruptSession(Exception):
     """session.json is missing or unreadable, or a file of the session is a symlink."""
 
@@ -371,15 +391,28 @@ class SessionStore:
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise CorruptSession(f"{path}: {exc}") from exc
 
-    def iter_updates(self, session_id: str) -> Iterator[dict[str, Any]]:
-        """The stored session/update payloads in order: what a session/load replays."""
-        for event in self.iter_events(session_id):
+    def iter_replay(self, session_id: str) -> Iterator[bytes | dict[str, Any]]:
+        """What a session/load replays, in order: each stored agent notification for this
+        session as its own bytes (sent on without being encoded again), or a session/update
+        payload to wrap (the user's prompts; notifications stored in another shape or under
+        another session id of the agent's)."""
+        for event, line in self._iter_lines(session_id):
+            message = agent_message_bytes(event, line)
+            if message is not None:
+                params = event["message"].get("params")
+                if isinstance(params, dict) and params.get("sessionId") == session_id:
+                    yield message
+                    continue
             update = event_update(event)
             if update is not None:
                 yield update
 
     def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
+        for event, _ in self._iter_lines(session_id):
+            yield event
+
+    def _iter_lines(self, session_id: str) -> Iterator[tuple[dict[str, Any], bytes]]:
         path = self.session_dir(session_id) / EVENTS_FILE
         try:
             handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
@@ -394,7 +427,7 @@ class SessionStore:
                 except ValueError:
                     continue
                 if isinstance(event, dict):
-                    yield event
+                    yield event, line
 
     def resolve_prefix(self, prefix: str) -> str:
         """The one stored session whose id starts with `prefix` (an exact id wins).
