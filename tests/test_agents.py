@@ -52,6 +52,38 @@ def test_discovery_finds_binaries_and_probes_versions(home: Path, tmp_path: Path
     assert agents["claude"]["found"] is False and agents["claude"]["install"]
 
 
+def test_versions_from_package_json_or_probed_once_and_cached(home: Path, tmp_path: Path) -> None:
+    """Issue 16: an npm agent's version comes from its package.json (it is never run); a
+    probe's answer is cached until the executable changes, or `--refresh`."""
+    package = tmp_path / "lib" / "node_modules" / "@scope" / "claude-agent-acp"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text(
+        json.dumps({"name": "@scope/claude-agent-acp", "version": "0.101.0", "bin": {"x": "y"}})
+    )
+    (package / "dist" / "package.json").write_text('{"type": "module"}')
+    ran = tmp_path / "ran"
+    script = write_executable(package / "dist" / "index.js", f"#!/bin/sh\necho ran >> {ran}\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude-agent-acp").symlink_to(script)
+    goose = write_executable(bin_dir / "goose", f"#!/bin/sh\necho probe >> {ran}\necho 1.9.3\n")
+
+    def listed(*flags: str) -> dict[str, dict[str, object]]:
+        result = run_cli("agents", "list", "--json", *flags, env=_path_with(bin_dir))
+        assert result.returncode == 0, result.stderr
+        return {a["name"]: a for a in json.loads(result.stdout)}
+
+    first = listed()
+    assert first["claude"]["version"] == "0.101.0"
+    assert first["goose"]["version"] == "1.9.3"
+    assert listed()["goose"]["version"] == "1.9.3"
+    assert ran.read_text().splitlines() == ["probe"]  # claude never ran; goose once
+    goose.write_text(f"#!/bin/sh\necho probe >> {ran}\necho 1.10.0\n")  # a new release
+    assert listed()["goose"]["version"] == "1.10.0"
+    listed("--refresh")
+    assert ran.read_text().splitlines() == ["probe"] * 3
+
+
 def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path: Path) -> None:
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)

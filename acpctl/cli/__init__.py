@@ -22,6 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich's help renderer alone costs more start-up time than all the rest.
+    rich_markup_mode=None,
 )
 app.add_typer(agents.app, name="agents")
 app.add_typer(sessions.app, name="sessions")

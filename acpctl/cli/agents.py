@@ -8,22 +8,29 @@ import typer
 
 from acpctl.errors import UsageError
 
-app = typer.Typer(help="Discover, add and remove agents.", no_args_is_help=True)
+app = typer.Typer(
+    help="Discover, add and remove agents.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @app.command("list")
 def list_agents(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Skip the version probes."),
+    refresh: bool = typer.Option(
+        False, "--refresh", help="Probe versions again instead of using the cached ones."
+    ),
 ) -> None:
-    """Show configured and catalog agents, whether each is installed, and its version."""
+    """Show configured and catalog agents, whether each is installed, and its version
+    (from an npm agent's package.json, else probed once and cached until the executable
+    changes)."""
     from acpctl import config
-    from acpctl.agents import discovery
+    from acpctl.agents import discovery, versions
 
     cfg = config.load()
     agents = discovery.all_agents(cfg)
     if not no_probe:
-        discovery.probe_versions(agents)
+        versions.fill_versions(agents, refresh=refresh)
     if as_json:
         typer.echo(
             json.dumps(
@@ -115,11 +122,11 @@ def show(
 ) -> None:
     """Show how an agent resolves: command, kind, env names, version."""
     from acpctl import config
-    from acpctl.agents import catalog, discovery
+    from acpctl.agents import catalog, discovery, versions
 
     cfg = config.load()
     agent = discovery.resolve(cfg, name)
-    discovery.probe_version(agent)
+    versions.fill_versions([agent])
     record = {
         "name": agent.name,
         "title": agent.title,

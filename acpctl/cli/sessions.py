@@ -20,7 +20,9 @@ from acpctl.errors import UsageError
 if TYPE_CHECKING:
     from acpctl.store.sessions import SessionStore
 
-app = typer.Typer(help="Browse and manage the session history.", no_args_is_help=True)
+app = typer.Typer(
+    help="Browse and manage the session history.", no_args_is_help=True, rich_markup_mode=None
+)
 
 _DURATION = re.compile(r"^(\d+)([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

@@ -1,0 +1,102 @@
+"""Agents' versions, cheaply: an npm agent's version is read from the package.json beside
+its resolved executable (claude-agent-acp prints nothing for --version; pi takes 1.6 s to
+say it); anything else is probed with its version arguments. What a probe found is cached,
+keyed by the executable's real path, size and modification time, so a version is probed
+again only when the file changes (or with `agents list --refresh`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from acpctl import paths
+from acpctl.agents.discovery import ResolvedAgent, probe_versions
+from acpctl.files import atomic_write
+
+CACHE_FILE = "versions.json"
+PACKAGE_SEARCH_DEPTH = 4  # dist/cli/index.js -> the package's root
+
+
+def fill_versions(agents: Iterable[ResolvedAgent], refresh: bool = False) -> None:
+    """Set each found agent's version (or version_error): from its package.json, else
+    from the cache, else by probing (all probes at once), caching what the probes say."""
+    cache = {} if refresh else _load()
+    to_probe: list[tuple[ResolvedAgent, str | None]] = []
+    for agent in agents:
+        if agent.argv is None or agent.version is not None:
+            continue
+        key = _key(agent.argv[0], agent.version_args)
+        package = _package_version(agent.argv[0])
+        if package is not None:
+            agent.version = package
+        elif key is not None and key in cache:
+            agent.version = cache[key].get("version")
+            agent.version_error = cache[key].get("error")
+        else:
+            to_probe.append((agent, key))
+    if not to_probe:
+        return
+    probe_versions(agent for agent, _ in to_probe)
+    for agent, key in to_probe:
+        # A timeout may pass; an agent run through npx or uvx was not probed at all.
+        transient = "timed out" in (agent.version_error or "") or agent.reason.startswith(
+            "through "
+        )
+        if key is not None and not transient:
+            cache[key] = {"version": agent.version, "error": agent.version_error}
+    with contextlib.suppress(OSError):
+        _save(cache)
+
+
+def _key(executable: str, version_args: tuple[str, ...]) -> str | None:
+    """The cache key of a probe: the executable's real path, size and modification time,
+    and the arguments it is probed with."""
+    try:
+        real = os.path.realpath(executable)
+        stat = os.stat(real)
+    except OSError:
+        return None
+    return f"{real}:{stat.st_size}:{stat.st_mtime_ns}:{' '.join(version_args)}"
+
+
+def _package_version(executable: str) -> str | None:
+    """The version in the package.json of the npm package an executable belongs to."""
+    try:
+        real = Path(os.path.realpath(executable))
+    except OSError:
+        return None
+    if "node_modules" not in real.parts:
+        return None
+    for directory in list(real.parents)[:PACKAGE_SEARCH_DEPTH]:
+        manifest = directory / "package.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        # A package.json without a version (dist/'s {"type": "module"}) is not the root.
+        if isinstance(data, dict) and isinstance(data.get("version"), str) and data.get("bin"):
+            return str(data["version"])
+    return None
+
+
+def _cache_path() -> Path:
+    return paths.state_dir() / CACHE_FILE
+
+
+def _load() -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save(cache: dict[str, Any]) -> None:
+    paths.ensure_private_dir(paths.state_dir())
+    atomic_write(_cache_path(), json.dumps(cache, indent=1).encode(), sync=False)
