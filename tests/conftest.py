@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,10 @@ def write_executable(path: Path, body: str) -> Path:
     path.write_text(body)
     path.chmod(0o755)
     return path
+
+
+def stored_updates(store: Any, session_id: str) -> list[dict[str, Any]]:
+    """A stored session's session/update payloads, in order."""
+    from acpctl.store.sessions import event_update
+
+    return [u for u in map(event_update, store.iter_events(session_id)) if u is not None]

@@ -18,7 +18,7 @@ from acp import RequestError, text_block
 
 from acpctl.store.sessions import SessionMeta, SessionStore, valid_session_id
 from tests.acp_peer import RecordingClient, connect, initialized
-from tests.conftest import TEST_AGENTS, run_cli, write_executable
+from tests.conftest import TEST_AGENTS, run_cli, stored_updates, write_executable
 
 pytestmark = pytest.mark.e2e
 
@@ -384,4 +384,7 @@ def test_reader_tolerates_torn_last_line(tmp_path: Path) -> None:
     )
     writer.close()
     # The fragment is skipped; the event appended after it survives.
-    assert [u["sessionUpdate"] for u in store.iter_updates("s")] == ["agent_message_chunk", "plan"]
+    assert [u["sessionUpdate"] for u in stored_updates(store, "s")] == [
+        "agent_message_chunk",
+        "plan",
+    ]

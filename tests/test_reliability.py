@@ -572,3 +572,30 @@ def jsonrpc_prompt(sid: str, text: str) -> dict[str, Any]:
         "method": "session/prompt",
         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
     }
+
+
+@pytest.mark.e2e
+def test_a_kill_right_after_the_response_loses_nothing(home: Path, tmp_path: Path) -> None:
+    """Issue 16: the fsync is off the response's path, but every event of a turn is in the
+    OS before the editor sees the response: kill -9 at once, and the turn is all there."""
+    import signal
+
+    import psutil
+
+    async def scenario() -> str:
+        async with raw_editor() as editor:
+            sid = await editor.session(str(tmp_path))
+            answer = await editor.prompt(sid, "think and plan hello")
+            assert answer["result"]["stopReason"] == "end_turn"
+            agents = psutil.Process(editor.process.pid).children(recursive=True)
+            os.kill(editor.process.pid, signal.SIGKILL)
+            for agent in agents:
+                agent.kill()
+            return str(sid)
+
+    sid = asyncio.run(asyncio.wait_for(scenario(), 30))
+    lines = (home / "data" / "sessions" / sid / "events.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert events[0]["type"] == "update"  # the prompt
+    assert [e["type"] for e in events[1:-1]] == ["agent"] * (len(events) - 2)
+    assert events[-1] == {**events[-1], "type": "turn_end", "stopReason": "end_turn"}

@@ -14,7 +14,7 @@ from acp import text_block
 
 from acpctl.store.sessions import SessionMeta, SessionStore
 from tests.acp_peer import connect, initialized
-from tests.conftest import acpctl_argv, run_cli
+from tests.conftest import acpctl_argv, run_cli, stored_updates
 
 
 def turn(cwd: Path, *args: str) -> None:
@@ -119,7 +119,7 @@ def test_show_and_prefixes(home: Path, tmp_path: Path) -> None:
 def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
     turn(tmp_path, "edit and plan this")
     sid = str(listed()[0]["id"])
-    original = list(store(home).iter_updates(sid))
+    original = stored_updates(store(home), sid)
     markdown = run_cli("sessions", "export", sid).stdout
     assert markdown.startswith("# edit and plan this") and "```diff" in markdown
     for output_format in ("json", "jsonl"):
@@ -129,7 +129,7 @@ def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
         assert run_cli("sessions", "delete", sid).returncode == 0
         imported = run_cli("sessions", "import", str(exported))
         assert imported.returncode == 0 and sid in imported.stdout
-        assert list(store(home).iter_updates(sid)) == original
+        assert stored_updates(store(home), sid) == original
     again = run_cli("sessions", "import", str(tmp_path / "export.jsonl"))
     assert "new one" in again.stdout  # the id is taken now
 
@@ -195,7 +195,7 @@ def test_prune_while_a_run_appends(home: Path, tmp_path: Path) -> None:
     asyncio.run(scenario())
     remaining = listed()
     assert len(remaining) == 1 and remaining[0]["turns"] == 1
-    assert len(list(store(home).iter_updates(str(remaining[0]["id"])))) == 21
+    assert len(stored_updates(store(home), str(remaining[0]["id"]))) == 21
 
 
 @pytest.mark.e2e
@@ -245,7 +245,7 @@ def test_index_rebuilds_when_stale_or_broken(home: Path, tmp_path: Path) -> None
     assert [s["title"] for s in listed()] == ["keep"]
     drift_free = run_cli("sessions", "verify")
     assert drift_free.returncode == 0
-    (store(home).root / ".index.sqlite3").write_bytes(b"this is not sqlite" * 100)
+    (store(home).root / ".index" / "sessions.sqlite3").write_bytes(b"this is not sqlite" * 100)
     assert [s["title"] for s in listed()] == ["keep"]
     meta_path = store(home).root / str(listed()[0]["id"]) / "session.json"
     meta = json.loads(meta_path.read_text())

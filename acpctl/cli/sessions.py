@@ -20,6 +20,8 @@ from acpctl.errors import UsageError
 if TYPE_CHECKING:
     from acpctl.store.sessions import SessionStore
 
+DEFAULT_LIMIT = 20
+
 app = typer.Typer(
     help="Browse and manage the session history.", no_args_is_help=True, rich_markup_mode=None
 )
@@ -76,18 +78,27 @@ def list_sessions(
     agent: str = agent_option(None, "Only this agent's sessions.", short=False),
     cwd: Path = typer.Option(None, "--cwd", help="Only sessions in this directory."),
     since: str = typer.Option(None, "--since", help="Updated within, e.g. 7d, 12h."),
-    limit: int = typer.Option(None, "--limit", help="At most N sessions."),
+    limit: int = typer.Option(
+        None,
+        "--limit",
+        help=f"At most N sessions (default: {DEFAULT_LIMIT} in the table, all with --json; "
+        "0: all).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
     """Sessions, newest first."""
 
     from acpctl.store.index import SessionIndex
 
-    found = SessionIndex(_store()).query(
+    if limit is None:
+        limit = 0 if as_json else DEFAULT_LIMIT
+    if limit < 0:
+        raise UsageError("--limit must be 0 (all) or more")
+    found, total = SessionIndex(_store()).page(
         agent=agent,
         cwd=str(cwd.resolve()) if cwd else None,
         since=_cutoff(since) if since else None,
-        limit=limit,
+        limit=limit or None,
     )
     if as_json:
         typer.echo(
@@ -129,6 +140,8 @@ def list_sessions(
             f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
             f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}"
         )
+    if total > len(found):
+        lines.append(f"... and {total - len(found):,} more (--limit 0 lists them all)")
     typer.echo("\n".join(lines))
     problems = sum(1 for s in found if s.problem)
     if problems:

@@ -25,8 +25,13 @@ from acpctl.store.sessions import (
     valid_session_id,
 )
 
-INDEX_FILE = ".index.sqlite3"  # a leading dot: never a valid session id
-SCHEMA_VERSION = 5
+# In a directory of its own (a leading dot: never a valid session id), so that SQLite's
+# journal files come and go there, not in the store's directory, whose mtime is half of the
+# store's change mark (see SessionStore.change_mark).
+INDEX_DIR = ".index"
+INDEX_FILE = "sessions.sqlite3"
+OLD_INDEX_FILE = ".index.sqlite3"  # where acpctl 0.1 kept it: removed when found
+SCHEMA_VERSION = 6
 _COLUMNS = (
     "id",
     "agent",
@@ -111,11 +116,13 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
 class SessionIndex:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self.path = store.root / INDEX_FILE
+        self.path = store.root / INDEX_DIR / INDEX_FILE
 
     def _connect(self) -> sqlite3.Connection:
-        paths.ensure_private_dir(self.store.root)
+        paths.ensure_private_dir(self.path.parent)
         fresh = not self.path.exists()
+        if fresh:
+            (self.store.root / OLD_INDEX_FILE).unlink(missing_ok=True)
         connection = sqlite3.connect(self.path, timeout=10)
         if fresh:
             os.chmod(self.path, paths.PRIVATE_FILE_MODE)
@@ -129,6 +136,8 @@ class SessionIndex:
                     turns INTEGER, last_stop TEXT, agent_session_id TEXT, directories TEXT,
                     command TEXT, parent TEXT);
                 CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
+                DROP TABLE IF EXISTS scanned;
+                CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER);
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
         return connection
@@ -159,7 +168,11 @@ class SessionIndex:
         return SessionMeta(id=sid, agent="", command=[], cwd="", created="", updated=""), problem
 
     def refresh(self, connection: sqlite3.Connection) -> int:
-        """Bring the index up to date with the files; returns how many rows changed."""
+        """Bring the index up to date with the files; returns how many rows changed. The
+        store is scanned only when its change mark moved since the last scan."""
+        mark = self.store.change_mark()
+        if connection.execute("SELECT root_mtime, changes FROM scanned").fetchone() == mark:
+            return 0
         known = {
             sid: (mtime, size)
             for sid, mtime, size in connection.execute("SELECT id, mtime_ns, size FROM sessions")
@@ -180,6 +193,9 @@ class SessionIndex:
                 changed,
             )
             connection.executemany("DELETE FROM sessions WHERE id = ?", gone)
+            # The mark read before the scan: a change during it is seen by the next one.
+            connection.execute("DELETE FROM scanned")
+            connection.execute("INSERT INTO scanned VALUES (?, ?)", mark)
         return len(changed) + len(gone)
 
     def readable(self, cwd: str | None = None) -> list[SessionMeta]:
@@ -194,6 +210,16 @@ class SessionIndex:
         limit: int | None = None,
     ) -> list[IndexedSession]:
         """Sessions newest first (unreadable ones last), filtered; refreshed first."""
+        return self.page(agent, cwd, since, limit)[0]
+
+    def page(
+        self,
+        agent: str | None = None,
+        cwd: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[IndexedSession], int]:
+        """The first `limit` sessions of `query`, and how many match in all."""
         try:
             connection = self._connect()
         except sqlite3.DatabaseError:
@@ -201,14 +227,14 @@ class SessionIndex:
             try:
                 connection = self._connect()
             except sqlite3.Error:
-                return self._scan(agent, cwd, since, limit)
+                return self._scan_page(agent, cwd, since, limit)
         except sqlite3.Error:
-            return self._scan(agent, cwd, since, limit)
+            return self._scan_page(agent, cwd, since, limit)
         with contextlib.closing(connection):
             try:
                 self.refresh(connection)
             except sqlite3.Error:
-                return self._scan(agent, cwd, since, limit)
+                return self._scan_page(agent, cwd, since, limit)
             clauses, values = [], []
             for column, value in (("agent", agent), ("cwd", cwd)):
                 if value is not None:
@@ -224,7 +250,19 @@ class SessionIndex:
             )
             if limit is not None:
                 sql += f" LIMIT {int(limit)}"
-            return [_from_row(row) for row in connection.execute(sql, values)]
+            found = [_from_row(row) for row in connection.execute(sql, values)]
+            if limit is None or len(found) < limit:
+                return found, len(found)
+            (total,) = connection.execute(
+                f"SELECT COUNT(*) FROM sessions {where}", values
+            ).fetchone()
+            return found, int(total)
+
+    def _scan_page(
+        self, agent: str | None, cwd: str | None, since: str | None, limit: int | None
+    ) -> tuple[list[IndexedSession], int]:
+        found = self._scan(agent, cwd, since, None)
+        return (found if limit is None else found[:limit]), len(found)
 
     def _scan(
         self, agent: str | None, cwd: str | None, since: str | None, limit: int | None

@@ -51,6 +51,9 @@ except ImportError:  # Windows: no advisory locks; one writer per session is ass
 
 SESSION_FILE = "session.json"
 EVENTS_FILE = "events.jsonl"
+# Grows by a byte at every metadata write and deletion: the listing index rescans the
+# store only when its size (or the store directory's own mtime) has changed.
+CHANGES_FILE = ".changes"
 STORE_VERSION = 1
 MAX_ID_LENGTH = 128
 TITLE_LENGTH = 120
@@ -355,6 +358,27 @@ class SessionStore:
     def write_meta(self, meta: SessionMeta) -> None:
         data = json.dumps(meta.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
         atomic_write(self.session_dir(meta.id) / SESSION_FILE, data)
+        self._changed()
+
+    def _changed(self) -> None:
+        fd = open_private(self.root / CHANGES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, b".")
+        finally:
+            os.close(fd)
+
+    def change_mark(self) -> tuple[int, int]:
+        """What tells the index whether to rescan: the store directory's mtime (sessions
+        added or removed) and the size of the changes file (metadata rewritten)."""
+        try:
+            root = os.stat(self.root).st_mtime_ns
+        except FileNotFoundError:
+            return (0, 0)
+        try:
+            changes = os.stat(self.root / CHANGES_FILE).st_size
+        except FileNotFoundError:
+            changes = 0
+        return (root, changes)
 
     def record_meta(self, meta: SessionMeta, turns_added: int) -> int:
         """Write a live session's metadata when another process may write it too (an editor
@@ -452,4 +476,5 @@ class SessionStore:
         if not directory.is_dir():
             return False
         shutil.rmtree(directory)
+        self._changed()
         return True
