@@ -251,7 +251,10 @@ def test_index_rebuilds_when_stale_or_broken(home: Path, tmp_path: Path) -> None
     meta = json.loads(meta_path.read_text())
     meta["title"] = "renamed by hand"
     time.sleep(0.01)
-    meta_path.write_text(json.dumps(meta))
+    meta_path.write_text(json.dumps(meta))  # acpctl's change mark does not move
+    drift = run_cli("sessions", "verify")
+    assert drift.returncode == 1 and "index" in drift.stdout
+    assert run_cli("sessions", "verify", "--repair").returncode == 0
     assert [s["title"] for s in listed()] == ["renamed by hand"]
 
 

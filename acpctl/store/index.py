@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from acpctl.store.sessions import (
 INDEX_DIR = ".index"
 INDEX_FILE = "sessions.sqlite3"
 OLD_INDEX_FILE = ".index.sqlite3"  # where acpctl 0.1 kept it: removed when found
+RESCAN_AFTER_S = 60.0
 SCHEMA_VERSION = 6
 _COLUMNS = (
     "id",
@@ -71,8 +73,8 @@ def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tu
         meta.turns,
         meta.last_stop_reason,
         meta.agent_session_id,
-        json.dumps(meta.additional_directories),
-        json.dumps(meta.command),
+        json.dumps(meta.additional_directories) if meta.additional_directories else "[]",
+        json.dumps(meta.command) if meta.command else "[]",
         meta.parent_id,
     )
 
@@ -137,7 +139,7 @@ class SessionIndex:
                     command TEXT, parent TEXT);
                 CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
                 DROP TABLE IF EXISTS scanned;
-                CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER);
+                CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL);
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
         return connection
@@ -169,9 +171,12 @@ class SessionIndex:
 
     def refresh(self, connection: sqlite3.Connection) -> int:
         """Bring the index up to date with the files; returns how many rows changed. The
-        store is scanned only when its change mark moved since the last scan."""
+        store is scanned when its change mark moved since the last scan (acpctl wrote or
+        deleted a session, or a session directory came or went), and at least every
+        RESCAN_AFTER_S (a session.json edited by other means)."""
         mark = self.store.change_mark()
-        if connection.execute("SELECT root_mtime, changes FROM scanned").fetchone() == mark:
+        last = connection.execute("SELECT root_mtime, changes, at FROM scanned").fetchone()
+        if last is not None and last[:2] == mark and time.time() - last[2] < RESCAN_AFTER_S:
             return 0
         known = {
             sid: (mtime, size)
@@ -195,7 +200,7 @@ class SessionIndex:
             connection.executemany("DELETE FROM sessions WHERE id = ?", gone)
             # The mark read before the scan: a change during it is seen by the next one.
             connection.execute("DELETE FROM scanned")
-            connection.execute("INSERT INTO scanned VALUES (?, ?)", mark)
+            connection.execute("INSERT INTO scanned VALUES (?, ?, ?)", (*mark, time.time()))
         return len(changed) + len(gone)
 
     def readable(self, cwd: str | None = None) -> list[SessionMeta]:
