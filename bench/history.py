@@ -27,9 +27,7 @@ SESSION = "bench-session"
 
 
 def build(store: SessionStore, updates: int) -> Path:
-    meta = SessionMeta(
-        id=SESSION, agent="demo", command=[], cwd="/tmp", agent_session_id=SESSION
-    )
+    meta = SessionMeta(id=SESSION, agent="demo", command=[], cwd="/tmp", agent_session_id=SESSION)
     writer = store.create(meta)
     for i in range(updates):
         if i % 100 == 0:

@@ -1,8 +1,8 @@
 """`acpctl sessions` at scale: 10,000 stored sessions (one with a 100 MB log) against 10.
 
-Prints, in one run: `sessions list` (cold: index built; warm: index fresh) for both stores
-and their ratio; and the time until `sessions show` of a 200,000-event session has printed
-its first screen (40 lines) into a pipe.
+Prints, in one run: `sessions list` (its default page of 20; cold: index built, warm: index
+fresh) for both stores, interleaved, and their ratio; and the time until `sessions show` of
+a 200,000-event session has printed its first screen (40 lines) into a pipe.
 
     python bench/sessions.py [--sessions 10000] [--runs 5]
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,13 +62,10 @@ def make_store(root: Path, count: int, big_log_mb: int = 0, long_events: int = 0
     return "s000001"
 
 
-def timed(argv: list[str], env: dict[str, str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+def run_once(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+    return (time.perf_counter() - started) * 1000
 
 
 def first_screen(argv: list[str], env: dict[str, str], lines: int = 40) -> float:
@@ -87,28 +85,45 @@ def main(count: int, runs: int) -> None:
         small, large = Path(scratch) / "small", Path(scratch) / "large"
         make_store(small, 10)
         long_session = make_store(large, count, big_log_mb=100, long_events=200_000)
-        env_small = {**os.environ, "ACPCTL_SESSION_DIR": str(small)}
-        env_large = {**os.environ, "ACPCTL_SESSION_DIR": str(large)}
+        stores = {"small": small, "large": large}
+        envs = {
+            name: {**os.environ, "ACPCTL_SESSION_DIR": str(root)} for name, root in stores.items()
+        }
         listing = [*ACPCTL, "sessions", "list"]
-        cold_small = timed(listing, env_small, 1)
-        cold_large = timed(listing, env_large, 1)
-        warm_small = timed(listing, env_small, runs)
-        warm_large = timed(listing, env_large, runs)
-        show = first_screen([*ACPCTL, "sessions", "show", long_session], env_large)
-        baseline = timed([sys.executable, "-c", "pass"], os.environ.copy(), runs)
+        results: dict[str, list[float]] = {
+            f"{kind} {name}": [] for kind in ("cold", "warm") for name in stores
+        }
+        results["python -c pass"] = []
+        for rep in range(runs):  # the configurations interleaved, the order flipped each time
+            order = list(stores) if rep % 2 == 0 else list(reversed(stores))
+            for name in order:
+                shutil.rmtree(stores[name] / ".index", ignore_errors=True)
+                results[f"cold {name}"].append(run_once(listing, envs[name]))
+                results[f"warm {name}"].append(run_once(listing, envs[name]))
+            results["python -c pass"].append(
+                run_once([sys.executable, "-c", "pass"], dict(os.environ))
+            )
+        show = first_screen([*ACPCTL, "sessions", "show", long_session], envs["large"])
+
+    def cell(key: str) -> str:
+        values = results[key]
+        return f"{min(values):.0f} / {statistics.median(values):.0f} ms"
+
+    def ratio(kind: str) -> str:
+        large_median = statistics.median(results[f"{kind} large"])
+        return f"{large_median / statistics.median(results[f'{kind} small']):.2f}x"
+
     print(
-        f"| measure | 10 sessions | {count:,} sessions (+100 MB log) | ratio |\n|---|---|---|---|"
+        f"| measure (min / median of {runs}) | 10 sessions | {count:,} sessions (+100 MB log) "
+        "| ratio of medians |\n|---|---|---|---|"
     )
-    print(
-        f"| sessions list, index built (first run) | {cold_small:.0f} ms "
-        f"| {cold_large:.0f} ms | {cold_large / cold_small:.1f}x |"
-    )
-    print(
-        f"| sessions list, median of {runs} | {warm_small:.0f} ms | {warm_large:.0f} ms "
-        f"| {warm_large / warm_small:.1f}x |"
-    )
+    for kind, label in (("cold", "index built (first run)"), ("warm", "index fresh")):
+        print(
+            f"| sessions list, {label} | {cell(f'{kind} small')} | {cell(f'{kind} large')} "
+            f"| {ratio(kind)} |"
+        )
     print(f"| sessions show (200,000 events): first 40 lines | | {show:.0f} ms | |")
-    print(f"| python -c pass (for scale) | {baseline:.0f} ms | | |")
+    print(f"| python -c pass (for scale) | {cell('python -c pass')} | | |")
 
 
 if __name__ == "__main__":
