@@ -12,7 +12,6 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.endpoint import LineOutput
-from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 
 LIST_PAGE_SIZE = 100
@@ -67,6 +66,9 @@ async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
 
 def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[SessionMeta]:
     """`agent`'s readable sessions in acpctl's history, newest first."""
+    # Imported here: sqlite3 costs a run that never lists 1.5 MiB and start-up time.
+    from acpctl.store.index import SessionIndex
+
     return [s.meta for s in SessionIndex(store).query(agent=agent, cwd=cwd) if s.problem is None]
 
 
