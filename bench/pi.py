@@ -4,8 +4,8 @@ from tests/npm) and the same stand-in for the model API (tests/model_stub.py) on
 Rows: initialize; session/new; turn 1 (sent as soon as session/new answers) to its first
 chunk and to its end; turn 2 to its end; the bridge process's RSS after turn 2 (the bridge
 only, not pi); turn 1 of another session sent 3 s after it opened, as a person would; and
-session/load of the stored session in a new process. The two bridges are interleaved in every repetition
-(A B, then B A); min and median.
+session/load of the stored session in a new process. The two bridges are interleaved in
+every repetition (A B, then B A); min and median.
 
     python bench/pi.py [--reps 5]
 
