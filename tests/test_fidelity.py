@@ -245,7 +245,11 @@ def test_a_fresh_agent_session_gets_the_chosen_mode_and_options_back(tmp_path: P
         await h.server.shutdown()  # the editor goes: the metadata is written
 
     h = run(tmp_path, scenario, agent)
-    (meta,) = [h.store.read_meta(p.name) for p in (tmp_path / "sessions").iterdir() if p.is_dir()]
+    (meta,) = [
+        h.store.read_meta(p.name)
+        for p in (tmp_path / "sessions").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    ]
     assert meta.state == {"mode": "code", "config": {"effort": "high"}}
 
 
@@ -260,7 +264,11 @@ def test_a_stored_session_reopened_later_gets_its_state_back(tmp_path: Path) -> 
         await h.server.shutdown()
 
     run(tmp_path, first, agent)
-    (sid,) = [p.name for p in (tmp_path / "sessions").iterdir() if p.is_dir()]
+    (sid,) = [
+        p.name
+        for p in (tmp_path / "sessions").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    ]
 
     async def second(h: Harness) -> None:
         await h.result(acp.INITIALIZE, {"protocolVersion": 1})

@@ -118,7 +118,11 @@ def test_streaming_text_and_thinking(pi: ModelStub, home: Path, work: Path) -> N
 
     asyncio.run(scenario())
     assert "What is the answer?" in json.dumps(pi.requests[0]["messages"])
-    sessions = [p for p in (home / "data" / "sessions").iterdir() if p.is_dir()]
+    sessions = [
+        p
+        for p in (home / "data" / "sessions").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    ]
     assert len(sessions) == 1 and list((sessions[0] / "pi").glob("*.jsonl"))  # pi's own file
 
 
@@ -250,7 +254,11 @@ def test_bad_cwd_and_failed_handshake(pi: ModelStub, home: Path, tmp_path: Path)
             assert "broken install" in json.dumps(failed.value.data)
 
     asyncio.run(scenario())
-    assert not [p for p in (home / "data" / "sessions").glob("*") if p.is_dir()]
+    assert not [
+        p
+        for p in (home / "data" / "sessions").glob("*")
+        if p.is_dir() and not p.name.startswith(".")
+    ]
 
 
 def test_doctor_probes_pi_with_get_state(pi: ModelStub) -> None:

@@ -46,7 +46,11 @@ def test_main_job_command_answers_like_an_agent(home: Path, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     assert "demo" in result.stdout and "[completed]" in result.stdout
     assert "You said: and once more" in result.stdout
-    sessions = [p for p in (home / "data" / "sessions").iterdir() if p.is_dir()]
+    sessions = [
+        p
+        for p in (home / "data" / "sessions").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    ]
     assert len(sessions) == 1  # --continue went on in the same session
     meta = json.loads((sessions[0] / "session.json").read_text())
     assert meta["turns"] == 2

@@ -318,7 +318,9 @@ def test_crafted_imports_get_one_line_errors_and_write_nothing(
     assert result.returncode == 2 and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     sessions = home / "data" / "sessions"
-    assert not sessions.exists() or not any(p.is_dir() for p in sessions.iterdir())
+    assert not sessions.exists() or not any(
+        p.is_dir() and not p.name.startswith(".") for p in sessions.iterdir()
+    )
 
 
 def test_an_import_whose_id_cannot_be_a_directory_says_so(home: Path, tmp_path: Path) -> None:

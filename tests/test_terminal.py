@@ -203,6 +203,10 @@ def test_chat_loop_on_a_terminal(home: Path, tmp_path: Path) -> None:
     os.write(leader, b"\x04")  # Ctrl-D leaves
     assert process.wait(30) == 0
     os.close(leader)
-    sessions = [p for p in (home / "data" / "sessions").iterdir() if p.is_dir()]
+    sessions = [
+        p
+        for p in (home / "data" / "sessions").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    ]
     assert len(sessions) == 1
     assert json.loads((sessions[0] / "session.json").read_text())["turns"] == 2

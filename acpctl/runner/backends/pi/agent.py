@@ -225,11 +225,22 @@ class PiRpcBackend:
                 {"sessionId": session_id},
             ) from None
         session = PiSession(self, session_id, cwd, directory)
-        await session.start(resume=True)
         self.sessions[session_id] = session
-        described = await session.describe()
-        self.spawn(session.introduce())
-        return described
+        # pi writes its file at the first message: a session never prompted has none, and
+        # nothing to lose.
+        session.resume_in_background(continued=any(directory.glob("*.jsonl")))
+        self.spawn(self._once_started(session))
+        return {}
+
+    async def _once_started(self, session: PiSession) -> None:
+        """After a resume: pi's options and commands, once pi is up."""
+        try:
+            described = await session.describe()
+        except RpcError as exc:  # the next request says it again, to the editor
+            self.log.warning("session %s: pi did not start: %s", session.id, exc.message)
+            return
+        session.emit({"sessionUpdate": acp.CONFIG_OPTION_UPDATE, **described})
+        await session.introduce()
 
     def _session(self, params: JsonObject) -> PiSession:
         session = self.sessions.get(str(params.get("sessionId")))

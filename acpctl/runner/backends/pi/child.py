@@ -58,6 +58,9 @@ class PiChild:
         except RpcError as exc:
             await self.stop()
             raise self._failed(f"pi failed to start: {exc.message}") from exc
+        except asyncio.CancelledError:  # the session closed while pi was starting
+            await self.stop()
+            raise
         return state if isinstance(state, dict) else {}
 
     async def _handshake(self) -> Any:

@@ -61,6 +61,7 @@ class PiSession:
         self.accepts_images = False
         self.pi_state: JsonObject = {}
         self.models: list[JsonObject] = []
+        self.starting: asyncio.Task[None] | None = None  # pi resuming in the background
         self.title: str | None = None
 
     async def start(self, resume: bool) -> None:
@@ -88,9 +89,9 @@ class PiSession:
 
     async def describe(self) -> JsonObject:
         """The session/new (or resume) result's state: pi's model and thinking level."""
-        assert self.child is not None
+        child = await self.ensure_child()
         try:
-            answer = await self.child.command("get_available_models")
+            answer = await child.command("get_available_models")
         except RpcError as exc:
             self.backend.log.info("pi: get_available_models failed: %s", exc.message)
             answer = None
@@ -130,7 +131,18 @@ class PiSession:
             self.title = title
             self.emit({"sessionUpdate": acp.SESSION_INFO_UPDATE, "title": title})
 
+    def resume_in_background(self, continued: bool) -> None:
+        """pi starts (on its session file, when `continued`) while the editor already has
+        acpctl's replay: the first request that needs pi waits for it."""
+        self.starting = asyncio.ensure_future(self.start(resume=continued))
+
     async def ensure_child(self) -> PiChild:
+        if self.starting is not None:
+            try:
+                await asyncio.shield(self.starting)  # every waiter shares the one start
+            finally:
+                if self.starting is not None and self.starting.done():
+                    self.starting = None
         if self.child is not None and self.child.alive:
             return self.child
         delay = self.restarts.next_delay()
@@ -229,6 +241,11 @@ class PiSession:
             self.child.send({"type": "abort"})
 
     async def close(self) -> None:
+        if self.starting is not None:
+            self.starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RpcError):
+                await self.starting
+            self.starting = None
         if self.child is not None:
             await self.child.stop()
             self.child = None
