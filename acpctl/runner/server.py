@@ -14,7 +14,6 @@ id mapped when it names one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -33,12 +32,11 @@ from acpctl.runner.lifecycle import SessionLifecycle
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionRecord, SessionTable
+from acpctl.runner.turns import Turns
 from acpctl.store.sessions import CorruptSession, SessionStore
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
 SHUTDOWN_GRACE_S = 2.0
-# How long a cancelled turn may take to end before session/close ends it as cancelled.
-CLOSE_GRACE_S = 5.0
 # Methods that name a session that need not be open on the connection (the schema says so):
 # relayed with the agent's id for it, without attaching it.
 DETACHED_METHODS = frozenset(
@@ -92,6 +90,7 @@ class AcpServer:
         self.sessions = SessionTable(self._update_run_record)
         self.ids = IdMap()
         self.attacher = Attacher(backend, self.sessions, recorder, log)
+        self.turns = Turns(backend, self.attacher, recorder, self.ids, output, log)
         self.lifecycle = SessionLifecycle(
             backend,
             store,
@@ -101,7 +100,7 @@ class AcpServer:
             output,
             log,
             self._ensure_agent,
-            self.end_turns,
+            self.turns.end,
         )
         self._closed = False
         lifecycle = self.lifecycle
@@ -290,83 +289,19 @@ class AcpServer:
     def _require(self, params: JsonObject) -> SessionRecord:
         return self.sessions.require(params, self.store.exists)
 
-    # == prompts and cancellation ======================================================
+    # == prompts and cancellation (runner/turns.py) ===================================
 
     async def prompt(self, params: JsonObject, msg_id: Any) -> JsonObject:
-        """One turn. Prompts to a busy session wait their turn here, first in first out,
-        unless the agent queues prompts itself; a session/cancel ends the waiting ones."""
         record = self._require(params)
         prompt = params.get("prompt")
         if not isinstance(prompt, list):
             raise RpcError(acp.INVALID_PARAMS, "prompt must be an array of content blocks")
-        cancels = record.cancels
-        record.active += 1
-        record.idle.clear()
-        try:
-            if served.queues_prompts(self.backend.agent_capabilities):
-                return await self._turn(record, params, prompt, msg_id)
-            async with record.turn:
-                if record.cancels != cancels:
-                    return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
-                return await self._turn(record, params, prompt, msg_id)
-        finally:
-            record.active -= 1
-            if not record.active:
-                record.idle.set()
-
-    async def _turn(
-        self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
-    ) -> JsonObject:
-        async with record.lock:
-            await self.attacher.attach(record)
-            self.recorder.prompt(record, prompt)
-            future = self.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
-        self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
-        record.prompts.add(future)
-        try:
-            response = await future
-        finally:
-            record.prompts.discard(future)
-        self.recorder.turn_end(record, response)
-        return response
+        return await self.turns.prompt(record, params, prompt, msg_id)
 
     async def cancel(self, params: Any) -> None:
         record = self.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
-        if record is None:
-            return
-        record.cancels += 1  # the prompts waiting their turn end as cancelled
-        async with record.lock:
-            if record.generation == self.backend.generation and self.backend.alive:
-                self.backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
-        # Permission requests of this session still open are settled as cancelled, and the
-        # editor is told to drop its dialog.
-        cancelled = jsonrpc.result(None, {"outcome": {"outcome": acp.CANCELLED}})
-        dialogs = self.ids.waiting(
-            lambda request: request.session is record and request.method == acp.REQUEST_PERMISSION
-        )
-        for editor_id in dialogs:
-            request = self.ids.settle(editor_id, cancelled)
-            if request is None:
-                continue
-            if request.generation == self.backend.generation:
-                self.backend.send({**cancelled, "id": request.agent_id})
-            self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
-
-    async def end_turns(self, record: SessionRecord) -> None:
-        """Before a session closes: cancel its running and queued prompts and wait for them
-        to answer; an agent that does not end the turn in time has it ended for it."""
-        if record.active == 0:
-            return
-        await self.cancel({"sessionId": record.id})
-        try:
-            await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
-        except asyncio.TimeoutError:
-            self.log.warning("session %s: the agent did not end the cancelled turn", record.id)
-            for future in list(record.prompts):
-                if not future.done():
-                    future.set_result(jsonrpc.result(None, {"stopReason": acp.CANCELLED}))
-            with contextlib.suppress(asyncio.TimeoutError):  # one stuck attaching
-                await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
+        if record is not None:
+            await self.turns.cancel(record, params)
 
     # == from the agent (AgentEvents) ==================================================
 

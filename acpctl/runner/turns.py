@@ -1,0 +1,114 @@
+"""Prompt turns: one at a time per session, the later ones waiting first in first out
+(unless the agent queues prompts itself); a session/cancel ends the running one and the
+waiting ones, and settles the session's open permission dialogs; a session that closes
+has its turns ended first."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject
+from acpctl.runner import served
+from acpctl.runner.attach import Attacher
+from acpctl.runner.backends import Backend
+from acpctl.runner.endpoint import LineOutput
+from acpctl.runner.idmap import IdMap
+from acpctl.runner.recorder import Recorder
+from acpctl.runner.session import SessionRecord
+
+# How long a cancelled turn may take to end before a closing session ends it as cancelled.
+CLOSE_GRACE_S = 5.0
+
+
+class Turns:
+    def __init__(
+        self,
+        backend: Backend,
+        attacher: Attacher,
+        recorder: Recorder,
+        ids: IdMap,
+        out: LineOutput,
+        log: logging.Logger,
+    ) -> None:
+        self.backend = backend
+        self.attacher = attacher
+        self.recorder = recorder
+        self.ids = ids
+        self.out = out
+        self.log = log
+
+    async def prompt(
+        self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
+    ) -> JsonObject:
+        """One turn, answered with the agent's response (or `cancelled` when a cancel came
+        while it waited its turn)."""
+        cancels = record.cancels
+        record.active += 1
+        record.idle.clear()
+        try:
+            if served.queues_prompts(self.backend.agent_capabilities):
+                return await self._run(record, params, prompt, msg_id)
+            async with record.turn:
+                if record.cancels != cancels:
+                    return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
+                return await self._run(record, params, prompt, msg_id)
+        finally:
+            record.active -= 1
+            if not record.active:
+                record.idle.set()
+
+    async def _run(
+        self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
+    ) -> JsonObject:
+        async with record.lock:
+            await self.attacher.attach(record)
+            self.recorder.prompt(record, prompt)
+            future = self.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
+        self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
+        record.prompts.add(future)
+        try:
+            response = await future
+        finally:
+            record.prompts.discard(future)
+        self.recorder.turn_end(record, response)
+        return response
+
+    async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
+        record.cancels += 1  # the prompts waiting their turn end as cancelled
+        async with record.lock:
+            if record.generation == self.backend.generation and self.backend.alive:
+                self.backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
+        # Permission requests of this session still open are settled as cancelled, and the
+        # editor is told to drop its dialog.
+        cancelled = jsonrpc.result(None, {"outcome": {"outcome": acp.CANCELLED}})
+        dialogs = self.ids.waiting(
+            lambda request: request.session is record and request.method == acp.REQUEST_PERMISSION
+        )
+        for editor_id in dialogs:
+            request = self.ids.settle(editor_id, cancelled)
+            if request is None:
+                continue
+            if request.generation == self.backend.generation:
+                self.backend.send({**cancelled, "id": request.agent_id})
+            self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
+
+    async def end(self, record: SessionRecord) -> None:
+        """Before a session closes: cancel its running and waiting prompts and wait for
+        them to answer; an agent that does not end the turn in time has it ended for it."""
+        if record.active == 0:
+            return
+        await self.cancel(record, {"sessionId": record.id})
+        try:
+            await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
+        except asyncio.TimeoutError:
+            self.log.warning("session %s: the agent did not end the cancelled turn", record.id)
+            for future in list(record.prompts):
+                if not future.done():
+                    future.set_result(jsonrpc.result(None, {"stopReason": acp.CANCELLED}))
+            with contextlib.suppress(asyncio.TimeoutError):  # one stuck attaching
+                await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
