@@ -216,6 +216,8 @@ class HistoryWriter:
         self.path = path
         self._fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         self._buffer: list[bytes] = []
+        self._stamped = 0.0
+        self._head = b""
         # After a crash the last line may be torn: end it, so the next event is not glued
         # to it (the reader then skips only the fragment).
         size = os.fstat(self._fd).st_size
@@ -231,10 +233,16 @@ class HistoryWriter:
         self.append({"ts": round(time.time(), 3), "type": "update", "update": update})
 
     def agent_message(self, raw: bytes) -> None:
-        """A session/update notification as the agent sent it (one valid JSON line)."""
-        self._buffer.append(
-            b'{"ts":%.3f,"type":"agent","message":%s}\n' % (time.time(), raw.rstrip(b"\r\n"))
-        )
+        """A session/update notification as the agent sent it (one valid JSON line). The
+        hot path of recording: the line's head is formatted once a millisecond (the
+        timestamps' resolution), not once a message."""
+        now = time.time()
+        if now - self._stamped >= 0.001:
+            self._stamped = now
+            self._head = b'{"ts":%.3f,"type":"agent","message":' % now
+        if raw.endswith(b"\r"):
+            raw = raw.rstrip(b"\r")
+        self._buffer += (self._head, raw, b"}\n")
 
     def turn_end(self, stop_reason: str) -> None:
         self.append({"ts": round(time.time(), 3), "type": "turn_end", "stopReason": stop_reason})
