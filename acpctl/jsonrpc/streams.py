@@ -13,6 +13,9 @@ from acpctl.jsonrpc.framing import MAX_LINE_BYTES, READ_CHUNK
 from acpctl.jsonrpc.messages import encode
 
 
+WRITE_BUFFER_BYTES = 1 << 20
+
+
 class Output:
     """Whole-line writes to a pipe (non-blocking, with backpressure) or a regular file.
 
@@ -32,6 +35,9 @@ class Output:
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(os.dup(fd), "wb", buffering=0)
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+        # Room to run ahead of a slow reader (the default pauses at 64 KiB): a stream of
+        # updates then goes through in larger writes with fewer pauses.
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         return cls(writer, fd)
 
