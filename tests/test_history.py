@@ -388,3 +388,18 @@ def test_reader_tolerates_torn_last_line(tmp_path: Path) -> None:
         "agent_message_chunk",
         "plan",
     ]
+
+
+def test_reader_skips_a_corrupt_line_in_a_chunk_and_keeps_the_rest(tmp_path: Path) -> None:
+    """The store parses a chunk of lines at once; one bad line (or a blank one, or one
+    that is two values) sends that chunk through line by line, losing only the bad ones."""
+    store = SessionStore(tmp_path)
+    writer = store.create(SessionMeta(id="s", agent="a", command=[], cwd="/"))
+    for text in ("one", "two"):
+        writer.update({"sessionUpdate": "agent_message_chunk", "content": {"text": text}})
+    writer.flush()
+    writer.write_through(b'{"ts":1,"type":"update","update":{"session\n\n1, 2\n')
+    writer.update({"sessionUpdate": "agent_message_chunk", "content": {"text": "three"}})
+    writer.close()
+    texts = [u["content"]["text"] for u in stored_updates(store, "s")]
+    assert texts == ["one", "two", "three"]

@@ -83,19 +83,26 @@ async def read_lines(
             yield batch
 
 
+def decode_text(text: str) -> Any:
+    """One JSON value (raises ValueError), faster than json.loads for the common case: a
+    line that is one value, without decode()'s two regular expressions. Numbers that would
+    become Infinity or NaN are refused."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:  # leading blanks, or not JSON: decode() says which
+        return _DECODER.decode(text)
+    if end != len(text) and not text[end:].isspace():
+        return _DECODER.decode(text)  # raises: extra data
+    return value
+
+
 def parse_line(line: bytes) -> Any:
     """Decode one line; raises RpcError(PARSE_ERROR) for whatever is not a JSON value, and
     for numbers acpctl cannot pass on exactly: `1e999` would become Infinity, which JSON
     cannot carry (the error's data then holds the message's id, when it has one)."""
     try:
         text = line.decode("utf-8")
-        try:  # the common case, a line that is one JSON value, without decode()'s regexes
-            value, end = _SCAN(text, 0)
-        except StopIteration:  # leading blanks, or not JSON: decode() says which
-            return _DECODER.decode(text)
-        if end != len(text) and not text[end:].isspace():
-            return _DECODER.decode(text)  # raises: extra data
-        return value
+        return decode_text(text)
     except UnicodeDecodeError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: invalid UTF-8 at byte {exc.start}") from exc
     except RecursionError as exc:

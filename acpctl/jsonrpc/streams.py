@@ -12,7 +12,6 @@ from typing import Any
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, READ_CHUNK
 from acpctl.jsonrpc.messages import encode
 
-
 WRITE_BUFFER_BYTES = 1 << 20
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 from acpctl import paths
 from acpctl.files import atomic_write
+from acpctl.jsonrpc import decode_text
 
 try:
     import fcntl
@@ -174,24 +175,52 @@ def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
     return update if isinstance(update, dict) else None
 
 
-_AGENT_EVENT = re.compile(rb'\{"ts":[0-9.eE+-]+,"type":"agent","message":')
+_AGENT_HEAD = b'{"ts":'
+_AGENT_MIDDLE = b',"type":"agent","message":'
+_TS_MAX = 32  # bytes a timestamp can take
 
 
 def agent_message_bytes(event: dict[str, Any], line: bytes) -> bytes | None:
     """The agent's notification inside an "agent" event, as the bytes it arrived as: when
-    the line (already parsed whole as `event`) has exactly the writer's shape, everything
-    between its prefix and its closing brace is the message's JSON value."""
+    the line (already parsed whole as `event`, exactly these three keys) has the writer's
+    shape `{"ts":N,"type":"agent","message":M}`, everything between the middle and the
+    closing brace is M's JSON value (a number holds no such text)."""
     if (
-        event.get("type") != "agent"
-        or len(event) != 3
+        len(event) != 3
+        or event.get("type") != "agent"
         or not isinstance(event.get("message"), dict)
+        or not line.startswith(_AGENT_HEAD)
     ):
         return None
-    head = _AGENT_EVENT.match(line)
+    middle = line.find(
+        _AGENT_MIDDLE, len(_AGENT_HEAD), len(_AGENT_HEAD) + _TS_MAX + len(_AGENT_MIDDLE)
+    )
     body = line.rstrip(b"\r\n")
-    if head is None or not body.endswith(b"}"):
+    if middle < 0 or not body.endswith(b"}"):
         return None
-    return body[head.end() : -1]
+    return body[middle + len(_AGENT_MIDDLE) : -1]
+
+
+READ_CHUNK_BYTES = 1 << 20
+_UNREADABLE = object()
+
+
+def _parse_lines(lines: list[bytes]) -> list[Any]:
+    """Each line's JSON value, _UNREADABLE for a line that is not one."""
+    try:
+        values = json.loads(b"[" + b",".join(lines) + b"]") if lines else []
+        if isinstance(values, list) and len(values) == len(lines):
+            return values
+    except (ValueError, RecursionError):
+        pass
+    return [_parse_one(line) for line in lines]
+
+
+def _parse_one(line: bytes) -> Any:
+    try:
+        return decode_text(line.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return _UNREADABLE
 
 
 class CorruptSession(Exception):
@@ -240,8 +269,8 @@ class HistoryWriter:
         if now - self._stamped >= 0.001:
             self._stamped = now
             self._head = b'{"ts":%.3f,"type":"agent","message":' % now
-        if raw.endswith(b"\r"):
-            raw = raw.rstrip(b"\r")
+        if raw.endswith((b"\n", b"\r")):
+            raw = raw.rstrip(b"\r\n")
         self._buffer += (self._head, raw, b"}\n")
 
     def turn_end(self, stop_reason: str) -> None:
@@ -453,21 +482,24 @@ class SessionStore:
             yield event
 
     def _iter_lines(self, session_id: str) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """(event, its line) in order. Lines are parsed a chunk at a time, as one JSON
+        array (one call into the C parser, not one a line); a chunk holding a line that
+        is not one JSON value is parsed line by line, skipping that line."""
         path = self.session_dir(session_id) / EVENTS_FILE
         try:
             handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             return
         with handle:
-            for line in handle:
-                if not line.endswith(b"\n"):
-                    return  # a torn last line: the writer died mid-append
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    yield event, line
+            while lines := handle.readlines(READ_CHUNK_BYTES):
+                torn = not lines[-1].endswith(b"\n")  # the writer died mid-append
+                if torn:
+                    lines.pop()
+                for event, line in zip(_parse_lines(lines), lines, strict=True):
+                    if isinstance(event, dict):
+                        yield event, line
+                if torn:
+                    return
 
     def resolve_prefix(self, prefix: str) -> str:
         """The one stored session whose id starts with `prefix` (an exact id wins).
