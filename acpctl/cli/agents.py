@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from acpctl.errors import UsageError
@@ -32,6 +30,8 @@ def list_agents(
     if not no_probe:
         versions.fill_versions(agents, refresh=refresh)
     if as_json:
+        import json
+
         typer.echo(
             json.dumps(
                 [
@@ -146,6 +146,8 @@ def show(
         # e.g. gemini: releases before --acp took --experimental-acp
         record["older_releases"] = " ".join([entry.binaries[0], *entry.legacy_args])
     if as_json:
+        import json
+
         typer.echo(json.dumps(record, indent=2))
         return
     for key, value in record.items():

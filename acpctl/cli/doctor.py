@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -44,6 +43,8 @@ def doctor(
     findings += checks.check_logs()
     problems = sum(f.status == "problem" for f in findings)
     if as_json:
+        import json
+
         typer.echo(json.dumps([f.as_json() for f in findings], indent=2))
     else:
         _report(findings)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import typer
@@ -14,6 +13,8 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
 
     live = runs.live_runs()
     if as_json:
+        import json
+
         typer.echo(json.dumps(live, indent=2))
         return
     if not live:

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import typer
 
-from acpctl import paths
 from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from acpctl.store.sessions import SessionStore
 
 DEFAULT_LIMIT = 20
@@ -31,6 +30,8 @@ _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def parse_duration(text: str) -> timedelta:
+    from datetime import timedelta  # here, as every import below: `acpctl --help` is timed
+
     match = _DURATION.match(text.strip())
     if not match:
         raise UsageError(f"{text!r} is not a duration like 90m, 12h, 7d or 2w")
@@ -38,11 +39,15 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _cutoff(age: str) -> str:
+    from datetime import datetime, timezone
+
     moment = datetime.now(timezone.utc) - parse_duration(age)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _relative(iso: str) -> str:
+    from datetime import datetime, timezone
+
     try:
         moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
     except ValueError:
@@ -87,6 +92,8 @@ def list_sessions(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
     """Sessions, newest first."""
+
+    import json
 
     from acpctl.store.index import SessionIndex
 
@@ -219,6 +226,8 @@ def export(
         for piece in pieces:
             sys.stdout.write(piece)
         return
+    from acpctl import paths
+
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, paths.PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:  # a transcript: private
         handle.writelines(pieces)
