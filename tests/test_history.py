@@ -399,7 +399,10 @@ def test_reader_skips_a_corrupt_line_in_a_chunk_and_keeps_the_rest(tmp_path: Pat
         writer.update({"sessionUpdate": "agent_message_chunk", "content": {"text": text}})
     writer.flush()
     writer.write_through(b'{"ts":1,"type":"update","update":{"session\n\n1, 2\n')
+    # Two broken halves that would make one value together: neither is read.
+    writer.write_through(b'{"ts":1,"type":"update","update":{"sessionUpdate":"x","a":[1\n')
+    writer.write_through(b'2]}}\n  {"ts":1,"type":"update","update":{"content":{"text":"sp"}}}\n')
     writer.update({"sessionUpdate": "agent_message_chunk", "content": {"text": "three"}})
     writer.close()
     texts = [u["content"]["text"] for u in stored_updates(store, "s")]
-    assert texts == ["one", "two", "three"]
+    assert texts == ["one", "two", "sp", "three"]

@@ -9,6 +9,7 @@ from acpctl.jsonrpc.framing import (
     parse_line,
     read_lines,
     read_messages,
+    scan_value,
 )
 from acpctl.jsonrpc.messages import (
     JsonObject,
@@ -51,5 +52,6 @@ __all__ = [
     "read_messages",
     "request",
     "result",
+    "scan_value",
     "unwrap",
 ]

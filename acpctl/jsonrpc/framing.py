@@ -133,6 +133,12 @@ _DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_refuse_constant
 _SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
+def scan_value(text: str, start: int) -> tuple[Any, int]:
+    """The JSON value that begins exactly at `start` in `text`, and where it ends (raises
+    StopIteration when none begins there, ValueError for one that is malformed)."""
+    return _SCAN(text, start)
+
+
 def _id_of(text: str) -> Any:
     """The id of a message that holds an out-of-range number, read leniently."""
     try:

@@ -43,7 +43,7 @@ from typing import Any
 
 from acpctl import paths
 from acpctl.files import atomic_write
-from acpctl.jsonrpc import decode_text
+from acpctl.jsonrpc import decode_text, scan_value
 
 try:
     import fcntl
@@ -206,14 +206,29 @@ _UNREADABLE = object()
 
 
 def _parse_lines(lines: list[bytes]) -> list[Any]:
-    """Each line's JSON value, _UNREADABLE for a line that is not one."""
+    """Each line's JSON value, _UNREADABLE for a line that is not exactly one. The chunk is
+    decoded once and scanned value by value: each value must end on its own line (a raw
+    newline never occurs inside a JSON string), so no value can borrow text from the next
+    line."""
     try:
-        values = json.loads(b"[" + b",".join(lines) + b"]") if lines else []
-        if isinstance(values, list) and len(values) == len(lines):
-            return values
-    except (ValueError, RecursionError):
-        pass
-    return [_parse_one(line) for line in lines]
+        text = b"".join(lines).decode("utf-8")
+    except UnicodeDecodeError:
+        return [_parse_one(line) for line in lines]
+    values: list[Any] = []
+    start = 0
+    for line in lines:
+        end_of_line = text.index("\n", start)
+        try:
+            value, end = scan_value(text, start)
+            if end > end_of_line or (end < end_of_line and not text[end:end_of_line].isspace()):
+                value = _UNREADABLE
+        except StopIteration:  # leading blanks, or not JSON
+            value = _parse_one(line)
+        except (ValueError, RecursionError):
+            value = _UNREADABLE
+        values.append(value)
+        start = end_of_line + 1
+    return values
 
 
 def _parse_one(line: bytes) -> Any:
