@@ -47,5 +47,5 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     session.install("-e", ".[test]")
-    for script in ("startup", "relay", "history", "sessions"):
+    for script in ("startup", "relay", "history", "sessions", "memory", "settings", "pi"):
         session.run("python", f"bench/{script}.py", *session.posargs)
