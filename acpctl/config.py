@@ -120,6 +120,8 @@ def load(path: Path | None = None) -> Config:
 def _parse(path: Path, text: str) -> dict[str, Any]:
     """Plain values of the file. tomllib (3.11+) is fast to import; tomlkit, needed only
     to edit, is the fallback on 3.10."""
+    if not text.strip():  # no config yet: nothing to import a parser for (`run --acp` is timed)
+        return {}
     if sys.version_info >= (3, 11):
         import tomllib
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from acpctl.errors import AcpctlError, UsageError, report
@@ -37,13 +36,16 @@ TERMINAL_ONLY_OPTIONS = frozenset(
 )
 
 
-@dataclass
 class ServeArgs:
-    agent: str | None = None
-    history: bool = True
-    # Arguments acpctl does not know: the agent's. An editor's terminal-auth method
-    # appends them (claude-agent-acp's `--cli`) to run the agent's own login.
-    agent_args: list[str] = field(default_factory=list)
+    """A plain class: importing dataclasses would cost `run --acp` 10 ms before the agent
+    is spawned."""
+
+    def __init__(self) -> None:
+        self.agent: str | None = None
+        self.history = True
+        # Arguments acpctl does not know: the agent's. An editor's terminal-auth method
+        # appends them (claude-agent-acp's `--cli`) to run the agent's own login.
+        self.agent_args: list[str] = []
 
 
 def parse_fast_args(args: list[str]) -> ServeArgs | None:
