@@ -58,20 +58,30 @@ def test_zed_install_is_idempotent_and_backed_up(home: Path) -> None:
     assert json5.loads(settings.read_text()) == {**json5.loads(original), "agent_servers": {}}
 
 
-def test_update_in_place_says_what_changed(home: Path, tmp_path: Path) -> None:
+def test_entries_carry_no_env_and_env_an_older_acpctl_wrote_is_removed(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 17: an agent's env (its secrets, a HOME) stays in config.toml; an entry that an
+    earlier acpctl wrote with env is reported by doctor and rewritten without it."""
     settings = zed_settings(home)
     settings.write_text('{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n')
-    add_agents(tmp_path, "mine")
+    add_agents(tmp_path, "mine", env="ANTHROPIC_API_KEY=sk-secret-1")
     assert run_cli("install", "zed", "--agent", "mine").returncode == 0
-    add_agents(tmp_path, "mine", env="TOKEN=1")
+    assert "sk-secret" not in settings.read_text() and '"env"' not in settings.read_text()
+    # As acpctl 0.1 wrote it:
+    document = json5.loads(settings.read_text())
+    document["agent_servers"]["mine (acpctl)"]["env"] = {"ANTHROPIC_API_KEY": "sk-secret-1"}
+    settings.write_text(json.dumps(document, indent=2))
+    report = json.loads(run_cli("doctor", "--json").stdout)
+    (finding,) = [f for f in report if "carries" in f["message"]]
+    assert finding["status"] == "problem" and "secrets (ANTHROPIC_API_KEY)" in finding["message"]
+    assert "sk-secret" not in json.dumps(report)  # names only
     result = run_cli("install", "zed", "--agent", "mine")
     assert "updated (env)" in result.stdout
     servers = json5.loads(settings.read_text())["agent_servers"]
-    assert servers["mine (acpctl)"]["env"] == {"TOKEN": "1"} and "x" in servers
+    assert "env" not in servers["mine (acpctl)"] and "x" in servers
     assert run_cli("uninstall", "zed", "--agent", "mine").returncode == 0
-    assert settings.read_text() == (
-        '{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n'
-    )
+    assert settings.read_text().count("registry") == 1
 
 
 def test_unparsable_file_is_refused_and_untouched(home: Path) -> None:
@@ -134,7 +144,7 @@ def test_backups_keep_the_newest_five(home: Path, tmp_path: Path) -> None:
     settings.write_text("{}\n")
     add_agents(tmp_path, "a")
     for index in range(7):
-        add_agents(tmp_path, "a", env=f"N={index}")
+        settings.write_text(f'{{"n": {index}}}\n')  # each install then has an entry to add
         assert run_cli("install", "zed", "--agent", "a").returncode == 0
     assert len(list(settings.parent.glob("settings.json.acpctl-*.bak"))) == 5
 
@@ -259,3 +269,31 @@ def test_files_that_cannot_be_used_get_clear_errors(home: Path, tmp_path: Path) 
     result = run_cli("install", "zed", "--settings", str(tmp_path))
     assert result.returncode == 2 and "is a directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_install_defaults_say_what_they_pick_and_uninstall_takes_every_entry(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 17: without --agent, install registers the configured default, else the agents
+    found here (named), else the demo (said so); uninstall without flags removes every
+    entry acpctl wrote in the client, listing them."""
+    settings = zed_settings(home)
+    settings.write_text("{}\n")
+    bare = {**os.environ, "PATH": "/usr/bin:/bin"}
+    demo = run_cli("install", "zed", env=bare)
+    assert demo.returncode == 0 and "registering the built-in demo agent" in demo.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "goose").write_text("#!/bin/sh\necho goose 1.0\n")
+    (bin_dir / "goose").chmod(0o755)
+    found = run_cli("install", "zed", env={**bare, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert "the agents found on this machine: goose" in found.stderr
+    add_agents(tmp_path, "mine")
+    assert run_cli("agents", "default", "mine").returncode == 0
+    chosen = run_cli("install", "zed", env=bare)
+    assert "registering" not in chosen.stderr and "mine (acpctl): added" in chosen.stdout
+    entries = json5.loads(settings.read_text())["agent_servers"]
+    assert len(entries) == 3
+    removed = run_cli("uninstall", "zed")
+    assert removed.stdout.count("removed from") == 3
+    assert json5.loads(settings.read_text())["agent_servers"] == {}

@@ -12,7 +12,11 @@ from acpctl.errors import UsageError
 
 def install(
     client: str = typer.Argument(None, help="zed, jetbrains, vscode, acpx, nvim, emacs, toad"),
-    agent: list[str] = agent_option([], "Agent to register; repeat."),
+    agent: list[str] = agent_option(
+        [],
+        "Agent to register; repeat (default: the configured default, else every agent "
+        "found here, else the demo).",
+    ),
     all_agents: bool = typer.Option(False, "--all", help="Every configured or found agent."),
     settings: Path = typer.Option(None, "--settings", help="Edit this file instead."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),
@@ -34,8 +38,10 @@ def install(
 
 def uninstall(
     client: str = typer.Argument(..., help="zed, jetbrains, vscode, acpx"),
-    agent: list[str] = agent_option([], "Agent to remove; repeat."),
-    all_agents: bool = typer.Option(False, "--all", help="Every entry acpctl wrote."),
+    agent: list[str] = agent_option([], "Agent to remove; repeat (default: every one)."),
+    all_agents: bool = typer.Option(
+        False, "--all", help="Every entry acpctl wrote (the default without --agent)."
+    ),
     settings: Path = typer.Option(None, "--settings", help="Edit this file instead."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -382,6 +383,9 @@ def check_editors(cfg: config.Config) -> list[Finding]:
                     )
                 else:
                     findings.append(ok(check, f"{key} -> {agent}"))
+                env = value.get("env") if isinstance(value, dict) else None
+                if isinstance(env, dict) and env:
+                    findings.append(_env_in_entry(check, client.name, key, path, env))
                 if agent in seen:
                     findings.append(
                         Finding(
@@ -393,6 +397,24 @@ def check_editors(cfg: config.Config) -> list[Finding]:
                     )
                 seen[agent] = key
     return findings
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def _env_in_entry(check: str, client: str, key: str, path: Path, env: dict[str, Any]) -> Finding:
+    """An env that an earlier acpctl wrote into an editor entry: the editor's file is no
+    place for it (names only are shown)."""
+    secrets = sorted(name for name in env if _SECRET_NAME.search(name))
+    what = f"secrets ({', '.join(secrets)})" if secrets else f"env ({', '.join(sorted(env))})"
+    return Finding(
+        check,
+        "problem" if secrets else "warning",
+        f"{key} in {path} carries {what}: acpctl reads an agent's env from config.toml, "
+        "and the editor's file (and its backups) may end up in a dotfile repository",
+        f"acpctl install {client} (rewrites acpctl's entries without env); remove old "
+        f"backups beside {path.name}",
+    )
 
 
 # -- 5. storage ---------------------------------------------------------------------------

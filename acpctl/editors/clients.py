@@ -99,12 +99,6 @@ def _command_args(value: Any) -> list[Any]:
     return [command, *(args if isinstance(args, list) else [])]
 
 
-def _with_env(entry: dict[str, Any], agent: ResolvedAgent) -> dict[str, Any]:
-    if agent.env:
-        entry["env"] = dict(agent.env)
-    return entry
-
-
 def _zed_paths() -> list[Path]:
     if sys.platform == "win32":
         return [_appdata() / "Zed" / "settings.json"]
@@ -135,9 +129,14 @@ ZED = FileClient(
     container=("agent_servers",),
     paths=_zed_paths,
     entry_key=display_name,
-    entry_value=lambda agent, cmd: _with_env(
-        {"type": "custom", "command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent
-    ),
+    # No "env": `run --acp` reads the agent's env from config.toml. In the editor's file it
+    # would leave secrets where dotfile repositories pick them up, and the editor would
+    # apply it to acpctl itself (a HOME there moves acpctl's own config).
+    entry_value=lambda agent, cmd: {
+        "type": "custom",
+        "command": cmd[0],
+        "args": [*cmd[1:], *run_args(agent.name)],
+    },
     entry_argv=_command_args,
 )
 JETBRAINS = FileClient(
@@ -146,9 +145,7 @@ JETBRAINS = FileClient(
     container=("agent_servers",),
     paths=lambda: [home() / ".jetbrains" / "acp.json"],
     entry_key=display_name,
-    entry_value=lambda agent, cmd: _with_env(
-        {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent
-    ),
+    entry_value=lambda agent, cmd: {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]},
     entry_argv=_command_args,
 )
 VSCODE = FileClient(
@@ -157,9 +154,7 @@ VSCODE = FileClient(
     container=("acp.agents",),
     paths=_vscode_paths,
     entry_key=display_name,
-    entry_value=lambda agent, cmd: _with_env(
-        {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]}, agent
-    ),
+    entry_value=lambda agent, cmd: {"command": cmd[0], "args": [*cmd[1:], *run_args(agent.name)]},
     entry_argv=_command_args,
 )
 ACPX = FileClient(

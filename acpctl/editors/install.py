@@ -11,6 +11,7 @@ from typing import Any
 
 from acpctl import config
 from acpctl.agents import discovery
+from acpctl.agents.catalog import DEMO_AGENT
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.editors import clients, settings_file
 from acpctl.editors.clients import FILE_CLIENTS, SNIPPET_CLIENTS, FileClient
@@ -26,14 +27,29 @@ def _client(name: str) -> str:
     return name
 
 
-def select_agents(names: list[str], all_agents: bool) -> list[ResolvedAgent]:
+def select_agents(names: list[str], all_agents: bool, echo: Echo) -> list[ResolvedAgent]:
+    """The named agents; without names: the configured default, else every agent found on
+    this machine, else the demo (each said so)."""
     cfg = config.load()
-    if all_agents:
-        found = [a for a in discovery.all_agents(cfg) if a.found and a.name != "demo"]
-        return found or [discovery.resolve(cfg, "demo")]
-    if not names:
-        return [discovery.resolve(cfg, None)]  # the default agent
-    return [discovery.resolve(cfg, name) for name in names]
+    if names:
+        return [discovery.resolve(cfg, name) for name in names]
+    if cfg.default_agent and not all_agents:
+        return [discovery.resolve(cfg, cfg.default_agent)]
+    found = [a for a in discovery.all_agents(cfg) if a.found and a.name != DEMO_AGENT]
+    if found:
+        if not all_agents:
+            echo(
+                "no default agent is configured: registering the agents found on this "
+                f"machine: {', '.join(a.name for a in found)} (choose with --agent NAME, or "
+                "set a default with `acpctl agents default NAME`)"
+            )
+        return found
+    echo(
+        "no agent found on this machine: registering the built-in demo agent, an echo "
+        "that needs no model. Install a real one (`acpctl agents list` says how), then "
+        "`acpctl install CLIENT --agent NAME`"
+    )
+    return [discovery.resolve(cfg, DEMO_AGENT)]
 
 
 def launcher_warnings(command: list[str]) -> list[str]:
@@ -94,7 +110,7 @@ def install(
     warn: Echo,
 ) -> None:
     client_name = _client(client_name)
-    agents = select_agents(agent_names, all_agents)
+    agents = select_agents(agent_names, all_agents, warn)
     command = clients.launcher()
     for agent in agents:
         if not agent.found:
@@ -110,8 +126,7 @@ def install(
     if print_only:
         echo(json.dumps(entries, indent=2))
         return
-    for warning in launcher_warnings(command):
-        warn(warning)
+    written = False
     for path in _settings_paths(client, settings):
         changes = [Change(client.container, key, value) for key, value in entries.items()]
         result = settings_file.edit(path, changes, dry_run=dry_run)
@@ -129,11 +144,15 @@ def install(
                     else ["value"]
                 )
                 state = f"{'would update' if dry_run else 'updated'} ({', '.join(fields)})"
+            written = written or (old != value and not dry_run)
             echo(f"{client.title}: {key}: {state} in {path}")
         if dry_run and result.diff:
             echo(result.diff)
         if result.backup:
             echo(f"backup: {result.backup}")
+    if written:  # said once entries that point at this acpctl are in the file
+        for warning in launcher_warnings(command):
+            warn(warning)
 
 
 def uninstall(
@@ -152,9 +171,8 @@ def uninstall(
         )
         return
     client = FILE_CLIENTS[client_name]
-    wanted = set(agent_names) if agent_names else None
-    if not all_agents and wanted is None:
-        wanted = {config.load().default_agent or "demo"}
+    # Without --agent: every entry acpctl wrote there (--all says the same).
+    wanted = set(agent_names) if agent_names and not all_agents else None
     paths = [settings] if settings else [p for p in client.paths() if p.exists()]
     removed = 0
     for path in paths:
