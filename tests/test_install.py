@@ -297,3 +297,15 @@ def test_install_defaults_say_what_they_pick_and_uninstall_takes_every_entry(
     removed = run_cli("uninstall", "zed")
     assert removed.stdout.count("removed from") == 3
     assert json5.loads(settings.read_text())["agent_servers"] == {}
+
+
+def test_nothing_is_left_beside_the_users_file(home: Path, tmp_path: Path) -> None:
+    """Issue 17: the lock acpctl holds while editing lives in its own state directory."""
+    settings = zed_settings(home)
+    settings.write_text("{}\n")
+    add_agents(tmp_path, "a")
+    assert run_cli("install", "zed", "--agent", "a").returncode == 0
+    assert run_cli("uninstall", "zed").returncode == 0
+    beside = sorted(p.name for p in settings.parent.iterdir())
+    assert [n for n in beside if not n.startswith("settings.json.acpctl-")] == ["settings.json"]
+    assert list((home / "state" / "locks").iterdir())  # the lock went here

@@ -128,31 +128,41 @@ def install(
         return
     written = False
     for path in _settings_paths(client, settings):
-        changes = [Change(client.container, key, value) for key, value in entries.items()]
-        result = settings_file.edit(path, changes, dry_run=dry_run)
-        existing = settings_file.lookup(result.before, client.container) or {}
-        for key, value in entries.items():
-            old = existing.get(key)
-            if old == value:
-                state = "unchanged"
-            elif old is None:
-                state = "would add" if dry_run else "added"
-            else:
-                fields = (
-                    sorted(k for k in {*old, *value} if old.get(k) != value.get(k))
-                    if isinstance(old, dict)
-                    else ["value"]
-                )
-                state = f"{'would update' if dry_run else 'updated'} ({', '.join(fields)})"
-            written = written or (old != value and not dry_run)
-            echo(f"{client.title}: {key}: {state} in {path}")
-        if dry_run and result.diff:
-            echo(result.diff)
-        if result.backup:
-            echo(f"backup: {result.backup}")
+        written = _write_entries(client, path, entries, dry_run, echo) or written
     if written:  # said once entries that point at this acpctl are in the file
         for warning in launcher_warnings(command):
             warn(warning)
+
+
+def _write_entries(
+    client: FileClient, path: Path, entries: dict[str, Any], dry_run: bool, echo: Echo
+) -> bool:
+    """Write (or, dry, show) the entries into one file, saying what became of each;
+    whether any was written."""
+    changes = [Change(client.container, key, value) for key, value in entries.items()]
+    result = settings_file.edit(path, changes, dry_run=dry_run)
+    existing = settings_file.lookup(result.before, client.container) or {}
+    written = False
+    for key, value in entries.items():
+        old = existing.get(key)
+        if old == value:
+            state = "unchanged"
+        elif old is None:
+            state = "would add" if dry_run else "added"
+        else:
+            fields = (
+                sorted(k for k in {*old, *value} if old.get(k) != value.get(k))
+                if isinstance(old, dict)
+                else ["value"]
+            )
+            state = f"{'would update' if dry_run else 'updated'} ({', '.join(fields)})"
+        written = written or (old != value and not dry_run)
+        echo(f"{client.title}: {key}: {state} in {path}")
+    if dry_run and result.diff:
+        echo(result.diff)
+    if result.backup:
+        echo(f"backup: {result.backup}")
+    return written
 
 
 def uninstall(

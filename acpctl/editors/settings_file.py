@@ -7,7 +7,8 @@ The same steps for every client, so none of them can forget one:
 - back up to `<file>.acpctl-<UTC time>.bak` (never Zed's own settings_backup.json), keep 5;
 - write a temp file in the same directory, fsync, rename; keep the mode; write through a
   symlink to its target so the link stays a link;
-- hold `<file>.acpctl.lock` from read to rename, so concurrent installs serialise.
+- hold a lock on the file from read to rename, so concurrent installs serialise; the lock
+  file lives in acpctl's state directory, never beside the user's file.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from acpctl import paths
 from acpctl.editors.jsonc import Document, JsoncError
 from acpctl.errors import AcpctlError, UsageError
 from acpctl.files import atomic_write
@@ -169,6 +171,16 @@ def container_node_check(path: Path, document: Document, container: Sequence[str
         raise _refuse(path, error, "an object")
 
 
+def lock_path(target: Path) -> Path:
+    """The lock of a settings file: in acpctl's state directory, named after the file's
+    real path, so that every acpctl editing that file takes the same one."""
+    import hashlib
+
+    digest = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
+    locks = paths.ensure_private_dir(paths.state_dir() / "locks")
+    return locks / f"{target.name}-{digest}.lock"
+
+
 def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditResult:
     """Apply `changes` to the file at `path` (created when missing)."""
     from filelock import FileLock
@@ -187,7 +199,7 @@ def edit(path: Path, changes: Sequence[Change], dry_run: bool = False) -> EditRe
     for container in {change.container for change in changes}:
         container_node_check(path, document, container)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".acpctl.lock", timeout=30):
+    with FileLock(str(lock_path(target)), timeout=30):
         existed = target.exists()
         original_bytes = target.read_bytes() if existed else b""
         text = original_bytes.decode("utf-8", "replace").removeprefix(BOM)
