@@ -10,14 +10,20 @@ import os
 import sys
 
 import typer
+import typer.core
 
 from acpctl import __version__
 from acpctl.cli import agents, completions, doctor, install, ps, run, sessions
 from acpctl.cli.completions import COMPLETE_VARIABLE
 from acpctl.errors import AcpctlError, report
 
+# Plain help (rich_markup_mode=None, below) still escapes "[required]" for rich when rich is
+# installed, printing "\[required]": tell typer's help renderer rich is not there.
+typer.core.HAS_RICH = False
+
 app = typer.Typer(
     name="acpctl",
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Wire ACP coding agents into editors, run them supervised, keep their history.",
     no_args_is_help=True,
     add_completion=False,
@@ -27,7 +33,7 @@ app = typer.Typer(
 )
 app.add_typer(agents.app, name="agents")
 app.add_typer(sessions.app, name="sessions")
-app.command("run", context_settings={"help_option_names": ["-h", "--help"]})(run.run)
+app.command("run")(run.run)
 app.command("ps")(ps.ps)
 app.command("install")(install.install)
 app.command("uninstall")(install.uninstall)

@@ -11,7 +11,9 @@ from acpctl.errors import UsageError
 
 
 def install(
-    client: str = typer.Argument(None, help="zed, jetbrains, vscode, acpx, nvim, emacs, toad"),
+    client: str = typer.Argument(
+        None, help="zed, jetbrains, vscode, acpx; nvim (or neovim), emacs, toad print a snippet"
+    ),
     agent: list[str] = agent_option(
         [],
         "Agent to register; repeat (default: the configured default, else every agent "
@@ -22,12 +24,18 @@ def install(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print a diff, write nothing."),
     print_only: bool = typer.Option(False, "--print", help="Print the entries as JSON."),
     list_: bool = typer.Option(False, "--list", help="Show detected clients and entries."),
+    as_json: bool = typer.Option(False, "--json", help="With --list: print a JSON array."),
 ) -> None:
     """Register agents in an editor's settings (comments and formatting untouched)."""
     from acpctl.editors import install as command
 
     if list_:
-        command.list_clients(typer.echo)
+        if as_json:
+            import json
+
+            typer.echo(json.dumps(command.list_clients(lambda _: None), indent=2))
+        else:
+            command.list_clients(typer.echo)
         return
     if client is None:
         raise UsageError("name a client: acpctl install zed (or --list)")

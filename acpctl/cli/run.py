@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+import click
 import typer
 
 from acpctl.cli.completions import agent_option
@@ -44,6 +45,7 @@ def run(
     output_format: str = typer.Option(
         "text",
         "--format",
+        click_type=click.Choice(FORMATS),
         help="text, json (NDJSON of the updates) or quiet (the final text only).",
     ),
     timeout: float = typer.Option(
@@ -64,8 +66,6 @@ def run(
         raise typer.Exit(serve(agent, history=not no_history))
     from acpctl.terminal.client import Options, main
 
-    if output_format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}")
     if sum((approve_all, approve_reads, deny_all)) > 1:
         raise UsageError("choose one of --approve-all, --approve-reads, --deny-all")
     if session and continue_:

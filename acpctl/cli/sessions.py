@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import click
 import typer
 
 from acpctl.cli.completions import agent_option
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from acpctl.store.sessions import SessionStore
 
 DEFAULT_LIMIT = 20
+EXPORT_FORMATS = ("markdown", "json", "jsonl")
 
 app = typer.Typer(
     help="Browse and manage the session history.", no_args_is_help=True, rich_markup_mode=None
@@ -205,7 +207,12 @@ def _page(write: Callable[[TextIO], None]) -> None:
 @app.command("export")
 def export(
     session: str = typer.Argument(..., help="Session id or a unique prefix."),
-    output_format: str = typer.Option("markdown", "--format", help="markdown, json or jsonl."),
+    output_format: str = typer.Option(
+        "markdown",
+        "--format",
+        click_type=click.Choice(EXPORT_FORMATS),
+        help="markdown, json or jsonl.",
+    ),
     output: Path = typer.Option(None, "-o", "--output", help="Write here, not to stdout."),
 ) -> None:
     """Export a session (json and jsonl can be imported again)."""
@@ -217,8 +224,6 @@ def export(
         "json": archive.export_json,
         "jsonl": archive.export_jsonl,
     }
-    if output_format not in writers:
-        raise UsageError(f"--format must be one of {', '.join(writers)}")
     store = _store()
     meta = store.read_meta(_resolve(store, session))
     pieces = writers[output_format](store, meta)
@@ -302,15 +307,29 @@ def prune(
 
 
 @app.command("verify")
-def verify(repair: bool = typer.Option(False, "--repair", help="Repair what can be.")) -> None:
+def verify(
+    repair: bool = typer.Option(False, "--repair", help="Repair what can be."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
+) -> None:
     """Check every session's files and the index; exit 1 when something is wrong."""
     from acpctl.store.verify import verify as run_verify
 
     report = run_verify(_store(), repair)
+    unrepaired = [f for f in report.findings if not f.repaired]
+    if as_json:
+        import json
+
+        findings = [
+            {"session": f.session, "problem": f.problem, "repaired": f.repaired}
+            for f in report.findings
+        ]
+        typer.echo(json.dumps({"checked": report.checked, "findings": findings}, indent=2))
+        if unrepaired:
+            raise typer.Exit(1)
+        return
     for finding in report.findings:
         mark = "repaired" if finding.repaired else "problem"
         typer.echo(f"{mark}: {finding.session}: {finding.problem}")
-    unrepaired = [f for f in report.findings if not f.repaired]
     typer.echo(
         f"checked {report.checked} session(s): {len(report.findings)} finding(s)"
         f"{f', {len(unrepaired)} left' if repair else ''}"

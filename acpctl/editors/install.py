@@ -21,7 +21,11 @@ from acpctl.errors import UsageError
 Echo = Callable[[str], None]
 
 
+ALIASES = {"neovim": "nvim"}
+
+
 def _client(name: str) -> str:
+    name = ALIASES.get(name, name)
     if name not in clients.CLIENT_NAMES:
         raise UsageError(f"unknown client {name!r}; one of: {', '.join(clients.CLIENT_NAMES)}")
     return name
