@@ -20,14 +20,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty home with every acpctl directory inside it, set in os.environ."""
     root = tmp_path / "home"
     root.mkdir()
+    # Nothing of the caller's environment decides where a test reads or writes.
+    for variable in list(os.environ):
+        if variable.startswith(("XDG_", "ACPCTL_")):
+            monkeypatch.delenv(variable)
     for variable, sub in (
         ("ACPCTL_CONFIG_DIR", "config"),
         ("ACPCTL_DATA_DIR", "data"),
         ("ACPCTL_STATE_DIR", "state"),
     ):
         monkeypatch.setenv(variable, str(root / sub))
-    monkeypatch.delenv("ACPCTL_SESSION_DIR", raising=False)
-    monkeypatch.delenv("ACPCTL_DEBUG", raising=False)
     monkeypatch.setenv("HOME", str(root))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(root / ".config"))
     yield root

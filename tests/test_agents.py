@@ -191,3 +191,13 @@ def test_parse_version(output: str, expected: str | None) -> None:
     from acpctl.agents.discovery import parse_version
 
     assert parse_version(output) == expected
+
+
+def test_agents_add_refuses_a_split_name_and_warns_of_a_missing_command(home: Path) -> None:
+    """Issue 17: `agents add bad name -- x` stored "name" as the command."""
+    split = run_cli("agents", "add", "bad", "name", "--", "x")
+    assert split.returncode == 2 and "'name' stands between the name and --" in split.stderr
+    missing = run_cli("agents", "add", "z", "--", "/nonexistent/bin", "--flag", "--", "more")
+    assert missing.returncode == 0 and "/nonexistent/bin is not found" in missing.stderr
+    config = (home / "config" / "config.toml").read_text()
+    assert 'args = ["--flag", "--", "more"]' in config

@@ -220,3 +220,20 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
         if p.pid not in before and "fake_agent.py" in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
+
+
+def test_doctor_shows_one_section_per_agent(home: Path, tmp_path: Path) -> None:
+    """Issue 17: an agent's install and probe findings come from two passes; the report
+    groups them under one heading."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    goose = bin_dir / "goose"
+    goose.write_text("#!/bin/sh\necho goose 1.0\n")
+    goose.chmod(0o755)
+    result = run_cli(
+        "doctor",
+        "--agent",
+        "goose",
+        env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "NO_COLOR": "1"},
+    )
+    assert result.stdout.count("\nagent goose\n") == 1, result.stdout

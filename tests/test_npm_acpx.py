@@ -28,9 +28,11 @@ def test_acpx_runs_agents_through_acpctl(home: Path, tmp_path: Path) -> None:
     env = dict(os.environ)
 
     def acpx_run(*args: str) -> subprocess.CompletedProcess[str]:
-        # --ttl 1: acpx's background queue owner leaves a second after the last turn.
+        # --ttl 60: acpx's background queue owner stays between the turns (with a short
+        # one, a turn could reach it while it shuts down: QUEUE_OWNER_CLOSED under load);
+        # `sessions close` at the end ends it.
         return subprocess.run(
-            [str(acpx), "--ttl", "1", *args],
+            [str(acpx), "--ttl", "60", *args],
             cwd=work,
             env=env,
             capture_output=True,

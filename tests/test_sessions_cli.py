@@ -267,3 +267,12 @@ def test_unwritable_export_target_is_an_error_not_a_traceback(home: Path, tmp_pa
     assert "Traceback" not in result.stderr
     directory = run_cli("sessions", "import", str(tmp_path))
     assert directory.returncode == 2 and "not a file" in directory.stderr
+
+
+def test_verify_and_install_list_speak_json(home: Path, tmp_path: Path) -> None:
+    """Issue 17: the two reports scripts need, as JSON."""
+    verified = run_cli("sessions", "verify", "--json")
+    assert verified.returncode == 0
+    assert json.loads(verified.stdout) == {"checked": 0, "findings": []}
+    listed = run_cli("install", "--list", "--json")
+    assert listed.returncode == 0 and isinstance(json.loads(listed.stdout), list)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from acpctl.errors import UsageError
@@ -88,17 +90,33 @@ def add(
         raise UsageError(f"--kind must be one of {', '.join(AGENT_KINDS)}, not {kind!r}")
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise UsageError(f"agent name {name!r} may use only letters, digits, '-', '_' and '.'")
+    if "--" in sys.argv:  # `agents add bad name -- x` would store "name" as the command
+        after = sys.argv[sys.argv.index("--") + 1 :]
+        if list(command) != after:
+            stray = " ".join(command[: len(command) - len(after)])
+            raise UsageError(
+                f"{stray!r} stands between the name and --: an agent name is one word of "
+                "letters, digits, '-', '_' and '.' (acpctl agents add NAME -- COMMAND ...)"
+            )
     pairs: dict[str, str] = {}
     for item in env:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--env takes KEY=VALUE, not {item!r}")
         pairs[key] = value
+    from acpctl.agents import discovery
+
     cfg = config.load()
     replaced = name in cfg.agents
     config.set_agent(cfg, AgentSpec(name, command[0], tuple(command[1:]), pairs, kind))
     config.save(cfg)
     typer.echo(f"{'updated' if replaced else 'added'} agent {name} in {cfg.path}")
+    if discovery.which(command[0]) is None:
+        typer.echo(
+            f"acpctl: warning: {command[0]} is not found (on PATH, beside acpctl, or as a "
+            "path): install it before an editor starts the agent",
+            err=True,
+        )
 
 
 @app.command("remove")

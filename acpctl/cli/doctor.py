@@ -57,16 +57,18 @@ def _report(findings: list[Finding]) -> None:
 
     console = Console(highlight=False)
     marks = {"ok": "[green]✓[/]", "warning": "[yellow]![/]", "problem": "[red]✗[/]"}
-    group = None
+    # One section per check (an agent's install and probe findings come from two passes).
+    sections: dict[str, list[Finding]] = {}
     for finding in findings:
-        if finding.check != group:
-            group = finding.check
-            console.print(f"\n[bold]{escape(group)}[/]")
-        console.print(f"  {marks[finding.status]} {escape(finding.message)}")
-        for line in finding.evidence:
-            console.print(f"      [dim]{escape(line)}[/]")
-        if finding.fix and finding.status != "ok":
-            console.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
+        sections.setdefault(finding.check, []).append(finding)
+    for check, section in sections.items():
+        console.print(f"\n[bold]{escape(check)}[/]")
+        for finding in section:
+            console.print(f"  {marks[finding.status]} {escape(finding.message)}")
+            for line in finding.evidence:
+                console.print(f"      [dim]{escape(line)}[/]")
+            if finding.fix and finding.status != "ok":
+                console.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
     counts = {s: sum(f.status == s for f in findings) for s in ("problem", "warning")}
     console.print(f"\n{counts['problem']} problem(s), {counts['warning']} warning(s)")
 
