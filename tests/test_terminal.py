@@ -94,6 +94,8 @@ def test_permission_policies(home: Path, tmp_path: Path) -> None:
     assert allowed.returncode == 0 and "[completed]" in allowed.stdout
     default = terminal("edit please", cwd=tmp_path)  # no terminal: reads only
     assert default.returncode == 5 and "[failed]" in default.stdout
+    assert "denied by --approve-reads" in default.stderr  # issue 17: it says why, and how
+    assert "--approve-all allows" in default.stderr
     denied = terminal("--deny-all", "edit please", cwd=tmp_path)
     assert denied.returncode == 5
 
@@ -161,7 +163,12 @@ def test_sigint_cancels_the_turn(home: Path, tmp_path: Path) -> None:
 
 def test_timeout_exits_3(home: Path, tmp_path: Path) -> None:
     result = terminal("--timeout", "0.5", "slow", cwd=tmp_path)
-    assert result.returncode == 3 and "timed out" in result.stderr
+    assert result.returncode == 3 and "timed out after 0.5 s (--timeout)" in result.stderr
+    assert "Ctrl-C" not in result.stderr  # nobody pressed it
+    logs = sorted((home / "state" / "logs").glob("*.log"))
+    assert "acpctl run closed the connection" in logs[-1].read_text()
+    unknown = run_cli("logs", "--run", "1")
+    assert unknown.returncode == 2 and "acpctl logs --list" in unknown.stderr
 
 
 def test_usage_errors(home: Path, tmp_path: Path) -> None:

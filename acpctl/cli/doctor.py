@@ -95,8 +95,15 @@ def logs(
             )
         return
     if not files:
+        every = sorted(paths.logs_dir().glob("*.log"))
+        if every:  # logs exist, just none of this run or agent
+            raise UsageError(
+                f"no log of {'the run with pid ' + str(run) if run is not None else agent} "
+                f"among the {len(every)} in {paths.logs_dir()}",
+                hint="`acpctl logs --list` lists them",
+            )
         raise UsageError(
-            "no matching run logs" + (f" in {paths.logs_dir()}" if not (agent or run) else ""),
+            f"no run logs yet in {paths.logs_dir()}",
             hint="logs appear once an editor or `acpctl run` starts an agent",
         )
     path = files[-1]

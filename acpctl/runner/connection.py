@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import subprocess
 
@@ -84,7 +85,8 @@ async def run_server(
     serving = asyncio.create_task(server.endpoint.serve(reader))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    log.info("editor closed the connection" if serving.done() else "stopping on signal")
+    client = os.environ.get("ACPCTL_CLIENT") or "the editor"  # `acpctl run` names itself
+    log.info(f"{client} closed the connection" if serving.done() else "stopping on signal")
     await server.shutdown()
     serving.cancel()
     stopping.cancel()

@@ -28,6 +28,7 @@ from acpctl.terminal.host import ClientHost
 from acpctl.terminal.render import RENDERERS, Renderer
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
+CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
 EXIT_CANCELLED = 130
 STOP_EXIT = {acp.END_TURN: EXIT_OK, acp.REFUSAL: EXIT_REFUSAL, acp.CANCELLED: EXIT_CANCELLED}
 
@@ -70,6 +71,7 @@ class RelayConnection:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
             limit=jsonrpc.MAX_LINE_BYTES,
+            env={**os.environ, CLIENT_VARIABLE: "acpctl run"},  # named in the run's log
         )
         self._spawn(self._read())
         self._spawn(self._read_stderr())
@@ -236,14 +238,14 @@ class Turn:
         self.timed_out = False
         self.abandon = asyncio.Event()
 
-    def interrupt(self) -> None:
+    def interrupt(self, why: str = "cancelling (Ctrl-C again to leave)") -> None:
         if self.cancelled:
             self.abandon.set()  # a second Ctrl-C: leave without waiting
             return
         self.cancelled = True
         assert self.conn.session_id is not None
         self.conn.notify(acp.SESSION_CANCEL, {"sessionId": self.conn.session_id})
-        print("\nacpctl: cancelling (Ctrl-C again to leave)", file=sys.stderr)
+        print(f"\nacpctl: {why}", file=sys.stderr)
 
     async def run(self, blocks: list[JsonObject], timeout: float | None) -> str | None:
         self.conn.turn = self
@@ -259,7 +261,7 @@ class Turn:
             )
             if not done:
                 self.timed_out = True
-                self.interrupt()
+                self.interrupt(f"timed out after {timeout:g} s (--timeout); cancelling the turn")
                 done, _ = await asyncio.wait(
                     {request, abandon}, timeout=5, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -334,11 +336,11 @@ async def _leave(conn: RelayConnection) -> None:
 
 def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
     if turn.timed_out:
-        print("acpctl: the turn timed out", file=sys.stderr)
         return EXIT_TIMEOUT
     if stop is None:
         return EXIT_CANCELLED if turn.cancelled else EXIT_ERROR
     if stop == acp.END_TURN and host.denied:
+        print(f"acpctl: {host.denied_note()}", file=sys.stderr)
         return EXIT_DENIED
     return STOP_EXIT.get(stop, EXIT_ERROR)
 

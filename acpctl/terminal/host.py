@@ -53,7 +53,7 @@ class ClientHost:
         self.policy = policy
         self.ask = ask
         self.always_allowed: set[str] = set()  # tool kinds allowed for the session
-        self.denied = 0
+        self.denied = 0  # tool calls denied this turn
         self.terminals: dict[str, Terminal] = {}
         self._ids = itertools.count(1)
 
@@ -114,6 +114,21 @@ class ClientHost:
         ):
             self.denied += 1
         return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+    def denied_note(self) -> str:
+        """Why the run ends with exit 5: who denied, and which flag allows."""
+        count = f"{self.denied} tool call{'s' if self.denied > 1 else ''}"
+        if self.policy == "ask":
+            return f"{count} denied at your answer; --approve-all allows every tool call"
+        return (
+            f"{count} denied by --{self.policy}"
+            + (
+                " (the default without a terminal to ask on)"
+                if self.policy == "approve-reads"
+                else ""
+            )
+            + "; --approve-all allows every tool call"
+        )
 
     # -- files ----------------------------------------------------------------------
 

@@ -163,8 +163,12 @@ class AcpBackend:
         description = unreadable or process.describe_exit(code)
         tail = list(process.stderr_tail)
         if not self._stopping:
-            self.log.warning(
-                "%s%s", description, "; last stderr lines:\n  " + "\n  ".join(tail) if tail else ""
+            # An agent that ends with status 0 on its own is not a failure to warn about.
+            self.log.log(
+                logging.INFO if code == 0 and unreadable is None else logging.WARNING,
+                "%s%s",
+                description,
+                "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "",
             )
         self.pending.fail_all(
             lambda entry: jsonrpc.error(
