@@ -217,3 +217,19 @@ def test_chat_loop_on_a_terminal(home: Path, tmp_path: Path) -> None:
     ]
     assert len(sessions) == 1
     assert json.loads((sessions[0] / "session.json").read_text())["turns"] == 2
+
+
+def test_no_color_and_force_color_are_honoured_everywhere(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: FORCE_COLOR colours piped output; NO_COLOR wins over it; in acpctl's own
+    renderer and in rich's tables and reports alike."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    forced = terminal("think hello", cwd=tmp_path)
+    assert "\033[" in forced.stdout
+    assert "\033[" in run_cli("agents", "list").stdout
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = terminal("think hello", cwd=tmp_path)
+    assert "\033[" not in plain.stdout and "You said: think hello" in plain.stdout
+    assert "\033[" not in run_cli("agents", "list").stdout
+    assert "\033[" not in run_cli("doctor").stdout

@@ -56,8 +56,9 @@ def list_agents(
             )
         )
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from acpctl.terminal.render import rich_console
 
     table = Table(box=None, header_style="bold")
     for column in ("name", "kind", "source", "status", "version", "command / install hint"):
@@ -71,7 +72,7 @@ def list_agents(
             status, detail = "[dim]not found[/]", f"[dim]{a.install or a.reason}[/]"
         version = a.version or (f"[dim]unknown ({a.version_error})[/]" if a.version_error else "")
         table.add_row(name, a.kind, a.source, status, version, detail)
-    Console().print(table)
+    rich_console().print(table)
     typer.echo("* default agent")
 
 

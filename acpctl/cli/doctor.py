@@ -52,10 +52,11 @@ def doctor(
 
 
 def _report(findings: list[Finding]) -> None:
-    from rich.console import Console
     from rich.markup import escape
 
-    console = Console(highlight=False)
+    from acpctl.terminal.render import rich_console
+
+    console = rich_console()
     marks = {"ok": "[green]✓[/]", "warning": "[yellow]![/]", "problem": "[red]✗[/]"}
     # One section per check (an agent's install and probe findings come from two passes).
     sections: dict[str, list[Finding]] = {}

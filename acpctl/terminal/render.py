@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from acpctl import protocol as acp
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DIM, BOLD, GREEN, RED, YELLOW, RESET = (
     "\033[2m",
@@ -36,13 +40,35 @@ def diff_lines(item: dict[str, Any]) -> list[str]:
     return list(difflib.unified_diff(old, new, fromfile=path, tofile=path, lineterm=""))
 
 
+def wants_colour(out: TextIO) -> bool:
+    """The conventions every output follows: NO_COLOR set (and not empty) turns colour
+    off, else FORCE_COLOR set turns it on, else colour when the output is a terminal.
+    (rich, which draws the tables and doctor's report, reads the same two variables.)"""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return out.isatty()
+
+
+def rich_console() -> Console:
+    """A rich console for tables and reports. rich reads NO_COLOR as "no colours" but
+    still prints bold and dim; with NO_COLOR, acpctl prints no escape codes at all, as its
+    own renderer does."""
+    from rich.console import Console
+
+    if os.environ.get("NO_COLOR"):
+        return Console(color_system=None, highlight=False)
+    return Console(highlight=False)
+
+
 class Renderer:
     """Text for people: streamed message text, dimmed thoughts, tool calls with status
-    and diffs, plans. Colour only when the output is a terminal."""
+    and diffs, plans. Colour by `wants_colour`."""
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
-        self.colour = out.isatty()
+        self.colour = wants_colour(out)
         self.last_kind: str | None = None
         self.text: list[str] = []
         self.tools: dict[str, str] = {}
