@@ -237,3 +237,34 @@ def test_doctor_shows_one_section_per_agent(home: Path, tmp_path: Path) -> None:
         env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "NO_COLOR": "1"},
     )
     assert result.stdout.count("\nagent goose\n") == 1, result.stdout
+
+
+def test_a_status_line_on_a_terminal_and_none_when_piped(home: Path) -> None:
+    """Issue 17: slow work (doctor's probes here) shows a status line on stderr when it
+    is a terminal, and prints nothing of it into a pipe."""
+    import pty
+
+    from tests.conftest import acpctl_argv
+
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        acpctl_argv("doctor", "--agent", "demo"),
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    process.wait(30)
+    os.close(master)
+    assert b"probing the agents" in seen
+    piped = run_cli("doctor", "--agent", "demo")
+    assert "probing" not in piped.stderr and "probing" not in piped.stdout

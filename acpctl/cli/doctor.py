@@ -36,7 +36,10 @@ def doctor(
     config_findings, cfg = checks.check_config()
     findings += config_findings
     if cfg is not None:
-        findings += checks.check_agents(cfg, agent, timeout)
+        from acpctl.terminal.render import status
+
+        with status("probing the agents..."):
+            findings += checks.check_agents(cfg, agent, timeout)
         findings += checks.check_editors(cfg)
     findings += checks.check_storage()
     findings += checks.check_processes(fix, confirm)

@@ -39,9 +39,12 @@ def install(
         return
     if client is None:
         raise UsageError("name a client: acpctl install zed (or --list)")
-    command.install(
-        client, agent, all_agents, settings, dry_run, print_only, typer.echo, command.stderr
-    )
+    from acpctl.terminal.render import status
+
+    with status(f"installing into {client}..."):
+        command.install(
+            client, agent, all_agents, settings, dry_run, print_only, typer.echo, command.stderr
+        )
 
 
 def uninstall(

@@ -25,7 +25,7 @@ from acpctl.runner.supervisor import STDERR_TAIL_LINES
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionStore
 from acpctl.terminal.host import ClientHost
-from acpctl.terminal.render import RENDERERS, Renderer
+from acpctl.terminal.render import RENDERERS, Renderer, status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
@@ -292,19 +292,20 @@ async def run_terminal(options: Options, agent_name: str) -> int:
 
     await conn.start(options.agent)
     try:
-        await conn.request(
-            acp.INITIALIZE,
-            {
-                "protocolVersion": acp.PROTOCOL_VERSION,
-                "clientCapabilities": host.capabilities(),
-                "clientInfo": {
-                    "name": "acpctl",
-                    "title": "acpctl terminal",
-                    "version": __version__,
+        with status(f"starting {agent_name}..."):  # claude-agent-acp takes 5-10 s here
+            await conn.request(
+                acp.INITIALIZE,
+                {
+                    "protocolVersion": acp.PROTOCOL_VERSION,
+                    "clientCapabilities": host.capabilities(),
+                    "clientInfo": {
+                        "name": "acpctl",
+                        "title": "acpctl terminal",
+                        "version": __version__,
+                    },
                 },
-            },
-        )
-        conn.session_id = await _open_session(conn, options, agent_name)
+            )
+            conn.session_id = await _open_session(conn, options, agent_name)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         if not interactive:
             turn = Turn(conn)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from acpctl import protocol as acp
@@ -60,6 +62,20 @@ def rich_console() -> Console:
     if os.environ.get("NO_COLOR"):
         return Console(color_system=None, highlight=False)
     return Console(highlight=False)
+
+
+@contextlib.contextmanager
+def status(message: str) -> Iterator[None]:
+    """A status line on stderr while slow work runs (an agent starting, doctor's probes,
+    an install), when stderr is a terminal; nothing when it is piped."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True, color_system=None if os.environ.get("NO_COLOR") else "auto")
+    with console.status(message):
+        yield
 
 
 class Renderer:
