@@ -309,3 +309,17 @@ def test_nothing_is_left_beside_the_users_file(home: Path, tmp_path: Path) -> No
     beside = sorted(p.name for p in settings.parent.iterdir())
     assert [n for n in beside if not n.startswith("settings.json.acpctl-")] == ["settings.json"]
     assert list((home / "state" / "locks").iterdir())  # the lock went here
+
+
+def test_help_everywhere_choices_and_the_neovim_alias(home: Path) -> None:
+    """Issue 17: -h on every command; the arguments say what they take; --format is a
+    choice; `install neovim` is `install nvim`."""
+    for command in (["-h"], ["agents", "list", "-h"], ["sessions", "show", "-h"], ["doctor", "-h"]):
+        shown = run_cli(*command)
+        assert shown.returncode == 0 and shown.stdout.startswith("Usage:"), command
+    assert "zed, jetbrains, vscode, acpx" in run_cli("install", "-h").stdout
+    assert "bash, zsh or fish" in run_cli("completions", "-h").stdout
+    wrong = run_cli("run", "--format", "xml", "hi")
+    assert wrong.returncode == 2 and "'xml' is not one of 'text', 'json', 'quiet'" in wrong.stderr
+    assert "env var" not in wrong.stderr
+    assert run_cli("install", "neovim").stdout == run_cli("install", "nvim").stdout

@@ -233,3 +233,12 @@ def test_no_color_and_force_color_are_honoured_everywhere(
     assert "\033[" not in plain.stdout and "You said: think hello" in plain.stdout
     assert "\033[" not in run_cli("agents", "list").stdout
     assert "\033[" not in run_cli("doctor").stdout
+
+
+def test_an_empty_prompt_is_a_usage_error(home: Path, tmp_path: Path) -> None:
+    """Issue 17: `echo "" | acpctl run` is not sent to the agent."""
+    empty = terminal(stdin="\n", cwd=tmp_path)
+    assert empty.returncode == 2 and "the prompt on stdin is empty" in empty.stderr
+    assert not (home / "data" / "sessions").exists() or not [
+        p for p in (home / "data" / "sessions").iterdir() if not p.name.startswith(".")
+    ]
