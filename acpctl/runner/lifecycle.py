@@ -15,15 +15,23 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import served
 from acpctl.runner.attach import Attacher, with_note
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import LineOutput
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.session import SessionRecord, SessionTable
-from acpctl.store.sessions import CorruptSession, SessionStore, valid_session_id
+from acpctl.store.sessions import (
+    CorruptSession,
+    HistoryWriter,
+    SessionMeta,
+    SessionStore,
+    valid_session_id,
+)
 
+# Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
+OpenHistory = Callable[[str, str], tuple[SessionMeta, HistoryWriter]]
 # The agent's own session/list: how many pages acpctl reads, and how long it waits.
 AGENT_LIST_PAGES = 20
 AGENT_LIST_TIMEOUT_S = 10.0
@@ -57,21 +65,12 @@ class SessionLifecycle:
     async def new(self, params: JsonObject) -> JsonObject:
         cwd = _absolute_cwd(params)
         await self.ensure_agent()
-        attach_params = _attach_params(params)
-
-        def register(response: JsonObject) -> None:
-            # Runs in the agent's read loop, before the agent's next message is routed,
-            # so updates sent right after the response already find their session.
-            result = response.get("result")
-            if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-                return
-            agent_id = result["sessionId"]
-            client_id = self._client_id(agent_id)
-            meta, writer = self.recorder.create(client_id, agent_id, cwd, _directories(params))
-            self._add(SessionRecord(meta=meta, writer=writer, attach_params=attach_params), result)
-            if client_id != agent_id:
-                response["result"] = {**result, "sessionId": client_id}
-
+        register = self._registering(
+            params,
+            lambda client_id, agent_id: self.recorder.create(
+                client_id, agent_id, cwd, _directories(params)
+            ),
+        )
         return await self.backend.call(acp.SESSION_NEW, params, on_response=register)
 
     async def fork(self, params: JsonObject) -> JsonObject:
@@ -80,16 +79,35 @@ class SessionLifecycle:
         cwd = _absolute_cwd(params)
         parent = await self._open(params)
         await self.ensure_agent()
-        attach_params = _attach_params(params)
         if not self._agent_can("fork"):
             meta, writer = self.recorder.fork(
                 parent, uuid.uuid4().hex, None, cwd, _directories(params)
             )
-            record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params)
+            record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
             self.sessions.add(record)
             async with record.lock:
                 result, note = await self.attacher.attach(record)
             return jsonrpc.result(None, {"sessionId": record.id, **with_note(result, note)})
+        register = self._registering(
+            params,
+            lambda client_id, agent_id: self.recorder.fork(
+                parent, client_id, agent_id, cwd, _directories(params)
+            ),
+        )
+        async with parent.lock:
+            await self.attacher.attach(parent)
+            future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
+        return await future
+
+    def _registering(
+        self,
+        params: JsonObject,
+        open_history: Callable[[str, str], tuple[SessionMeta, HistoryWriter]],
+    ) -> ResponseHook:
+        """The hook that registers the session a session/new or fork answer names. It runs
+        in the agent's read loop, before the agent's next message is routed, so updates
+        sent right after the answer already find their session."""
+        attach_params = _attach_params(params)
 
         def register(response: JsonObject) -> None:
             result = response.get("result")
@@ -97,17 +115,12 @@ class SessionLifecycle:
                 return
             agent_id = result["sessionId"]
             client_id = self._client_id(agent_id)
-            meta, writer = self.recorder.fork(
-                parent, client_id, agent_id, cwd, _directories(params)
-            )
+            meta, writer = open_history(client_id, agent_id)
             self._add(SessionRecord(meta=meta, writer=writer, attach_params=attach_params), result)
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
 
-        async with parent.lock:
-            await self.attacher.attach(parent)
-            future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
-        return await future
+        return register
 
     def _client_id(self, agent_id: str) -> str:
         """The id the editor knows a new session by: the agent's own, unless it cannot name

@@ -68,21 +68,8 @@ class Recorder:
     def create(
         self, session_id: str, agent_session_id: str, cwd: str, additional_directories: list[str]
     ) -> tuple[SessionMeta, HistoryWriter]:
-        meta = SessionMeta(
-            id=session_id,
-            agent=self.agent_name,
-            command=self.command,
-            cwd=cwd,
-            additional_directories=additional_directories,
-            agent_session_id=agent_session_id,
-        )
-        if not self.enabled:
-            return meta, DiscardedHistory()
-        try:
-            return meta, self.store.create(meta)
-        except OSError as exc:
-            self.log.warning("session %s runs without history: %s", session_id, _reason(exc))
-            return meta, DiscardedHistory()
+        meta = self._meta(session_id, agent_session_id, cwd, additional_directories)
+        return meta, self._history(meta, lambda: self.store.create(meta))
 
     def fork(
         self,
@@ -94,28 +81,44 @@ class Recorder:
     ) -> tuple[SessionMeta, HistoryWriter]:
         """A session forked from `parent`: its history so far, its title, turns and the
         user's choices of mode and options, with the parent named."""
-        meta = SessionMeta(
+        meta = self._meta(session_id, agent_session_id, cwd, additional_directories)
+        meta.title, meta.turns, meta.parent_id = parent.meta.title, parent.meta.turns, parent.id
+        meta.state = copy.deepcopy(parent.meta.state)
+        if isinstance(parent.writer, DiscardedHistory):
+            return meta, DiscardedHistory()
+        self._write(parent.id, "events", parent.writer.flush)
+        return meta, self._history(meta, lambda: self.store.fork(parent.id, meta))
+
+    def _meta(
+        self,
+        session_id: str,
+        agent_session_id: str | None,
+        cwd: str,
+        additional_directories: list[str],
+    ) -> SessionMeta:
+        return SessionMeta(
             id=session_id,
             agent=self.agent_name,
             command=self.command,
             cwd=cwd,
             additional_directories=additional_directories,
             agent_session_id=agent_session_id,
-            title=parent.meta.title,
-            turns=parent.meta.turns,
-            parent_id=parent.id,
-            state=copy.deepcopy(parent.meta.state),
         )
-        if not self.enabled or isinstance(parent.writer, DiscardedHistory):
-            return meta, DiscardedHistory()
-        self._write(parent.id, "events", parent.writer.flush)
+
+    def _history(
+        self, meta: SessionMeta, open_history: Callable[[], HistoryWriter]
+    ) -> HistoryWriter:
+        """The session's writer; without history (said in the log) when it cannot be
+        created, and nothing half-written left in the store."""
+        if not self.enabled:
+            return DiscardedHistory()
         try:
-            return meta, self.store.fork(parent.id, meta)
+            return open_history()
         except OSError as exc:
-            self.log.warning("fork %s runs without history: %s", session_id, _reason(exc))
+            self.log.warning("session %s runs without history: %s", meta.id, _reason(exc))
             with contextlib.suppress(OSError):
-                self.store.delete(session_id)  # no half-copied history left behind
-            return meta, DiscardedHistory()
+                self.store.delete(meta.id)
+            return DiscardedHistory()
 
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:
         return self.store.read_meta(session_id), self.store.open_writer(session_id)

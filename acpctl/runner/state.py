@@ -11,6 +11,20 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 
 STATE_KEYS = ("modes", "models", "configOptions")
+# The choices made by picking one of a list: (chosen key, result key, its current id, its
+# list, an item's id, the method that sets it, that method's param).
+_SELECTORS = (
+    ("mode", "modes", "currentModeId", "availableModes", "id", acp.SESSION_SET_MODE, "modeId"),
+    (
+        "model",
+        "models",
+        "currentModelId",
+        "availableModels",
+        "modelId",
+        acp.SESSION_SET_MODEL,
+        "modelId",
+    ),
+)
 
 
 class SessionState:
@@ -67,22 +81,16 @@ class SessionState:
         fresh = fresh if isinstance(fresh, dict) else {}
         calls: list[tuple[str, JsonObject]] = []
         session = {"sessionId": agent_session_id}
-        modes = fresh.get("modes")
-        mode = self.chosen.get("mode")
-        if isinstance(modes, dict) and mode and mode != modes.get("currentModeId"):
-            available = {
-                m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)
+        for choice, key, current, available, item_id, method, param in _SELECTORS:
+            state = fresh.get(key)
+            wanted = self.chosen.get(choice)
+            if not isinstance(state, dict) or not wanted or wanted == state.get(current):
+                continue
+            offered_ids = {
+                i.get(item_id) for i in state.get(available) or [] if isinstance(i, dict)
             }
-            if mode in available:
-                calls.append((acp.SESSION_SET_MODE, {**session, "modeId": mode}))
-        models = fresh.get("models")
-        model = self.chosen.get("model")
-        if isinstance(models, dict) and model and model != models.get("currentModelId"):
-            available = {
-                m.get("modelId") for m in models.get("availableModels") or [] if isinstance(m, dict)
-            }
-            if model in available:
-                calls.append((acp.SESSION_SET_MODEL, {**session, "modelId": model}))
+            if wanted in offered_ids:
+                calls.append((method, {**session, param: wanted}))
         offered = {
             option.get("id"): option
             for option in fresh.get("configOptions") or []
