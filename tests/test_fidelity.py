@@ -528,3 +528,29 @@ def test_proxy_methods_are_refused_with_the_reason(tmp_path: Path) -> None:
         assert "proxy" in response["error"]["message"]
 
     run(tmp_path, scenario)
+
+
+def test_a_queued_prompt_withdrawn_by_cancel_request_ends_at_once(tmp_path: Path) -> None:
+    """$/cancel_request for a prompt still waiting its turn answers it -32800 at once; it
+    never reaches the agent, and the prompts behind it keep their places."""
+    agent = FakeAgent()
+    waiting = held_prompts(agent)
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        for n in (1, 2, 3):
+            h.send(jsonrpc.request(f"p{n}", acp.SESSION_PROMPT, prompt(sid, f"n{n}")))
+        await until(lambda: len(waiting) == 1)
+        await asyncio.sleep(0.01)
+        h.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": "p2"}))
+        withdrawn = await h.editor.response("p2")
+        assert withdrawn["error"]["code"] == acp.REQUEST_CANCELLED
+        waiting[0].set_result({"stopReason": acp.END_TURN})
+        assert (await h.editor.response("p1"))["result"]["stopReason"] == acp.END_TURN
+        await until(lambda: len(waiting) == 2)
+        waiting[1].set_result({"stopReason": acp.END_TURN})
+        assert (await h.editor.response("p3"))["result"]["stopReason"] == acp.END_TURN
+        sent = [p["prompt"][0]["text"] for m, p in agent.calls if m == acp.SESSION_PROMPT]
+        assert sent == ["n1", "n3"]
+
+    run(tmp_path, scenario, agent)

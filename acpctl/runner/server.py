@@ -228,8 +228,9 @@ class AcpServer:
         return response
 
     def _cancel_request(self, params: Any) -> None:
-        """$/cancel_request from the editor names the editor's id: translate it."""
-        if not isinstance(params, dict):
+        """$/cancel_request from the editor names the editor's id: translate it (or end a
+        prompt that is still waiting its turn, which the agent never saw)."""
+        if not isinstance(params, dict) or self.turns.withdraw(params.get("requestId")):
             return
         upstream = self.ids.upstream(params.get("requestId"))
         agent_id = self.backend.request_id_of(upstream) if upstream is not None else None

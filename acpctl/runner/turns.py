@@ -41,6 +41,9 @@ class Turns:
         self.ids = ids
         self.out = out
         self.log = log
+        # Prompts waiting their turn, by the editor's request id: a $/cancel_request for
+        # one ends it there (the agent never saw it).
+        self.waiting: dict[tuple[bool, Any], asyncio.Future[None]] = {}
 
     async def prompt(
         self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
@@ -53,14 +56,49 @@ class Turns:
         try:
             if served.queues_prompts(self.backend.agent_capabilities):
                 return await self._run(record, params, prompt, msg_id)
-            async with record.turn:
+            if not await self._my_turn(record, msg_id):
+                return jsonrpc.error(None, acp.REQUEST_CANCELLED, "request cancelled")
+            try:
                 if record.cancels != cancels:
                     return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
                 return await self._run(record, params, prompt, msg_id)
+            finally:
+                record.turn.release()
         finally:
             record.active -= 1
             if not record.active:
                 record.idle.set()
+
+    async def _my_turn(self, record: SessionRecord, msg_id: Any) -> bool:
+        """Wait for the session's turn (first in first out); False when the editor
+        withdrew the request meanwhile."""
+        if not record.turn.locked():
+            await record.turn.acquire()
+            return True
+        key = jsonrpc.id_key(msg_id)
+        withdrawn = self.waiting[key] = asyncio.get_running_loop().create_future()
+        acquiring = asyncio.ensure_future(record.turn.acquire())
+        try:
+            await asyncio.wait({acquiring, withdrawn}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.waiting.pop(key, None)
+        if acquiring.done():
+            return True
+        acquiring.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acquiring
+        return False
+
+    def withdraw(self, editor_id: Any) -> bool:
+        """The editor cancelled a prompt still waiting its turn: it ends now."""
+        try:
+            withdrawn = self.waiting.get(jsonrpc.id_key(editor_id))
+        except TypeError:
+            return False
+        if withdrawn is None or withdrawn.done():
+            return False
+        withdrawn.set_result(None)
+        return True
 
     async def _run(
         self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
