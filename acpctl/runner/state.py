@@ -5,26 +5,41 @@ to stand in for one whose context was lost)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 
 STATE_KEYS = ("modes", "models", "configOptions")
-# The choices made by picking one of a list: (chosen key, result key, its current id, its
-# list, an item's id, the method that sets it, that method's param).
-_SELECTORS = (
-    ("mode", "modes", "currentModeId", "availableModes", "id", acp.SESSION_SET_MODE, "modeId"),
-    (
-        "model",
-        "models",
-        "currentModelId",
-        "availableModels",
-        "modelId",
-        acp.SESSION_SET_MODEL,
-        "modelId",
-    ),
+
+
+@dataclass(frozen=True)
+class _Selector:
+    """A choice made by picking one of a list, and where each part of it sits."""
+
+    chosen: str  # its key in the user's choices
+    key: str  # its object in a session result ("modes")
+    current: str  # the current id in that object ("currentModeId")
+    available: str  # the list of choices in that object ("availableModes")
+    item_id: str  # a choice's id in that list ("id")
+    method: str  # the method that sets it
+    param: str  # that method's param for the id ("modeId")
+
+
+MODE = _Selector(
+    "mode", "modes", "currentModeId", "availableModes", "id", acp.SESSION_SET_MODE, "modeId"
 )
+MODEL = _Selector(
+    "model",
+    "models",
+    "currentModelId",
+    "availableModels",
+    "modelId",
+    acp.SESSION_SET_MODEL,
+    "modelId",
+)
+_SELECTORS = (MODE, MODEL)
 
 
 class SessionState:
@@ -42,12 +57,10 @@ class SessionState:
                 self.reported[key] = result[key]
         if isinstance(result.get("configOptions"), list):
             self._choose_config(result["configOptions"])
-        modes = result.get("modes")
-        if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
-            self.chosen["mode"] = modes["currentModeId"]
-        models = result.get("models")
-        if isinstance(models, dict) and isinstance(models.get("currentModelId"), str):
-            self.chosen["model"] = models["currentModelId"]
+        for selector in _SELECTORS:
+            state = result.get(selector.key)
+            if isinstance(state, dict) and isinstance(state.get(selector.current), str):
+                self.chosen[selector.chosen] = state[selector.current]
 
     def as_result(self) -> JsonObject:
         return dict(self.reported)
@@ -55,21 +68,17 @@ class SessionState:
     def on_update(self, update: JsonObject) -> None:
         kind = update.get("sessionUpdate")
         if kind == acp.CURRENT_MODE_UPDATE and isinstance(update.get("currentModeId"), str):
-            self._set_mode(update["currentModeId"])
+            self._select(MODE, update["currentModeId"])
         elif kind == acp.CONFIG_OPTION_UPDATE and isinstance(update.get("configOptions"), list):
             self.reported["configOptions"] = update["configOptions"]
             self._choose_config(update["configOptions"])
 
     def on_set(self, method: str, params: JsonObject, result: Any) -> None:
         """The agent accepted session/set_mode, set_model or set_config_option."""
-        if method == acp.SESSION_SET_MODE and isinstance(params.get("modeId"), str):
-            self._set_mode(params["modeId"])
-        elif method == acp.SESSION_SET_MODEL and isinstance(params.get("modelId"), str):
-            models = self.reported.get("models")
-            if isinstance(models, dict):
-                self.reported["models"] = {**models, "currentModelId": params["modelId"]}
-            self.chosen["model"] = params["modelId"]
-        elif method == acp.SESSION_SET_CONFIG_OPTION:
+        for selector in _SELECTORS:
+            if method == selector.method and isinstance(params.get(selector.param), str):
+                self._select(selector, params[selector.param])
+        if method == acp.SESSION_SET_CONFIG_OPTION:
             if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
                 self.reported["configOptions"] = result["configOptions"]
             if isinstance(params.get("configId"), str) and "value" in params:
@@ -81,16 +90,14 @@ class SessionState:
         fresh = fresh if isinstance(fresh, dict) else {}
         calls: list[tuple[str, JsonObject]] = []
         session = {"sessionId": agent_session_id}
-        for choice, key, current, available, item_id, method, param in _SELECTORS:
-            state = fresh.get(key)
-            wanted = self.chosen.get(choice)
-            if not isinstance(state, dict) or not wanted or wanted == state.get(current):
+        for selector in _SELECTORS:
+            state = fresh.get(selector.key)
+            wanted = self.chosen.get(selector.chosen)
+            if not isinstance(state, dict) or not wanted or wanted == state.get(selector.current):
                 continue
-            offered_ids = {
-                i.get(item_id) for i in state.get(available) or [] if isinstance(i, dict)
-            }
-            if wanted in offered_ids:
-                calls.append((method, {**session, param: wanted}))
+            items = state.get(selector.available) or []
+            if wanted in {item.get(selector.item_id) for item in items if isinstance(item, dict)}:
+                calls.append((selector.method, {**session, selector.param: wanted}))
         offered = {
             option.get("id"): option
             for option in fresh.get("configOptions") or []
@@ -105,11 +112,11 @@ class SessionState:
                 calls.append((acp.SESSION_SET_CONFIG_OPTION, params))
         return calls
 
-    def _set_mode(self, mode_id: str) -> None:
-        modes = self.reported.get("modes")
-        if isinstance(modes, dict):
-            self.reported["modes"] = {**modes, "currentModeId": mode_id}
-        self.chosen["mode"] = mode_id
+    def _select(self, selector: _Selector, value: str) -> None:
+        state = self.reported.get(selector.key)
+        if isinstance(state, dict):
+            self.reported[selector.key] = {**state, selector.current: value}
+        self.chosen[selector.chosen] = value
 
     def _choose_config(self, options: list[Any]) -> None:
         self.chosen["config"] = {
