@@ -11,6 +11,7 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner import served
 from acpctl.runner.backends import Backend
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.session import SessionRecord, SessionTable
@@ -48,8 +49,7 @@ class Attacher:
         return record.state.as_result(), note
 
     async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
-        session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
-        if not (isinstance(session_caps, dict) and isinstance(session_caps.get("resume"), dict)):
+        if not served.agent_can(self.backend.agent_capabilities, "resume"):
             return False, None
         self.table.bind(record, agent_id)
         response = await self.backend.call(
@@ -61,7 +61,7 @@ class Attacher:
         return True, response["result"]
 
     async def _load(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
-        if self.backend.agent_capabilities.get("loadSession") is not True:
+        if not served.agent_can(self.backend.agent_capabilities, "load"):
             return False, None
         self.table.bind(record, agent_id)
         record.suppress_replay = True

@@ -11,7 +11,6 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
@@ -21,7 +20,7 @@ from acpctl.runner.attach import Attacher, with_note
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import LineOutput
 from acpctl.runner.recorder import Recorder
-from acpctl.runner.session import SessionRecord, SessionTable
+from acpctl.runner.session import SessionRecord, SessionTable, not_found
 from acpctl.store.sessions import (
     CorruptSession,
     HistoryWriter,
@@ -99,11 +98,7 @@ class SessionLifecycle:
             future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
         return await future
 
-    def _registering(
-        self,
-        params: JsonObject,
-        open_history: Callable[[str, str], tuple[SessionMeta, HistoryWriter]],
-    ) -> ResponseHook:
+    def _registering(self, params: JsonObject, open_history: OpenHistory) -> ResponseHook:
         """The hook that registers the session a session/new or fork answer names. It runs
         in the agent's read loop, before the agent's next message is routed, so updates
         sent right after the answer already find their session."""
@@ -169,7 +164,7 @@ class SessionLifecycle:
         if record is not None:
             return record
         if not isinstance(session_id, str) or not self.store.exists(session_id):
-            raise _not_found(session_id)
+            raise not_found(session_id)
         try:
             meta, writer = self.recorder.reopen(session_id)
         except (CorruptSession, OSError) as exc:
@@ -193,13 +188,8 @@ class SessionLifecycle:
         was installed, or in another client): loaded or resumed through the agent, its
         replay relayed and recorded, and recorded from then on."""
         await self.ensure_agent()
-        can = (
-            self.backend.agent_capabilities.get("loadSession") is True
-            if replay
-            else self._agent_can("resume")
-        )
-        if not can:
-            raise _not_found(session_id)
+        if not served.agent_can(self.backend.agent_capabilities, "load" if replay else "resume"):
+            raise not_found(session_id)
         cwd = _absolute_cwd(params)
         meta, writer = self.recorder.create(session_id, session_id, cwd, _directories(params))
         record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
@@ -208,8 +198,7 @@ class SessionLifecycle:
             acp.SESSION_LOAD if replay else acp.SESSION_RESUME, params
         )
         if "result" not in response:
-            self.sessions.remove(record)
-            self.recorder.close(record)
+            self.forget(record)
             self.store.delete(session_id)
             return response
         self._add(record, response["result"])
@@ -276,7 +265,7 @@ class SessionLifecycle:
         if record is None:
             if isinstance(session_id, str) and self.store.exists(session_id):
                 return jsonrpc.result(None, {})
-            raise _not_found(session_id)
+            raise not_found(session_id)
         await self.end_turns(record)
         await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
         self.forget(record)
@@ -290,8 +279,7 @@ class SessionLifecycle:
         if record is not None:
             await self.end_turns(record)
             await self._agent_session_call(record, "delete", acp.SESSION_DELETE)
-            self.sessions.remove(record)
-            self.recorder.close(record)
+            self.forget(record)
         self.store.delete(session_id)
         return jsonrpc.result(None, {})
 
@@ -300,8 +288,7 @@ class SessionLifecycle:
         self.recorder.close(record)
 
     def _agent_can(self, capability: str) -> bool:
-        session_caps = self.backend.agent_capabilities.get("sessionCapabilities")
-        return isinstance(session_caps, dict) and isinstance(session_caps.get(capability), dict)
+        return served.agent_can(self.backend.agent_capabilities, capability)
 
     async def _agent_session_call(
         self, record: SessionRecord, capability: str, method: str
@@ -329,12 +316,6 @@ def _absolute_cwd(params: JsonObject) -> str:
 def _directories(params: JsonObject) -> list[str]:
     extra = params.get("additionalDirectories")
     return [d for d in extra if isinstance(d, str)] if isinstance(extra, list) else []
-
-
-def _not_found(session_id: Any) -> RpcError:
-    return RpcError(
-        acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}", {"sessionId": session_id}
-    )
 
 
 def _attach_params(params: JsonObject) -> JsonObject:

@@ -20,7 +20,7 @@ SESSION_CAPABILITIES_SERVED = ("list", "resume", "close", "delete", "fork")
 
 
 def capabilities(agent: Any) -> JsonObject:
-    """The agent's capabilities plus load, list, resume, close and delete."""
+    """The agent's capabilities plus load, list, resume, close, delete and fork."""
     capabilities = dict(agent) if isinstance(agent, dict) else {}
     capabilities["loadSession"] = True
     session_caps = capabilities.get("sessionCapabilities")
@@ -38,6 +38,15 @@ def negotiated_version(offered: Any) -> Any:
     if isinstance(offered, int) and not isinstance(offered, bool):
         return min(offered, acp.PROTOCOL_VERSION)
     return offered
+
+
+def agent_can(agent: JsonObject, capability: str) -> bool:
+    """Whether the agent's own capabilities offer `capability`: `load` (loadSession), or
+    a session capability (resume, list, fork, close, delete...)."""
+    if capability == "load":
+        return agent.get("loadSession") is True
+    session_caps = agent.get("sessionCapabilities")
+    return isinstance(session_caps, dict) and isinstance(session_caps.get(capability), dict)
 
 
 def queues_prompts(agent: JsonObject) -> bool:

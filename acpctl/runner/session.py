@@ -93,12 +93,7 @@ class SessionTable:
         if record is None:
             if not valid_session_id(session_id):
                 raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
-            hint = "; load or resume it first" if stored(session_id) else ""
-            raise RpcError(
-                acp.RESOURCE_NOT_FOUND,
-                f"session not found: {session_id}{hint}",
-                {"sessionId": session_id},
-            )
+            raise not_found(session_id, "; load or resume it first" if stored(session_id) else "")
         return record
 
     def __iter__(self) -> Iterator[SessionRecord]:
@@ -106,3 +101,10 @@ class SessionTable:
 
     def ids(self) -> list[str]:
         return sorted(self.by_id)
+
+
+def not_found(session_id: Any, hint: str = "") -> RpcError:
+    """The error for a session the connection cannot find (-32002, the id in its data)."""
+    return RpcError(
+        acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}{hint}", {"sessionId": session_id}
+    )
