@@ -2,11 +2,12 @@
 (`endpoint`) and the injected backend, by the session that owns it.
 
 The path of one prompt, top to bottom:
-  editor line → EditorEndpoint.serve → route_request → prompt(): the recorder writes the
-  user's blocks, the backend sends session/prompt under its own id → the agent's updates
-  arrive in on_agent_notification: recorded as their bytes, relayed to the editor as the
-  same bytes → the agent's response resolves the backend's future → the recorder ends the
-  turn (fsync) → the endpoint replies under the editor's id.
+  editor line → EditorEndpoint.serve → route_request → prompt() → Turns.prompt: the
+  session's turn, the recorder writes the user's blocks, the backend sends session/prompt
+  under its own id → the agent's updates arrive in on_agent_notification: recorded as their
+  bytes, relayed to the editor as the same bytes → the agent's response resolves the
+  backend's future → the recorder writes the turn's end to the OS (the fsync follows in a
+  group commit) → the endpoint replies under the editor's id.
 Everything else the server does not handle itself is relayed untouched, with the session
 id mapped when it names one.
 """
@@ -272,17 +273,20 @@ class AcpServer:
         }
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
-        await self._ensure_agent()
-        response = await self.backend.call(acp.AUTHENTICATE, params)
-        if "result" in response:
-            self.backend.authenticate_params = params  # replayed after a restart
-        return response
+        return await self._login_state(acp.AUTHENTICATE, params, replayed=params)
 
     async def logout(self, params: JsonObject) -> JsonObject:
+        # A restart must not log in again.
+        return await self._login_state(acp.LOGOUT, params, replayed=None)
+
+    async def _login_state(
+        self, method: str, params: JsonObject, replayed: JsonObject | None
+    ) -> JsonObject:
+        """Relay authenticate or logout; on success, what a restarted agent is sent."""
         await self._ensure_agent()
-        response = await self.backend.call(acp.LOGOUT, params)
+        response = await self.backend.call(method, params)
         if "result" in response:
-            self.backend.authenticate_params = None  # a restart must not log in again
+            self.backend.authenticate_params = replayed
         return response
 
     # == sessions ======================================================================
