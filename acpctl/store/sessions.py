@@ -175,6 +175,8 @@ def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
     return update if isinstance(update, dict) else None
 
 
+# An "agent" event line as HistoryWriter.agent_message writes it, around the message:
+# `{"ts":N,"type":"agent","message":` M `}`.
 _AGENT_HEAD = b'{"ts":'
 _AGENT_MIDDLE = b',"type":"agent","message":'
 _TS_MAX = 32  # bytes a timestamp can take
@@ -283,7 +285,7 @@ class HistoryWriter:
         now = time.time()
         if now - self._stamped >= 0.001:
             self._stamped = now
-            self._head = b'{"ts":%.3f,"type":"agent","message":' % now
+            self._head = b"%s%.3f%s" % (_AGENT_HEAD, now, _AGENT_MIDDLE)
         if raw.endswith((b"\n", b"\r")):
             raw = raw.rstrip(b"\r\n")
         self._buffer += (self._head, raw, b"}\n")
