@@ -88,9 +88,7 @@ class PiRpcBackend:
                 future.set_result(response)
             self._calls.pop(future, None)
 
-        task = asyncio.create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.spawn(run())
         return future
 
     async def _answer(self, method: str, params: JsonObject) -> JsonObject:
