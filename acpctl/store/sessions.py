@@ -79,9 +79,17 @@ def utc_now() -> str:
 def title_from_prompt(prompt: list[Any]) -> str | None:
     for block in prompt:
         if isinstance(block, dict) and block.get("type") == "text":
-            for line in str(block.get("text", "")).splitlines():
-                if line.strip():
-                    return line.strip()[:TITLE_LENGTH]
+            title = title_from_text(str(block.get("text", "")))
+            if title:
+                return title
+    return None
+
+
+def title_from_text(text: str) -> str | None:
+    """A session's title from text: its first line that is not blank, cut short."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:TITLE_LENGTH]
     return None
 
 

@@ -21,9 +21,9 @@ from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import PiChild
 from acpctl.runner.backends.pi.turn import Turn
 from acpctl.runner.supervisor import RestartPolicy
+from acpctl.store.sessions import title_from_text
 
 NO_GATE_VARIABLE = "ACPCTL_NO_PERMISSION_GATE"
-TITLE_LENGTH = 120
 _TOOL_MARK = re.compile(r"\[acpctl:([^\]]+)\]")
 
 
@@ -164,8 +164,9 @@ class PiSession:
         try:
             child = await self.ensure_child()
             text, images, dropped = pt.prompt_input(blocks, self.accepts_images)
-            if self.title is None and text.strip():
-                self._retitle(text.strip().splitlines()[0][:TITLE_LENGTH])
+            title = title_from_text(text)
+            if self.title is None and title:
+                self._retitle(title)
             for note in dropped:
                 self.backend.log.info("session %s: dropped %s from the prompt", self.id, note)
             generation = self.cancel_generation
