@@ -13,6 +13,8 @@ from acpctl.errors import AcpctlError, UsageError, report
 if TYPE_CHECKING:
     import subprocess
 
+    from acpctl.config import AgentSpec
+
 TTY_HINT = (
     "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
     "editor; register it with `acpctl install zed` (or another client)."
@@ -82,11 +84,7 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import signal
     import subprocess
 
-    from acpctl import config
-    from acpctl.agents import discovery
-
-    spec = discovery.resolve(config.load(), agent).as_spec()
-    argv = [spec.command, *spec.args]
+    spec, argv = _resolve(agent)
     # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -105,11 +103,9 @@ def serve(agent: str | None, history: bool) -> int:
         sys.stderr.write(f"acpctl: {TTY_HINT}\n")
         return 2
 
-    from acpctl import config, processes
-    from acpctl.agents import discovery
+    from acpctl import processes
 
-    spec = discovery.resolve(config.load(), agent).as_spec()
-    argv = [spec.command, *spec.args]
+    spec, argv = _resolve(agent)
     # Spawn first, import the rest while the agent boots: editors time initialize.
     # (pi-rpc agents are started per session, when session/new arrives.)
     popen: subprocess.Popen[bytes] | None = None
@@ -121,6 +117,15 @@ def serve(agent: str | None, history: bool) -> int:
 
     run_connection(spec.name, spec.kind, argv, spec.env, popen, history)
     return 0
+
+
+def _resolve(agent: str | None) -> tuple[AgentSpec, list[str]]:
+    """The agent's spec (config.toml, else the catalog, else the demo) and command line."""
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    spec = discovery.resolve(config.load(), agent).as_spec()
+    return spec, [spec.command, *spec.args]
 
 
 def fast_main(args: list[str]) -> int | None:
