@@ -53,15 +53,15 @@ def wants_colour(out: TextIO) -> bool:
     return out.isatty()
 
 
-def rich_console() -> Console:
-    """A rich console for tables and reports. rich reads NO_COLOR as "no colours" but
-    still prints bold and dim; with NO_COLOR, acpctl prints no escape codes at all, as its
-    own renderer does."""
+def rich_console(stderr: bool = False) -> Console:
+    """A rich console for tables, reports and status lines. rich reads NO_COLOR as "no
+    colours" but still prints bold and dim; with NO_COLOR, acpctl prints no escape codes at
+    all, as its own renderer does."""
     from rich.console import Console
 
     if os.environ.get("NO_COLOR"):
-        return Console(color_system=None, highlight=False)
-    return Console(highlight=False)
+        return Console(stderr=stderr, color_system=None, highlight=False)
+    return Console(stderr=stderr, highlight=False)
 
 
 @contextlib.contextmanager
@@ -71,10 +71,7 @@ def status(message: str) -> Iterator[None]:
     if not sys.stderr.isatty():
         yield
         return
-    from rich.console import Console
-
-    console = Console(stderr=True, color_system=None if os.environ.get("NO_COLOR") else "auto")
-    with console.status(message):
+    with rich_console(stderr=True).status(message):
         yield
 
 
