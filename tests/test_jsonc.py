@@ -108,6 +108,8 @@ def test_creates_parents_in_empty_and_comment_only_files() -> None:
         '{\n  "agent_servers": {\n    "x": 1,\n  },\n}\n',
         '{\n  "agent_servers": {\n    "x": 1 /* c */\n  }\n}\n',
         '{\n  "agent_servers": { "x": 1, "y": 2 }\n}\n',
+        # found by the fuzzer: the object closes at another indent than its line's
+        '{\n   "a": 1, "agent_servers": {// c\n}\n}\n',
     ],
 )
 def test_install_then_uninstall_returns_the_original(original: str) -> None:

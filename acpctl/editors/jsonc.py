@@ -456,11 +456,12 @@ class Document:
             )
             closing = self.newline + self._line_indent(node.start) + "}"
             kept = remaining[1 : -len(closing)]
-            last_comment = _last_comment_start(kept)
-            ends_in_line_comment = last_comment >= 0 and kept.startswith("//", last_comment)
-            if remaining.endswith(closing) and "\n" not in kept and not ends_in_line_comment:
-                # Undo the expansion of `{}` (or `{/* a comment */}`) that an insert made.
-                return [Edit(node.start, node.end, "{" + kept + "}")]
+            # Undo the expansion of `{}` (or `{/* a comment */}`) that an insert made; `kept`
+            # is only the object's inside when the object ends the way an insert ends it.
+            if remaining.endswith(closing) and "\n" not in kept:
+                last_comment = _last_comment_start(kept)
+                if last_comment < 0 or not kept.startswith("//", last_comment):
+                    return [Edit(node.start, node.end, "{" + kept + "}")]
         return edits
 
     def _starts_line(self, offset: int) -> bool:
