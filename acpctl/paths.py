@@ -42,6 +42,11 @@ def sessions_dir() -> Path:
     return _override("ACPCTL_SESSION_DIR") or data_dir() / "sessions"
 
 
+def agents_dir() -> Path:
+    """Agents that `acpctl agents install` installed, one directory per registry id."""
+    return data_dir() / "agents"
+
+
 def logs_dir() -> Path:
     return state_dir() / "logs"
 

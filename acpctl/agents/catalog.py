@@ -1,49 +1,139 @@
-"""The built-in catalog of well-known agents (data in catalog.json) plus the `demo` agent."""
+"""The catalog: every agent of the ACP registry (registry.py), completed by acpctl's overlay
+(overlay.json: short names, binaries to look for on PATH, version arguments, pi's own RPC
+mode), plus the built-in `demo` agent."""
 
 from __future__ import annotations
 
 import json
+import platform
 import sys
 from functools import cache
-from pathlib import Path
-from typing import NamedTuple
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple
+
+from acpctl.agents import registry
 
 DEMO_AGENT = "demo"
+DISTRIBUTION_KINDS = ("binary", "npx", "uvx")  # the order `agents install` prefers
+
+
+class Distribution(NamedTuple):
+    """One way to get an agent: an npm or PyPI package (with its version), or this
+    platform's archive."""
+
+    kind: str  # npx, uvx or binary
+    package: str | None
+    archive: str | None
+    cmd: str | None  # binary: the executable's path inside the archive
+    sha256: str | None
+    args: tuple[str, ...]
+    env: dict[str, str]
 
 
 class CatalogEntry(NamedTuple):
-    name: str
+    id: str  # the registry's id
+    name: str  # what acpctl calls it: the overlay's alias, else the id
     title: str
-    kind: str
+    description: str
+    version: str | None  # the registry's current version
+    kind: str  # acp or pi-rpc
     binaries: tuple[str, ...]
-    args: tuple[str, ...]
-    install: str
+    args: tuple[str, ...]  # for a binary found on PATH
     version_args: tuple[str, ...]
     legacy_args: tuple[str, ...]
     env: dict[str, str]
-    runner: str | None
-    package: str | None
+    distributions: dict[str, Distribution]  # what can be installed on this platform
+    platforms: tuple[str, ...]  # where its binary distribution has builds
+    website: str | None
+
+    @property
+    def install_hint(self) -> str:
+        if self.distributions:
+            return f"acpctl agents install {self.name}"
+        if self.platforms:
+            return (
+                f"the registry has no {self.name} build for {platform_key()} "
+                f"(only {', '.join(self.platforms)})"
+            )
+        return self.website or f"see the {self.name} project's install instructions"
+
+
+def platform_key() -> str:
+    """This machine in the registry's terms: darwin|linux|windows - aarch64|x86_64."""
+    system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, "linux")
+    machine = platform.machine().lower()
+    machine = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64"}.get(machine, machine)
+    return f"{system}-{machine}"
+
+
+def _distributions(raw: dict[str, Any]) -> tuple[dict[str, Distribution], tuple[str, ...]]:
+    result: dict[str, Distribution] = {}
+    platforms: tuple[str, ...] = ()
+    for kind in DISTRIBUTION_KINDS:
+        item = raw.get(kind)
+        if not isinstance(item, dict):
+            continue
+        if kind == "binary":
+            platforms = tuple(sorted(item))
+            item = item.get(platform_key())
+            if not isinstance(item, dict):
+                continue
+        result[kind] = Distribution(
+            kind=kind,
+            package=item.get("package"),
+            archive=item.get("archive"),
+            cmd=item.get("cmd"),
+            sha256=item.get("sha256"),
+            args=tuple(item.get("args") or ()),
+            env=dict(item.get("env") or {}),
+        )
+    return result, platforms
+
+
+def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
+    distributions, platforms = _distributions(agent.get("distribution") or {})
+    first = next(iter(distributions.values()), None)
+    binaries = overlay.get("binaries")
+    if binaries is None:  # an archive's executable may be on PATH under its own name
+        cmd = distributions["binary"].cmd if "binary" in distributions else None
+        binaries = [PurePosixPath(cmd.replace("\\", "/")).name] if cmd else []
+    return CatalogEntry(
+        id=agent["id"],
+        name=overlay.get("alias", agent["id"]),
+        title=agent.get("name") or agent["id"],
+        description=agent.get("description") or "",
+        version=agent.get("version"),
+        kind=overlay.get("kind", "acp"),
+        binaries=tuple(binaries),
+        args=tuple(overlay.get("args", first.args if first else ())),
+        version_args=tuple(overlay.get("version_args", ["--version"])),
+        legacy_args=tuple(overlay.get("legacy_args", ())),
+        env={**(first.env if first else {}), **overlay.get("env", {})},
+        distributions=distributions,
+        platforms=platforms,
+        website=agent.get("website") or agent.get("repository"),
+    )
 
 
 @cache
 def entries() -> dict[str, CatalogEntry]:
-    raw = json.loads((Path(__file__).parent / "catalog.json").read_text(encoding="utf-8"))
-    result: dict[str, CatalogEntry] = {}
-    for item in raw["agents"]:
-        result[item["name"]] = CatalogEntry(
-            name=item["name"],
-            title=item["title"],
-            kind=item["kind"],
-            binaries=tuple(item["binaries"]),
-            args=tuple(item["args"]),
-            install=item["install"],
-            version_args=tuple(item.get("version_args", ["--version"])),
-            legacy_args=tuple(item.get("legacy_args", [])),
-            env=dict(item.get("env", {})),
-            runner=item.get("runner"),
-            package=item.get("package"),
-        )
-    return result
+    """Every catalog agent by acpctl's name for it, sorted by name."""
+    document, _ = registry.load()
+    overlay = json.loads((Path(__file__).parent / "overlay.json").read_bytes())["agents"]
+    agents = {a["id"]: a for a in document["agents"] if isinstance(a, dict) and "id" in a}
+    for agent_id, extra in overlay.items():
+        if agent_id not in agents and "distribution" in extra:  # acpctl's own entries
+            agents[agent_id] = {"id": agent_id, **extra}
+    result = [_entry(agent, overlay.get(agent_id, {})) for agent_id, agent in agents.items()]
+    return {entry.name: entry for entry in sorted(result, key=lambda e: e.name)}
+
+
+def lookup(name: str) -> CatalogEntry | None:
+    """An entry by acpctl's name or by its registry id."""
+    found = entries().get(name)
+    if found is None:
+        found = next((e for e in entries().values() if e.id == name), None)
+    return found
 
 
 def demo_argv() -> list[str]:

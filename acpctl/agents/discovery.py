@@ -1,8 +1,9 @@
 """Resolve agent names to command lines, and probe their versions.
 
-Resolution order for a command: config.toml, then the directory holding the running acpctl
-(a venv's bin/ where acpctl and a pip-installed agent live together), then PATH, then, for
-catalog agents and only when `package_runners = true`, npx or uvx.
+Resolution order for a command: config.toml; for catalog agents, what `acpctl agents
+install` installed; then the directory holding the running acpctl (a venv's bin/ where
+acpctl and a pip-installed agent live together), then PATH, then, only when
+`package_runners = true`, the registry's npx or uvx package.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from acpctl import __version__, processes
-from acpctl.agents.catalog import DEMO_AGENT, CatalogEntry, demo_argv, entries
+from acpctl.agents import installed
+from acpctl.agents.catalog import DEMO_AGENT, CatalogEntry, demo_argv, entries, lookup
 from acpctl.config import AgentSpec, Config
 from acpctl.errors import UsageError
 
@@ -40,6 +42,8 @@ class ResolvedAgent:
         install: str = "",
         version_args: tuple[str, ...] = ("--version",),
         version: str | None = None,
+        origin: str | None = None,
+        entry: CatalogEntry | None = None,
     ) -> None:
         self.name = name
         self.title = title
@@ -52,6 +56,10 @@ class ResolvedAgent:
         self.version_args = version_args
         self.version = version
         self.version_error: str | None = None
+        # where the command was found: config, acpctl (its own install), path, npx, uvx,
+        # builtin; None when it was not
+        self.origin = origin
+        self.entry = entry  # the catalog's entry for this agent, if it has one
 
     @property
     def found(self) -> bool:
@@ -90,7 +98,7 @@ def _explain_missing(command: str) -> str:
 
 def _from_config(spec: AgentSpec) -> ResolvedAgent:
     """A configured agent; one with a catalog name keeps the catalog's title and hint."""
-    entry = entries().get(spec.name)
+    entry = lookup(spec.name)
     found = which(spec.command)
     return ResolvedAgent(
         name=spec.name,
@@ -100,7 +108,9 @@ def _from_config(spec: AgentSpec) -> ResolvedAgent:
         argv=[found, *spec.args] if found else None,
         env=dict(spec.env),
         reason="" if found else _explain_missing(spec.command),
-        install=entry.install if entry else "",
+        install=entry.install_hint if entry else "",
+        origin="config" if found else None,
+        entry=entry,
     )
 
 
@@ -112,24 +122,31 @@ def _from_catalog(entry: CatalogEntry, package_runners: bool) -> ResolvedAgent:
         source="catalog",
         argv=None,
         env=dict(entry.env),
-        install=entry.install,
+        install=entry.install_hint,
         version_args=entry.version_args,
+        entry=entry,
     )
+    own = installed.read(entry.id)
+    if own is not None:
+        agent.argv, agent.env, agent.origin = own.command, {**entry.env, **own.env}, "acpctl"
+        agent.reason = f"installed by acpctl in {own.directory}"
+        return agent
     for binary in entry.binaries:
         found = which(binary)
         if found:
-            agent.argv = [found, *entry.args]
+            agent.argv, agent.origin = [found, *entry.args], "path"
             return agent
-    if package_runners and entry.runner and entry.package:
-        runner = shutil.which(entry.runner)
-        if runner:
-            if entry.runner == "npx":
-                agent.argv = [runner, "--yes", entry.package, *entry.args]
-            else:
-                agent.argv = [runner, "--from", entry.package, entry.binaries[0], *entry.args]
-            agent.reason = f"through {entry.runner}"
+    for kind in ("npx", "uvx"):
+        distribution = entry.distributions.get(kind)
+        runner = shutil.which(kind) if package_runners and distribution else None
+        if runner and distribution and distribution.package:
+            prefix = [runner, "--yes"] if kind == "npx" else [runner]
+            agent.argv = [*prefix, distribution.package, *distribution.args]
+            agent.env = {**distribution.env, **entry.env}
+            agent.reason, agent.origin = f"through {kind}", kind
             return agent
-    agent.reason = f"none of {', '.join(entry.binaries)} found on PATH or beside acpctl"
+    looked_for = ", ".join(entry.binaries) or "its command"
+    agent.reason = f"not installed ({looked_for} not found on PATH or beside acpctl)"
     return agent
 
 
@@ -143,6 +160,7 @@ def _demo() -> ResolvedAgent:
         reason="built in",
         version=__version__,
         version_args=(),
+        origin="builtin",
     )
 
 
@@ -150,7 +168,7 @@ def all_agents(config: Config) -> list[ResolvedAgent]:
     """Configured agents first, then catalog agents not shadowed by config, then demo."""
     result = [_from_config(spec) for spec in config.agents.values()]
     for name, entry in entries().items():
-        if name not in config.agents:
+        if name not in config.agents and entry.id not in config.agents:
             result.append(_from_catalog(entry, config.package_runners))
     if DEMO_AGENT not in config.agents:
         result.append(_demo())
@@ -166,8 +184,9 @@ def resolve(config: Config, name: str | None) -> ResolvedAgent:
     name = name or config.default_agent or DEMO_AGENT
     if name in config.agents:
         return _from_config(config.agents[name])
-    if name in entries():
-        return _from_catalog(entries()[name], config.package_runners)
+    entry = lookup(name)
+    if entry is not None:
+        return _from_catalog(entry, config.package_runners)
     if name == DEMO_AGENT:
         return _demo()
     raise UsageError(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import paths
+from acpctl.agents import runtimes
 from acpctl.agents.discovery import ResolvedAgent, probe_versions
 from acpctl.files import atomic_write
 
@@ -65,24 +66,13 @@ def _key(executable: str, version_args: tuple[str, ...]) -> str | None:
 
 def _package_version(executable: str) -> str | None:
     """The version in the package.json of the npm package an executable belongs to."""
+    root = runtimes.package_root(executable, PACKAGE_SEARCH_DEPTH)
+    if root is None:
+        return None
     try:
-        real = Path(os.path.realpath(executable))
-    except OSError:
+        return str(json.loads((root / "package.json").read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError):
         return None
-    if "node_modules" not in real.parts:
-        return None
-    for directory in list(real.parents)[:PACKAGE_SEARCH_DEPTH]:
-        manifest = directory / "package.json"
-        if not manifest.is_file():
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        # A package.json without a version (dist/'s {"type": "module"}) is not the root.
-        if isinstance(data, dict) and isinstance(data.get("version"), str) and data.get("bin"):
-            return str(data["version"])
-    return None
 
 
 def _cache_path() -> Path:

@@ -1,12 +1,19 @@
-"""`acpctl agents`: list, add, remove, show and choose the default agent."""
+"""`acpctl agents`: the catalog (list, update), installs (install, upgrade, uninstall),
+configured agents (add, remove, show) and the default agent."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from acpctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from acpctl.agents import discovery
+    from acpctl.agents.catalog import CatalogEntry
 
 app = typer.Typer(
     help="Discover, add and remove agents.", no_args_is_help=True, rich_markup_mode=None
@@ -16,64 +23,209 @@ app = typer.Typer(
 @app.command("list")
 def list_agents(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    installed_only: bool = typer.Option(
+        False, "--installed", help="Only the agents found on this machine."
+    ),
     no_probe: bool = typer.Option(False, "--no-probe", help="Skip the version probes."),
     refresh: bool = typer.Option(
         False, "--refresh", help="Probe versions again instead of using the cached ones."
     ),
 ) -> None:
-    """Show configured and catalog agents, whether each is installed, and its version
-    (from an npm agent's package.json, else probed once and cached until the executable
-    changes)."""
+    """Show every agent of the ACP registry and config.toml: whether it is installed and
+    from where (acpctl's own install, PATH, config, npx/uvx), its version against the
+    registry's, and how it is distributed. Versions come from an npm agent's package.json,
+    else a probe cached until the executable changes."""
     from acpctl import config
     from acpctl.agents import discovery, versions
 
     cfg = config.load()
     agents = discovery.all_agents(cfg)
+    if installed_only:
+        agents = [a for a in agents if a.found]
     if not no_probe:
         versions.fill_versions(agents, refresh=refresh)
+    default = cfg.default_agent or "demo"
+    records = [_record(a, default) for a in agents]
     if as_json:
         import json
 
-        typer.echo(
-            json.dumps(
-                [
-                    {
-                        "name": a.name,
-                        "title": a.title,
-                        "kind": a.kind,
-                        "command": a.argv,
-                        "found": a.found,
-                        "version": a.version,
-                        "version_error": a.version_error,
-                        "source": a.source,
-                        "default": a.name == (cfg.default_agent or "demo"),
-                        "reason": a.reason or None,
-                        "install": a.install or None,
-                    }
-                    for a in agents
-                ],
-                indent=2,
-            )
-        )
+        typer.echo(json.dumps(records, indent=2))
         return
+    from rich.markup import escape
     from rich.table import Table
 
     from acpctl.terminal.render import rich_console
 
     table = Table(box=None, header_style="bold")
-    for column in ("name", "kind", "source", "status", "version", "command / install hint"):
+    for column in ("name", "installed", "version", "registry", "via", "command / about"):
         table.add_column(column)
-    default = cfg.default_agent or "demo"
-    for a in agents:
+    for a, record in zip(agents, records, strict=True):
         name = f"{a.name} *" if a.name == default else a.name
+        version = a.version or (f"[dim]? ({a.version_error})[/]" if a.version_error else "")
+        latest = record["registry_version"] or ""
+        if record["update_available"]:
+            latest = f"[yellow]{latest} (update available)[/]"
         if a.found and a.argv:
-            status, detail = "[green]found[/]", " ".join(a.argv)
-        else:
-            status, detail = "[dim]not found[/]", f"[dim]{a.install or a.reason}[/]"
-        version = a.version or (f"[dim]unknown ({a.version_error})[/]" if a.version_error else "")
-        table.add_row(name, a.kind, a.source, status, version, detail)
+            status, detail = f"[green]{a.origin}[/]", escape(" ".join(a.argv))
+        else:  # installable ones say what they are; the rest how to get them
+            about = a.entry.description if a.entry and a.entry.distributions else a.install
+            status, detail = "[dim]no[/]", f"[dim]{escape(about or a.reason)}[/]"
+        via = ", ".join(record["distributions"])
+        table.add_row(name, status, escape(version), latest, via, detail)
     rich_console().print(table)
-    typer.echo("* default agent")
+    typer.echo(
+        "* default agent. `acpctl agents install NAME` installs one; "
+        "`acpctl agents update` refreshes the registry."
+    )
+
+
+def _record(agent: discovery.ResolvedAgent, default: str) -> dict[str, Any]:
+    from acpctl.agents import runtimes
+
+    entry = agent.entry
+    latest = entry.version if entry else None
+    update = None
+    if agent.found and agent.version and latest and agent.origin != "builtin":
+        update = runtimes.newer(latest, agent.version)
+    return {
+        "name": agent.name,
+        "id": entry.id if entry else None,
+        "title": agent.title,
+        "kind": agent.kind,
+        "command": agent.argv,
+        "found": agent.found,
+        "installed_from": agent.origin,
+        "version": agent.version,
+        "version_error": agent.version_error,
+        "registry_version": latest,
+        "update_available": update,
+        "distributions": sorted(entry.distributions) if entry else [],
+        "source": agent.source,
+        "default": agent.name == default,
+        "reason": agent.reason or None,
+        "install": agent.install or None,
+    }
+
+
+@app.command("update")
+def update(
+    origin: str = typer.Option(
+        None, "--from", help="A registry URL or file (default: the live ACP registry)."
+    ),
+    timeout: float = typer.Option(15.0, "--timeout", help="Seconds to wait for the server."),
+) -> None:
+    """Fetch the ACP registry (only when it changed: ETag / If-Modified-Since) into
+    acpctl's data directory; offline or malformed, the copy stays as it was."""
+    from acpctl.agents import registry
+
+    result = registry.update(origin, timeout)
+    count = len(result.after.get("agents", []))
+    if not result.changed:
+        typer.echo(f"the registry is up to date ({count} agents, {result.origin})")
+        return
+    typer.echo(f"registry updated from {result.origin}: {count} agents")
+    before = {a.get("id"): a.get("version") for a in result.before.get("agents", [])}
+    for agent in result.after.get("agents", []):
+        old = before.get(agent.get("id"))
+        if agent.get("id") not in before:
+            typer.echo(f"  new: {agent.get('id')} {agent.get('version')}")
+        elif old != agent.get("version"):
+            typer.echo(f"  {agent.get('id')}: {old} -> {agent.get('version')}")
+
+
+@app.command("install")
+def install(
+    name: str = typer.Argument(..., help="A catalog agent (acpctl agents list)."),
+    version: str = typer.Option(None, "--version", help="Another version than the registry's."),
+    via: str = typer.Option(None, "--via", help="npx, uvx or binary (default: binary first)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (needed off a terminal)."),
+) -> None:
+    """Install an agent from the registry into acpctl's own directory: an npm or PyPI
+    package, or this platform's archive (checked against the registry's sha256). It then
+    resolves before PATH and npx."""
+    from acpctl.agents import managed
+
+    managed.install(_entry(name), version, via, typer.echo, confirmer(yes), _busy_commands())
+
+
+@app.command("upgrade")
+def upgrade(
+    name: str = typer.Argument(None, help="An agent acpctl installed."),
+    all_agents: bool = typer.Option(False, "--all", help="Every agent acpctl installed."),
+) -> None:
+    """Install the registry's version of agents acpctl installed, when it is newer."""
+    from acpctl.agents import installed, managed
+
+    if (name is None) == (not all_agents):
+        raise UsageError("name an agent, or pass --all")
+    entries = [_entry(name)] if name else [_entry(i) for i in installed.all_ids()]
+    if not entries:
+        typer.echo("acpctl installed no agents yet (acpctl agents install NAME)")
+    for entry in entries:
+        managed.upgrade(entry, typer.echo, _busy_commands())
+
+
+@app.command("uninstall")
+def uninstall(name: str = typer.Argument(..., help="An agent acpctl installed.")) -> None:
+    """Remove an agent acpctl installed; refused while an editor entry or a live run uses
+    it."""
+    from acpctl.agents import managed
+
+    entry = _entry(name)
+    users = _users(entry.name, entry.id)
+    if users:
+        raise UsageError(
+            f"{entry.name} is in use: {'; '.join(users)}",
+            hint=f"acpctl uninstall CLIENT --agent {entry.name} removes an editor entry; "
+            "end the run first",
+        )
+    managed.uninstall(entry, typer.echo)
+
+
+def confirmer(yes: bool) -> Callable[[str], bool]:
+    """Ask on a terminal; off one, only --yes says yes (nothing is installed unasked)."""
+
+    def confirm(question: str) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise UsageError(f"{question.rstrip('?')}: pass --yes to confirm off a terminal")
+        return typer.confirm(question, default=True)
+
+    return confirm
+
+
+def _entry(name: str) -> CatalogEntry:
+    from acpctl.agents import catalog
+
+    entry = catalog.lookup(name)
+    if entry is None:
+        raise UsageError(
+            f"{name!r} is not in the catalog", hint="acpctl agents list shows every agent"
+        )
+    return entry
+
+
+def _busy_commands() -> list[str]:
+    """The executables of live runs' agents (their install is not removed under them)."""
+    from acpctl.runner.runs import live_runs
+
+    return [str(run["command"][0]) for run in live_runs() if run.get("command")]
+
+
+def _users(*names: str) -> list[str]:
+    """Editor entries and live runs that use an agent, said in a few words each."""
+    from acpctl.editors import install
+    from acpctl.runner.runs import live_runs
+
+    users = [
+        f"{record['client']} entry {key!r} ({record['path']})"
+        for record in install.list_clients(lambda _: None)
+        for key, agent in record["entries"].items()
+        if agent in names
+    ]
+    users += [f"run pid {run['pid']}" for run in live_runs() if run.get("agent") in names]
+    return users
 
 
 @app.command("add", context_settings={"ignore_unknown_options": True})
@@ -139,29 +291,20 @@ def show(
     name: str = typer.Argument(..., help="Agent name."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Show how an agent resolves: command, kind, env names, version."""
+    """Show how an agent resolves: command, kind, env names, version, and what the
+    registry says of it."""
     from acpctl import config
-    from acpctl.agents import catalog, discovery, versions
+    from acpctl.agents import discovery, versions
 
     cfg = config.load()
     agent = discovery.resolve(cfg, name)
     versions.fill_versions([agent])
-    record = {
-        "name": agent.name,
-        "title": agent.title,
-        "kind": agent.kind,
-        "source": agent.source,
-        "command": agent.argv,
-        "found": agent.found,
-        "version": agent.version,
-        "version_error": agent.version_error,
-        "reason": agent.reason or None,
-        # Values may be secrets: show only the names.
-        "env": sorted(agent.env),
-        "install": agent.install or None,
-    }
-    entry = catalog.entries().get(agent.name)
-    if entry is not None and entry.legacy_args:
+    record = _record(agent, cfg.default_agent or "demo")
+    if agent.entry is not None:
+        record["description"] = agent.entry.description or None
+    record["env"] = sorted(agent.env)  # values may be secrets: only the names
+    entry = agent.entry
+    if entry is not None and entry.legacy_args and entry.binaries:
         # e.g. gemini: releases before --acp took --experimental-acp
         record["older_releases"] = " ".join([entry.binaries[0], *entry.legacy_args])
     if as_json:
@@ -170,9 +313,9 @@ def show(
         typer.echo(json.dumps(record, indent=2))
         return
     for key, value in record.items():
-        if value not in (None, [], ""):
+        if value not in (None, [], "", False):
             shown = " ".join(value) if isinstance(value, list) else value
-            typer.echo(f"{key:>14}: {shown}")
+            typer.echo(f"{key:>16}: {shown}")
 
 
 @app.command("default")

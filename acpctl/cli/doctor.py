@@ -33,6 +33,7 @@ def doctor(
         return typer.confirm(question, default=False)
 
     findings = checks.check_install()
+    findings += checks.check_runtimes()
     config_findings, cfg = checks.check_config()
     findings += config_findings
     if cfg is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -25,8 +26,12 @@ def install(
     print_only: bool = typer.Option(False, "--print", help="Print the entries as JSON."),
     list_: bool = typer.Option(False, "--list", help="Show detected clients and entries."),
     as_json: bool = typer.Option(False, "--json", help="With --list: print a JSON array."),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Install agents that are not installed without asking."
+    ),
 ) -> None:
-    """Register agents in an editor's settings (comments and formatting untouched)."""
+    """Register agents in an editor's settings (comments and formatting untouched). An
+    agent that is not installed yet is offered for install (asked on a terminal)."""
     from acpctl.editors import install as command
 
     if list_:
@@ -39,12 +44,15 @@ def install(
         return
     if client is None:
         raise UsageError("name a client: acpctl install zed (or --list)")
-    from acpctl.terminal.render import status
 
-    with status(f"installing into {client}..."):
-        command.install(
-            client, agent, all_agents, settings, dry_run, print_only, typer.echo, command.stderr
-        )
+    def offer(question: str) -> bool:
+        if yes or not sys.stdin.isatty():
+            return yes
+        return typer.confirm(question, default=True)
+
+    command.install(
+        client, agent, all_agents, settings, dry_run, print_only, typer.echo, command.stderr, offer
+    )
 
 
 def uninstall(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import config, paths, processes
-from acpctl.agents import discovery
+from acpctl.agents import discovery, managed, runtimes
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.doctor import probe, signatures
 from acpctl.editors import clients, install
@@ -83,6 +84,31 @@ def check_install() -> list[Finding]:
         )
     else:
         findings.append(ok("install", f"Python {sys.version.split()[0]}"))
+    return findings
+
+
+def check_runtimes() -> list[Finding]:
+    """The runtimes npm and PyPI agents need; none is required by acpctl itself."""
+    findings = []
+    for tool in runtimes.TOOLS:
+        found = discovery.which(tool)
+        if found:
+            detail = f" {runtimes.node_version()}" if tool == "node" else ""
+            findings.append(ok("runtimes", f"{tool}{detail}: {found}"))
+        elif tool == "uv":
+            findings.append(
+                ok("runtimes", "uv not found (PyPI agents then install with venv and pip)")
+            )
+        else:
+            findings.append(
+                Finding(
+                    "runtimes",
+                    "warning",
+                    f"{tool} not found: npm agents (claude, codex, gemini...) cannot be "
+                    "installed or run",
+                    "install Node.js (it brings npm and npx): https://nodejs.org/",
+                )
+            )
     return findings
 
 
@@ -194,6 +220,29 @@ def check_shebang(agent: ResolvedAgent, login_path: str | None) -> list[Finding]
     ]
 
 
+def check_engines(agent: ResolvedAgent) -> list[Finding]:
+    """An npm agent whose package.json rules out this machine's node will not start."""
+    problem = managed.engines_problem(agent.argv[0]) if agent.argv else None
+    if problem is None:
+        return []
+    return [Finding(f"agent {agent.name}", "problem", problem.explain(), problem.fix(agent.name))]
+
+
+def sign_in_methods(agent: ResolvedAgent, methods: list[Any]) -> list[tuple[str, str | None]]:
+    """The agent's auth methods by name, each with, for a terminal method, the command
+    that runs it through acpctl (what an editor with terminal auth runs)."""
+    described: list[tuple[str, str | None]] = []
+    for method in methods:
+        if not isinstance(method, dict):
+            continue
+        label, args, command = str(method.get("name") or method.get("id")), method.get("args"), None
+        if method.get("type") == "terminal" and isinstance(args, list):
+            argv = ["acpctl", "run", "--acp", "--agent", agent.name, "--", *map(str, args)]
+            command = shlex.join(argv)
+        described.append((label, command))
+    return described
+
+
 def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Finding]:
     check = f"agent {agent.name}"
     findings = []
@@ -249,15 +298,21 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
             "(acpctl serves list/load/resume from its store either way)",
         )
     )
-    methods = [m.get("id") for m in result.result.get("authMethods") or [] if isinstance(m, dict)]
+    methods = sign_in_methods(agent, result.result.get("authMethods") or [])
+    named = "; ".join(f"{label} (in a terminal: {cmd})" if cmd else label for label, cmd in methods)
+    if methods and not result.auth_required:
+        findings.append(ok(check, f"sign-in methods: {named}"))
     if result.auth_required:
+        terminal = [cmd for _, cmd in methods if cmd]
         findings.append(
             Finding(
                 check,
                 "warning",
-                "needs authentication before a session "
-                f"starts (methods: {', '.join(map(str, methods)) or 'none'})",
-                "authenticate from the editor's agent panel, or run the agent's login command once",
+                f"needs authentication before a session starts (methods: {named or 'none'})",
+                f"sign in once: {terminal[0]}"
+                if terminal
+                else "authenticate from the editor's agent panel, or run the agent's login "
+                "command once",
                 evidence,
             )
         )
@@ -312,10 +367,17 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
         runnable.append(agent)
     # Probes run concurrently, each under its own timeout.
     for agent, result in zip(runnable, asyncio.run(_probe_all(runnable, timeout)), strict=True):
+        engines = check_engines(agent)
         if isinstance(result, BaseException):
-            findings.append(Finding(f"agent {agent.name}", "problem", f"probe failed: {result}"))
-        else:
-            findings.extend(_probe_findings(agent, result))
+            findings += [
+                *engines,
+                Finding(f"agent {agent.name}", "problem", f"probe failed: {result}"),
+            ]
+            continue
+        for finding in engines if result.answered else ():
+            finding.status = "warning"  # unsupported, yet it starts: say so, not more
+            finding.message += " (it starts anyway, unsupported)"
+        findings += [*engines, *_probe_findings(agent, result)]
     return findings
 
 

@@ -151,7 +151,8 @@ async def _converse_acp(
         acp.INITIALIZE,
         {
             "protocolVersion": acp.PROTOCOL_VERSION,
-            "clientCapabilities": {},
+            # so that agents name their terminal sign-in (claude-agent-acp's /login)
+            "clientCapabilities": {"auth": {"terminal": True}},
             "clientInfo": {"name": "acpctl-doctor", "version": "1"},
         },
     )

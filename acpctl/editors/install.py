@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import config
-from acpctl.agents import discovery
+from acpctl.agents import discovery, managed
 from acpctl.agents.catalog import DEMO_AGENT
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.editors import clients, settings_file
@@ -112,16 +112,26 @@ def install(
     print_only: bool,
     echo: Echo,
     warn: Echo,
+    offer: Callable[[str], bool] = lambda _: False,
 ) -> None:
+    """Write the agents' entries; an agent the registry can install is offered first
+    (`offer` asks on a terminal, or answers --yes)."""
     client_name = _client(client_name)
     agents = select_agents(agent_names, all_agents, warn)
     command = clients.launcher()
-    for agent in agents:
-        if not agent.found:
-            warn(
-                f"agent {agent.name} is not installed yet ({agent.install or agent.reason}); "
-                "its entry is written anyway"
-            )
+    for index, agent in enumerate(agents):
+        if agent.found:
+            continue
+        if agent.entry is not None and agent.entry.distributions and not dry_run:
+            question = f"{agent.name} is not installed; install it now"
+            if offer(question):
+                managed.install(agent.entry, None, None, echo, lambda _: True)
+                agents[index] = agent = discovery.resolve(config.load(), agent.name)
+                continue
+        warn(
+            f"agent {agent.name} is not installed yet ({agent.install or agent.reason}); "
+            "its entry is written anyway"
+        )
     if client_name in SNIPPET_CLIENTS:
         echo(SNIPPET_CLIENTS[client_name](agents, command))
         return

@@ -1,0 +1,102 @@
+"""The agents acpctl installs for the user: install, upgrade and uninstall as the CLI and
+`acpctl install CLIENT` run them, with what they say along the way."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+
+from acpctl.agents import installed, installer, runtimes
+from acpctl.agents.catalog import CatalogEntry
+from acpctl.agents.discovery import which
+from acpctl.errors import AcpctlError
+
+Echo = Callable[[str], None]
+Confirm = Callable[[str], bool]
+
+
+def install(
+    entry: CatalogEntry,
+    version: str | None,
+    via: str | None,
+    echo: Echo,
+    confirm: Confirm,
+    in_use: Iterable[str] = (),
+) -> installed.Installed:
+    chosen = installer.plan(entry, version, via)
+    current = installed.read(entry.id)
+    if current is not None and current.directory.name == chosen.version:
+        echo(f"{entry.name} {current.version} is already installed: {current.command[0]}")
+        return current
+    _check_tools(chosen)
+    if not confirm(f"install {chosen.describe()}?"):
+        raise AcpctlError(f"{entry.name} was not installed")
+    return _install(chosen, echo, in_use)
+
+
+def upgrade(entry: CatalogEntry, echo: Echo, in_use: Iterable[str] = ()) -> None:
+    current = installed.read(entry.id)
+    if current is None:
+        raise AcpctlError(
+            f"acpctl did not install {entry.name}",
+            hint=f"acpctl agents install {entry.name} (an agent on PATH upgrades with the "
+            "installer that put it there)",
+        )
+    if not entry.version or not runtimes.newer(entry.version, current.version):
+        echo(f"{entry.name} {current.version} is the registry's latest")
+        return
+    kind = current.distribution if current.distribution in entry.distributions else None
+    chosen = installer.plan(entry, None, kind)
+    _check_tools(chosen)
+    echo(f"upgrading {entry.name} {current.version} -> {chosen.version}")
+    _install(chosen, echo, in_use)
+
+
+def uninstall(entry: CatalogEntry, echo: Echo) -> None:
+    if installed.read(entry.id) is None and not installed.agent_dir(entry.id).exists():
+        raise AcpctlError(f"acpctl did not install {entry.name}; nothing to remove")
+    directory = installer.uninstall(entry.id)
+    echo(f"uninstalled {entry.name} (removed {directory})")
+
+
+def _install(chosen: installer.Plan, echo: Echo, in_use: Iterable[str]) -> installed.Installed:
+    echo(f"installing {chosen.describe()}")
+    result = installer.install(chosen, echo, progress=sys.stderr.isatty())
+    kept = [str(p) for p in in_use]
+    for directory in installer.prune(chosen.entry.id, kept):
+        echo(f"removed the previous version: {directory}")
+    echo(f"installed {chosen.entry.name} {result.version}: {' '.join(result.command)}")
+    problem = engines_problem(result.command[0])
+    if problem is not None:
+        echo(f"warning: {problem.explain()}: it will not start here")
+        echo(f"fix: {problem.fix(chosen.entry.name)}")
+    return result
+
+
+def engines_problem(executable: str) -> runtimes.EnginesProblem | None:
+    package = runtimes.package_root(executable)
+    return runtimes.engines_problem(package) if package else None
+
+
+def _check_tools(chosen: installer.Plan) -> None:
+    """The runtime an install needs, before anything is downloaded."""
+    kind = chosen.distribution.kind
+    if kind == "npx" and which("npm") is None:
+        raise AcpctlError(
+            f"{chosen.entry.name} is an npm package and npm is not installed",
+            hint="install Node.js (it brings npm and npx): https://nodejs.org/",
+        )
+    if kind == "uvx" and which("uv") is None and not _has_venv():
+        raise AcpctlError(
+            f"{chosen.entry.name} is a PyPI package and neither uv nor Python's venv is here",
+            hint="install uv (https://docs.astral.sh/uv/) or your system's python3-venv",
+        )
+
+
+def _has_venv() -> bool:
+    import importlib.util
+
+    return (
+        importlib.util.find_spec("venv") is not None
+        and importlib.util.find_spec("ensurepip") is not None
+    )

@@ -1,0 +1,170 @@
+"""The official ACP agent registry: the copy acpctl reads, and `acpctl agents update`.
+
+The registry is one JSON document (`{"version", "agents": [agent.json...]}`). acpctl reads
+the copy `agents update` last fetched into its data directory, else the snapshot shipped in
+the package. A fetched document replaces the copy only after it parses and validates
+against the registry's schema (shipped beside the snapshot): a failed update leaves the
+copy as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acpctl import __version__, paths
+from acpctl.errors import AcpctlError, UsageError
+from acpctl.files import atomic_write
+
+LIVE_URL = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
+FETCH_TIMEOUT_S = 15.0
+MAX_DOCUMENT_BYTES = 16 << 20  # the live index is ~50 KB; anything this big is not it
+SNAPSHOT = Path(__file__).parent / "registry.json"
+SCHEMA_DIR = Path(__file__).parent / "registry_schema"
+
+
+def cache_dir() -> Path:
+    return paths.data_dir() / "registry"
+
+
+def cached_document() -> Path:
+    return cache_dir() / "registry.json"
+
+
+def _source_file() -> Path:
+    """Where the cached copy came from: URL, ETag, Last-Modified, when fetched."""
+    return cache_dir() / "source.json"
+
+
+def load() -> tuple[dict[str, Any], str]:
+    """The registry document and where it came from (the cached copy, else the snapshot).
+    A damaged cache is passed over, not fatal: it was validated when written."""
+    try:
+        document = json.loads(cached_document().read_bytes())
+        if isinstance(document, dict) and isinstance(document.get("agents"), list):
+            return document, str(cached_document())
+    except (OSError, ValueError):
+        pass
+    return json.loads(SNAPSHOT.read_bytes()), "the snapshot shipped with acpctl"
+
+
+def source() -> dict[str, Any]:
+    try:
+        data = json.loads(_source_file().read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def validate(document: Any) -> None:
+    """Raise AcpctlError naming the first place `document` breaks the registry schema."""
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schemas = {
+        name: json.loads((SCHEMA_DIR / name).read_bytes())
+        for name in ("registry.schema.json", "agent.schema.json")
+    }
+    store = Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values()
+    )
+    validator = jsonschema.Draft7Validator(schemas["registry.schema.json"], registry=store)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+        raise AcpctlError(f"not a valid ACP registry document: at {where}: {error.message}")
+
+
+@dataclass
+class UpdateResult:
+    changed: bool  # False: the server said 304, or the document is the same
+    before: dict[str, Any]
+    after: dict[str, Any]
+    origin: str
+
+
+def update(origin: str | None, timeout: float = FETCH_TIMEOUT_S) -> UpdateResult:
+    """Fetch the registry from `origin` (a URL or a file; default the live index) into
+    the cache. Conditional on the ETag / Last-Modified of the last fetch of that URL."""
+    origin = origin or LIVE_URL
+    before, _ = load()
+    known = source()
+    if "://" not in origin or origin.startswith("file://"):
+        body = _read_file(origin.removeprefix("file://"))
+        headers: dict[str, str] = {}
+    else:
+        fetched = _fetch(origin, known if known.get("url") == origin else {}, timeout)
+        if fetched is None:  # 304: what we have is current
+            _save_source({**known, "checked": time.time()})
+            return UpdateResult(False, before, before, origin)
+        body, headers = fetched
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        raise AcpctlError(f"{origin} is not JSON ({exc}); the registry copy is unchanged") from None
+    try:
+        validate(document)
+    except AcpctlError as exc:
+        raise AcpctlError(f"{origin}: {exc.message}; the registry copy is unchanged") from None
+    paths.ensure_private_dir(cache_dir())
+    atomic_write(cached_document(), json.dumps(document, indent=1).encode())
+    now = time.time()
+    _save_source(
+        {
+            "url": origin,
+            "etag": headers.get("etag"),
+            "last_modified": headers.get("last-modified"),
+            "fetched": now,
+            "checked": now,
+        }
+    )
+    return UpdateResult(document != before, before, document, origin)
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            body = file.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(body) > MAX_DOCUMENT_BYTES:
+        raise UsageError(f"{path} is over {MAX_DOCUMENT_BYTES >> 20} MiB: not a registry")
+    return body
+
+
+def _fetch(url: str, known: dict[str, Any], timeout: float) -> tuple[bytes, dict[str, str]] | None:
+    """The body and headers, or None for 304 Not Modified. Network trouble is one line."""
+    request = urllib.request.Request(url, headers={"User-Agent": f"acpctl/{__version__}"})
+    if known.get("etag"):
+        request.add_header("If-None-Match", known["etag"])
+    if known.get("last_modified"):
+        request.add_header("If-Modified-Since", known["last_modified"])
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body: bytes = response.read(MAX_DOCUMENT_BYTES + 1)
+            headers = {k.lower(): v for k, v in response.headers.items()}
+    except urllib.error.HTTPError as exc:
+        if exc.code == 304:
+            return None
+        raise AcpctlError(
+            f"{url} answered {exc.code} {exc.reason}; the registry copy is unchanged"
+        ) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise AcpctlError(
+            f"cannot reach {url} ({reason}); offline? the registry copy is unchanged",
+            hint="acpctl agents update --from FILE reads a registry document you downloaded",
+        ) from None
+    if len(body) > MAX_DOCUMENT_BYTES:
+        raise AcpctlError(f"{url} sent more than {MAX_DOCUMENT_BYTES >> 20} MiB; not a registry")
+    return body, headers
+
+
+def _save_source(record: dict[str, Any]) -> None:
+    paths.ensure_private_dir(cache_dir())
+    atomic_write(_source_file(), json.dumps(record, indent=1).encode())

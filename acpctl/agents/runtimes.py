@@ -1,0 +1,103 @@
+"""The runtimes agents need (node, npm, npx, uv) and whether an npm agent's `engines.node`
+accepts the node that will run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import NamedTuple
+
+TOOLS = ("node", "npm", "npx", "uv")
+PROBE_TIMEOUT_S = 5.0
+
+
+class EnginesProblem(NamedTuple):
+    package: str
+    version: str
+    wanted: str  # the package's engines.node range
+    node: str | None  # node's version, None: no node at all
+
+    def explain(self) -> str:
+        have = f"node here is {self.node}" if self.node else "node is not installed"
+        return f"{self.package} {self.version} needs node {self.wanted}, and {have}"
+
+    def fix(self, agent: str) -> str:
+        return (
+            f"install Node.js that matches {self.wanted} (nodejs.org, or `nvm install "
+            f"{self.wanted.lstrip('>=^~ ').split('.')[0]}`), or an older release of the "
+            f"agent: acpctl agents install {agent} --version VERSION"
+        )
+
+
+@cache
+def node_version() -> str | None:
+    """`node --version` without its `v`, or None when node is missing or fails."""
+    node = shutil.which("node")
+    if node is None:
+        return None
+    try:
+        out = subprocess.run(
+            [node, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().removeprefix("v") or None
+
+
+def package_root(executable: str, depth: int = 4) -> Path | None:
+    """The npm package an executable belongs to (its package.json with a version and a
+    bin), found by walking up from the executable's real path."""
+    try:
+        real = Path(os.path.realpath(executable))
+    except OSError:
+        return None
+    if "node_modules" not in real.parts:
+        return None
+    for directory in list(real.parents)[:depth]:
+        manifest = directory / "package.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        # A package.json without a version (dist/'s {"type": "module"}) is not the root.
+        if isinstance(data, dict) and isinstance(data.get("version"), str) and data.get("bin"):
+            return directory
+    return None
+
+
+def engines_problem(package: Path) -> EnginesProblem | None:
+    """Whether the package's engines.node rules out this machine's node."""
+    import nodesemver
+
+    try:
+        data = json.loads((package / "package.json").read_text(encoding="utf-8"))
+        wanted = data["engines"]["node"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(wanted, str):
+        return None
+    node = node_version()
+    name, version = str(data.get("name", package.name)), str(data.get("version", "?"))
+    if node is None:
+        return EnginesProblem(name, version, wanted, None)
+    try:
+        accepted = nodesemver.satisfies(node, wanted, loose=True)
+    except (ValueError, TypeError):
+        return None  # a range npm itself would not understand: nothing to say
+    return None if accepted else EnginesProblem(name, version, wanted, node)
+
+
+def newer(candidate: str, current: str) -> bool | None:
+    """Whether `candidate` is a later version than `current` (None: not comparable)."""
+    import nodesemver
+
+    try:
+        return bool(nodesemver.gt(candidate, current, loose=True))
+    except (ValueError, TypeError):
+        return None

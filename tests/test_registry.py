@@ -1,0 +1,464 @@
+"""Issue 18: the catalog from the ACP registry, `agents update`, and installs of npx, uvx
+and binary distributions, against a registry and archives served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpctl.agents import catalog, installer, registry
+from acpctl.errors import AcpctlError
+from tests.conftest import run_cli, write_executable
+from tests.registry_server import RegistryServer, serve
+
+AGENT_ID = "script-agent"
+
+
+@pytest.fixture
+def server() -> Iterator[RegistryServer]:
+    with serve() as running:
+        yield running
+
+
+def script(version: str) -> bytes:
+    """A small agent: prints its version, else runs acpctl's demo agent."""
+    return (
+        "#!/bin/sh\n"
+        f'if [ "$1" = "--version" ]; then echo "script-agent {version}"; exit 0; fi\n'
+        f'exec "{sys.executable}" -m acpctl.demo_agent "$@"\n'
+    ).encode()
+
+
+def tar_gz(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for info, data in members:
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    return buffer.getvalue()
+
+
+def file_member(name: str, mode: int = 0o755) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.mode = mode
+    return info
+
+
+def link_member(name: str, target: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.SYMTYPE
+    info.linkname = target
+    return info
+
+
+def zip_bytes(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100755 << 16) if data.startswith(b"#!") else 0o100644 << 16
+            zipped.writestr(info, data)
+    return buffer.getvalue()
+
+
+def document(*agents: dict[str, Any]) -> bytes:
+    return json.dumps({"version": "1.0.0", "agents": list(agents), "extensions": []}).encode()
+
+
+def binary_agent(
+    server: RegistryServer, version: str, archive: bytes, name: str, cmd: str, sha: str | None
+) -> dict[str, Any]:
+    server.routes[f"/dl/{name}"] = archive
+    target: dict[str, Any] = {"archive": server.url(f"/dl/{name}"), "cmd": cmd}
+    if sha != "":
+        target["sha256"] = sha or hashlib.sha256(archive).hexdigest()
+    return {
+        "id": AGENT_ID,
+        "name": "Script Agent",
+        "version": version,
+        "description": "a test agent",
+        "distribution": {"binary": {catalog.platform_key(): target}},
+    }
+
+
+def publish(server: RegistryServer, *agents: dict[str, Any]) -> str:
+    server.routes["/registry.json"] = document(*agents)
+    return server.url("/registry.json")
+
+
+def cli_ok(*args: str, env: dict[str, str] | None = None) -> str:
+    result = run_cli(*args, timeout=120, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def listed(name: str) -> dict[str, Any]:
+    records = json.loads(cli_ok("agents", "list", "--json"))
+    return next(r for r in records if r["name"] == name)
+
+
+# -- the registry document -------------------------------------------------------------
+
+
+def test_the_shipped_snapshot_is_a_valid_registry() -> None:
+    snapshot = json.loads(registry.SNAPSHOT.read_bytes())
+    registry.validate(snapshot)
+    assert len(snapshot["agents"]) >= 39
+
+
+def test_a_document_that_breaks_the_schema_is_named_where(home: Path) -> None:
+    with pytest.raises(AcpctlError, match=r"at agents/0/distribution/npx: 'package'"):
+        registry.validate(
+            {
+                "version": "1.0.0",
+                "agents": [
+                    {
+                        "id": "x",
+                        "name": "X",
+                        "version": "1.0.0",
+                        "description": "d",
+                        "distribution": {"npx": {}},
+                    }
+                ],
+            }
+        )
+
+
+def test_catalog_is_the_registry_with_the_overlay_and_aliases(home: Path) -> None:
+    entries = catalog.entries()
+    snapshot = json.loads(registry.SNAPSHOT.read_bytes())
+    ids = {entry.id for entry in entries.values()}
+    assert {agent["id"] for agent in snapshot["agents"]} <= ids
+    claude = catalog.lookup("claude")
+    assert claude is not None and claude is catalog.lookup("claude-acp")
+    assert claude.distributions["npx"].package.startswith("@agentclientprotocol/claude-agent-acp@")
+    assert "claude-agent-acp" in claude.binaries
+    pi = catalog.lookup("pi")
+    assert pi is not None and pi.kind == "pi-rpc"
+    assert pi.distributions["npx"].package.startswith("@earendil-works/pi-coding-agent@")
+
+
+def test_update_fetches_then_gets_304_and_the_catalog_follows(
+    home: Path, server: RegistryServer
+) -> None:
+    url = publish(server, binary_agent(server, "1.0.0", b"x", "a.tar.gz", "./a", None))
+    first = cli_ok("agents", "update", "--from", url)
+    assert "registry updated" in first and f"new: {AGENT_ID} 1.0.0" in first
+    second = cli_ok("agents", "update", "--from", url)
+    assert "up to date" in second
+    assert [status for _, status in server.requests] == [200, 304]
+    record = listed(AGENT_ID)
+    assert record["registry_version"] == "1.0.0" and record["distributions"] == ["binary"]
+    assert record["found"] is False
+    # every agent of the registry is listed, and only those (plus pi's RPC mode, the demo)
+    names = {r["id"] for r in json.loads(cli_ok("agents", "list", "--json", "--no-probe"))}
+    assert names == {AGENT_ID, "pi", None}
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (b"{not json", "is not JSON"),
+        (b'{"version": "1.0.0", "agents": [{"id": "Bad Id"}]}', "not a valid ACP registry"),
+    ],
+)
+def test_a_malformed_registry_leaves_the_copy_unchanged(
+    home: Path, server: RegistryServer, body: bytes, message: str
+) -> None:
+    url = publish(server, binary_agent(server, "1.0.0", b"x", "a.tar.gz", "./a", None))
+    cli_ok("agents", "update", "--from", url)
+    before = registry.cached_document().read_bytes()
+    server.routes["/registry.json"] = body
+    result = run_cli("agents", "update", "--from", url)
+    assert result.returncode == 1 and message in result.stderr
+    assert result.stderr.count("\n") <= 2  # one line (and a hint)
+    assert registry.cached_document().read_bytes() == before
+
+
+def test_a_dead_url_says_offline_in_one_line(home: Path, server: RegistryServer) -> None:
+    port = server.server.server_address[1]
+    server.server.shutdown()
+    server.server.server_close()
+    result = run_cli("agents", "update", "--from", f"http://127.0.0.1:{port}/registry.json")
+    assert result.returncode == 1
+    assert "cannot reach" in result.stderr and "unchanged" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not registry.cached_document().exists()
+
+
+def test_update_from_a_file(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "registry.json"
+    path.write_bytes(document())
+    assert "0 agents" in cli_ok("agents", "update", "--from", str(path))
+    missing = run_cli("agents", "update", "--from", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+# -- binary installs ---------------------------------------------------------------------
+
+
+def test_install_run_upgrade_and_uninstall_a_binary_agent(
+    home: Path, server: RegistryServer
+) -> None:
+    v1 = tar_gz(
+        [
+            (file_member("agent-1/bin/script-agent"), script("1.0.0")),
+            (file_member("agent-1/README", 0o644), b"hello"),
+            (link_member("agent-1/bin/alias", "script-agent"), b""),  # a link inside: fine
+        ]
+    )
+    url = publish(server, binary_agent(server, "1.0.0", v1, "a.tar.gz", "./agent-1/bin/x", None))
+    cli_ok("agents", "update", "--from", url)
+    refused = run_cli("agents", "install", AGENT_ID)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    missing_cmd = run_cli("agents", "install", AGENT_ID, "--yes")
+    assert missing_cmd.returncode == 1 and "has no ./agent-1/bin/x" in missing_cmd.stderr
+    assert not (home / "data" / "agents" / AGENT_ID / "1.0.0").exists()
+
+    cmd = "./agent-1/bin/script-agent"
+    url = publish(server, binary_agent(server, "1.0.0", v1, "a.tar.gz", cmd, None))
+    cli_ok("agents", "update", "--from", url)
+    out = cli_ok("agents", "install", AGENT_ID, "--yes")
+    assert f"installed {AGENT_ID} 1.0.0" in out
+    record = listed(AGENT_ID)
+    assert record["installed_from"] == "acpctl" and record["version"] == "1.0.0"
+    assert record["update_available"] is False
+    assert "already installed" in cli_ok("agents", "install", AGENT_ID, "--yes")
+    assert "You said: hi" in cli_ok("run", "--agent", AGENT_ID, "hi")
+
+    v2 = zip_bytes({"agent-2/bin/script-agent": script("2.0.0"), "agent-2/notes.txt": b"n"})
+    url = publish(
+        server, binary_agent(server, "2.0.0", v2, "a.zip", "./agent-2/bin/script-agent", None)
+    )
+    cli_ok("agents", "update", "--from", url)
+    assert listed(AGENT_ID)["update_available"] is True
+    out = cli_ok("agents", "upgrade", "--all")
+    assert "1.0.0 -> 2.0.0" in out and "removed the previous version" in out
+    assert listed(AGENT_ID)["version"] == "2.0.0"
+    assert not (home / "data" / "agents" / AGENT_ID / "1.0.0").exists()
+    assert "latest" in cli_ok("agents", "upgrade", AGENT_ID)
+    assert "You said: again" in cli_ok("run", "--agent", AGENT_ID, "again")
+
+    # an editor entry holds it: uninstall refuses, with the way out
+    (home / ".acpx").mkdir()
+    cli_ok("install", "acpx", "--agent", AGENT_ID)
+    held = run_cli("agents", "uninstall", AGENT_ID)
+    assert held.returncode == 2 and "acpx entry" in held.stderr
+    assert "acpctl uninstall CLIENT" in held.stderr
+    cli_ok("uninstall", "acpx", "--agent", AGENT_ID)
+    assert "uninstalled" in cli_ok("agents", "uninstall", AGENT_ID)
+    assert not (home / "data" / "agents" / AGENT_ID).exists()
+    assert listed(AGENT_ID)["found"] is False
+
+
+def test_a_checksum_mismatch_installs_nothing(home: Path, server: RegistryServer) -> None:
+    archive = tar_gz([(file_member("a/script-agent"), script("1.0.0"))])
+    url = publish(server, binary_agent(server, "1.0.0", archive, "a.tgz", "./a/x", "0" * 64))
+    cli_ok("agents", "update", "--from", url)
+    result = run_cli("agents", "install", AGENT_ID, "--yes")
+    assert result.returncode == 1 and "does not match the registry's sha256" in result.stderr
+    assert list((home / "data" / "agents" / AGENT_ID).iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "archive,name,problem",
+    [
+        (tar_gz([(file_member("../evil"), b"x")]), "a.tar.gz", "would land outside"),
+        (tar_gz([(link_member("a/link", "/etc/passwd"), b"")]), "b.tar.gz", "absolute path"),
+        (tar_gz([(link_member("a/up", "../../x"), b"")]), "c.tar.gz", "links outside"),
+        (zip_bytes({"../../evil": b"x"}), "d.zip", "would land outside"),
+        (zip_bytes({"/abs/evil": b"x"}), "e.zip", "would land outside"),
+    ],
+    ids=["tar-dotdot", "tar-absolute-link", "tar-link-up", "zip-dotdot", "zip-absolute"],
+)
+def test_unsafe_archives_are_refused_and_nothing_lands(
+    home: Path, server: RegistryServer, tmp_path: Path, archive: bytes, name: str, problem: str
+) -> None:
+    url = publish(server, binary_agent(server, "1.0.0", archive, name, "./a/x", ""))
+    cli_ok("agents", "update", "--from", url)
+    result = run_cli("agents", "install", AGENT_ID, "--yes")
+    assert result.returncode == 1 and problem in result.stderr, result.stderr
+    agents = home / "data" / "agents"
+    assert list((agents / AGENT_ID).iterdir()) == []
+    assert not (agents / "evil").exists() and not (home / "data" / "evil").exists()
+
+
+def test_a_raw_binary_is_saved_under_its_command_name(home: Path, server: RegistryServer) -> None:
+    url = publish(server, binary_agent(server, "1.0.0", script("1.0.0"), "tool", "./tool", None))
+    cli_ok("agents", "update", "--from", url)
+    cli_ok("agents", "install", AGENT_ID, "--yes")
+    assert listed(AGENT_ID)["version"] == "1.0.0"
+
+
+def test_a_version_the_registry_has_no_archive_for_is_refused(
+    home: Path, server: RegistryServer
+) -> None:
+    url = publish(server, binary_agent(server, "1.0.0", b"x", "a.tgz", "./a", None))
+    cli_ok("agents", "update", "--from", url)
+    result = run_cli("agents", "install", AGENT_ID, "--version", "0.9.0", "--yes")
+    assert result.returncode == 2 and "archives of script-agent 1.0.0 only" in result.stderr
+
+
+def test_install_client_offers_to_install_the_agent(home: Path, server: RegistryServer) -> None:
+    archive = tar_gz([(file_member("a/script-agent"), script("1.0.0"))])
+    url = publish(server, binary_agent(server, "1.0.0", archive, "a.tgz", "./a/script-agent", None))
+    cli_ok("agents", "update", "--from", url)
+    (home / ".acpx").mkdir()
+    unasked = run_cli("install", "acpx", "--agent", AGENT_ID)
+    assert unasked.returncode == 0 and "not installed yet" in unasked.stderr
+    out = cli_ok("install", "acpx", "--agent", AGENT_ID, "--yes")
+    assert f"installed {AGENT_ID} 1.0.0" in out
+    assert listed(AGENT_ID)["installed_from"] == "acpctl"
+
+
+# -- unit checks of the pieces -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec,name",
+    [
+        ("@scope/pkg@1.2.3", "@scope/pkg"),
+        ("pkg@1.0", "pkg"),
+        ("fast-agent-acp==0.10.1", "fast-agent-acp"),
+        ("plain", "plain"),
+    ],
+)
+def test_package_name(spec: str, name: str) -> None:
+    assert installer.package_name(spec) == name
+
+
+def test_extract_keeps_links_inside(tmp_path: Path) -> None:
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(tar_gz([(file_member("d/f"), b"x"), (link_member("d/sub/l", "../f"), b"")]))
+    root = tmp_path / "out"
+    root.mkdir()
+    installer.extract_tar(archive, root)
+    assert (root / "d" / "sub" / "l").read_bytes() == b"x"
+
+
+# -- PyPI and npm installs -----------------------------------------------------------------
+
+
+def wheel(name: str, version: str) -> tuple[str, bytes]:
+    """A wheel built by hand: a console script that runs acpctl's demo agent."""
+    files = {
+        f"{name}/__init__.py": (
+            "import os, sys\n"
+            "def main():\n"
+            f"    python = {sys.executable!r}\n"
+            "    os.execv(python, [python, '-m', 'acpctl.demo_agent', *sys.argv[1:]])\n"
+        ).encode(),
+        f"{name}-{version}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        ).encode(),
+        f"{name}-{version}.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+        f"{name}-{version}.dist-info/entry_points.txt": (
+            f"[console_scripts]\n{name} = {name}:main\n"
+        ).encode(),
+    }
+    record = [
+        f"{path},sha256="
+        + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        + f",{len(data)}"
+        for path, data in files.items()
+    ]
+    record.append(f"{name}-{version}.dist-info/RECORD,,")
+    files[f"{name}-{version}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for path, data in files.items():
+            zipped.writestr(path, data)
+    return f"{name}-{version}-py3-none-any.whl", buffer.getvalue()
+
+
+@pytest.mark.e2e
+def test_a_uvx_agent_installs_into_a_private_environment(
+    home: Path, server: RegistryServer
+) -> None:
+    name = "scriptagent"
+    filename, data = wheel(name, "1.0.0")
+    server.routes[f"/files/{filename}"] = data
+    digest = hashlib.sha256(data).hexdigest()
+    link = f'<a href="/files/{filename}#sha256={digest}">{filename}</a>'
+    server.routes[f"/simple/{name}/"] = f"<html><body>{link}</body></html>".encode()
+    agent = {
+        "id": AGENT_ID,
+        "name": "Script Agent",
+        "version": "1.0.0",
+        "description": "a test agent",
+        "distribution": {"uvx": {"package": f"{name}==1.0.0"}},
+    }
+    url = publish(server, agent)
+    env = {
+        **os.environ,
+        "UV_INDEX_URL": server.url("/simple"),
+        "UV_PYTHON": sys.executable,
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_NO_CONFIG": "1",
+    }
+    cli_ok("agents", "update", "--from", url, env=env)
+    out = cli_ok("agents", "install", AGENT_ID, "--yes", env=env)
+    assert "uv pip install scriptagent==1.0.0" in out
+    venv = home / "data" / "agents" / AGENT_ID / "1.0.0" / "venv"
+    assert (venv / "bin" / name).is_file()
+    assert "You said: hi" in cli_ok("run", "--agent", AGENT_ID, "hi", env=env)
+
+
+@pytest.mark.npm
+def test_a_real_npm_agent_installs_from_npm(home: Path, server: RegistryServer) -> None:
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    agent = {
+        "id": "pi-acp",
+        "name": "pi ACP",
+        "version": "0.0.24",
+        "description": "ACP adapter for pi coding agent",
+        "distribution": {"npx": {"package": "pi-acp@0.0.24"}},
+    }
+    cli_ok("agents", "update", "--from", publish(server, agent))
+    out = cli_ok("agents", "install", "pi-acp", "--yes")
+    assert "npm install pi-acp@0.0.24" in out
+    record = listed("pi-acp")
+    assert record["installed_from"] == "acpctl" and record["version"] == "0.0.24"
+    executable = Path(record["command"][0])
+    assert executable.parts[-3:] == ("node_modules", ".bin", "pi-acp")
+    assert home / "data" / "agents" / "pi-acp" / "0.0.24" in executable.parents
+
+
+def test_doctor_names_an_engines_mismatch(home: Path, tmp_path: Path) -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    package = tmp_path / "lib" / "node_modules" / "future-agent"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(
+        json.dumps(
+            {
+                "name": "future-agent",
+                "version": "3.0.0",
+                "bin": {"future-agent": "cli.js"},
+                "engines": {"node": ">=99.1.0"},
+            }
+        )
+    )
+    write_executable(package / "cli.js", "#!/bin/sh\nexit 1\n")
+    cli_ok("agents", "add", "future", "--", str(package / "cli.js"))
+    report = run_cli("doctor", "--agent", "future", "--json", timeout=60)
+    findings = json.loads(report.stdout)
+    engines = [f for f in findings if "needs node >=99.1.0" in f["message"]]
+    assert engines and engines[0]["status"] == "problem"
+    assert "future-agent 3.0.0" in engines[0]["message"] and "node here is" in engines[0]["message"]
+    assert "acpctl agents install future --version" in engines[0]["fix"]
