@@ -157,11 +157,18 @@ def test_package_runner_fallback_is_opt_in(home: Path, tmp_path: Path) -> None:
     config.parent.mkdir(parents=True)
     config.write_text("package_runners = true\n")
     agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json", env=env).stdout)}
+    # the registry's package, at the registry's version
+    from acpctl.agents import catalog
+
+    claude = catalog.lookup("claude")
+    assert claude is not None
     assert agents["claude"]["command"][:3] == [
         str(bin_dir / "npx"),
         "--yes",
-        "@zed-industries/claude-agent-acp",
+        claude.distributions["npx"].package,
     ]
+    assert agents["claude"]["command"][2].startswith("@agentclientprotocol/claude-agent-acp@")
+    assert agents["claude"]["installed_from"] == "npx"
 
 
 def test_env_overrides_move_every_directory(home: Path, tmp_path: Path) -> None:

@@ -111,3 +111,40 @@ def test_the_relay_page_says_what_acpctl_does_with_every_method_and_update() -> 
     page = (ROOT / "docs" / "relay.md").read_text()
     missing = [name for name in [*acp.METHODS, *acp.UPDATES] if f"| `{name}` |" not in page]
     assert not missing, f"docs/relay.md does not say what acpctl does with {missing}"
+
+
+def catalog_table() -> str:
+    """docs/agents.md's table of the registry's agents, from the shipped snapshot and the
+    overlay (every platform's distributions, not only this machine's)."""
+    import json
+
+    from acpctl.agents import registry
+
+    agents = json.loads(registry.SNAPSHOT.read_bytes())["agents"]
+    overlay = json.loads((ROOT / "acpctl" / "agents" / "overlay.json").read_bytes())["agents"]
+    agents += [{"id": i, **o} for i, o in overlay.items() if "distribution" in o]
+    rows = [
+        "| name | registry id | version | distributions | looks on PATH for |",
+        "|---|---|---|---|---|",
+    ]
+    for agent in sorted(agents, key=lambda a: overlay.get(a["id"], {}).get("alias", a["id"])):
+        extra = overlay.get(agent["id"], {})
+        name = extra.get("alias", agent["id"])
+        kinds = ", ".join(sorted(agent["distribution"]))
+        kinds += " (pi-rpc)" if extra.get("kind") == "pi-rpc" else ""
+        binaries = ", ".join(f"`{b}`" for b in extra.get("binaries", []))
+        rows.append(f"| `{name}` | {agent['id']} | {agent['version']} | {kinds} | {binaries} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_the_catalog_page_matches_the_registry() -> None:
+    """Issue 18: docs/agents.md lists every registry agent as the shipped data says."""
+    page = ROOT / "docs" / "agents.md"
+    text = page.read_text()
+    start = text.index("<!-- catalog: generated")
+    start = text.index("\n", start) + 1
+    end = text.index("<!-- catalog: end -->")
+    expected = text[:start] + catalog_table() + text[end:]
+    if os.environ.get("ACPCTL_REGENERATE_DOCS"):
+        page.write_text(expected)
+    assert text == expected, "regenerate: ACPCTL_REGENERATE_DOCS=1 pytest tests/test_docs.py"

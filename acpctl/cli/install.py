@@ -50,8 +50,19 @@ def install(
             return yes
         return typer.confirm(question, default=True)
 
+    from acpctl.terminal.render import status
+
     command.install(
-        client, agent, all_agents, settings, dry_run, print_only, typer.echo, command.stderr, offer
+        client,
+        agent,
+        all_agents,
+        settings,
+        dry_run,
+        print_only,
+        typer.echo,
+        command.stderr,
+        offer,
+        status,
     )
 
 

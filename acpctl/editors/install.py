@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +115,11 @@ def install(
     echo: Echo,
     warn: Echo,
     offer: Callable[[str], bool] = lambda _: False,
+    busy: Callable[[str], AbstractContextManager[None]] = lambda _: contextlib.nullcontext(),
 ) -> None:
     """Write the agents' entries; an agent the registry can install is offered first
-    (`offer` asks on a terminal, or answers --yes)."""
+    (`offer` asks on a terminal, or answers --yes). `busy` shows a status line while the
+    files are written (not while a question is asked)."""
     client_name = _client(client_name)
     agents = select_agents(agent_names, all_agents, warn)
     command = clients.launcher()
@@ -141,8 +145,9 @@ def install(
         echo(json.dumps(entries, indent=2))
         return
     written = False
-    for path in _settings_paths(client, settings):
-        written = _write_entries(client, path, entries, dry_run, echo) or written
+    with busy(f"installing into {client_name}..."):
+        for path in _settings_paths(client, settings):
+            written = _write_entries(client, path, entries, dry_run, echo) or written
     if written:  # said once entries that point at this acpctl are in the file
         for warning in launcher_warnings(command):
             warn(warning)
