@@ -5,7 +5,7 @@ mode), plus the built-in `demo` agent."""
 from __future__ import annotations
 
 import json
-import platform
+import os
 import sys
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -61,7 +61,10 @@ class CatalogEntry(NamedTuple):
 def platform_key() -> str:
     """This machine in the registry's terms: darwin|linux|windows - aarch64|x86_64."""
     system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, "linux")
-    machine = platform.machine().lower()
+    # os.uname, not the platform module: this runs at every `run --acp` start
+    machine = (
+        os.uname().machine if hasattr(os, "uname") else os.environ["PROCESSOR_ARCHITECTURE"]
+    ).lower()
     machine = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64"}.get(machine, machine)
     return f"{system}-{machine}"
 

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from acpctl import __version__, paths
 from acpctl.errors import AcpctlError, UsageError
@@ -80,8 +77,7 @@ def validate(document: Any) -> None:
         raise AcpctlError(f"not a valid ACP registry document: at {where}: {error.message}")
 
 
-@dataclass
-class UpdateResult:
+class UpdateResult(NamedTuple):
     changed: bool  # False: the server said 304, or the document is the same
     before: dict[str, Any]
     after: dict[str, Any]
@@ -139,6 +135,9 @@ def _read_file(path: str) -> bytes:
 
 def _fetch(url: str, known: dict[str, Any], timeout: float) -> tuple[bytes, dict[str, str]] | None:
     """The body and headers, or None for 304 Not Modified. Network trouble is one line."""
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"User-Agent": f"acpctl/{__version__}"})
     if known.get("etag"):
         request.add_header("If-None-Match", known["etag"])
