@@ -150,6 +150,7 @@ def test_catalog_is_the_registry_with_the_overlay_and_aliases(home: Path) -> Non
     assert pi.distributions["npx"].package.startswith("@earendil-works/pi-coding-agent@")
 
 
+@pytest.mark.e2e
 def test_update_fetches_then_gets_304_and_the_catalog_follows(
     home: Path, server: RegistryServer
 ) -> None:
@@ -167,6 +168,7 @@ def test_update_fetches_then_gets_304_and_the_catalog_follows(
     assert names == {AGENT_ID, "pi", None}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "body,message",
     [
@@ -187,6 +189,7 @@ def test_a_malformed_registry_leaves_the_copy_unchanged(
     assert registry.cached_document().read_bytes() == before
 
 
+@pytest.mark.e2e
 def test_a_dead_url_says_offline_in_one_line(home: Path, server: RegistryServer) -> None:
     port = server.server.server_address[1]
     server.server.shutdown()
@@ -198,6 +201,7 @@ def test_a_dead_url_says_offline_in_one_line(home: Path, server: RegistryServer)
     assert not registry.cached_document().exists()
 
 
+@pytest.mark.e2e
 def test_update_from_a_file(home: Path, tmp_path: Path) -> None:
     path = tmp_path / "registry.json"
     path.write_bytes(document())
@@ -209,6 +213,7 @@ def test_update_from_a_file(home: Path, tmp_path: Path) -> None:
 # -- binary installs ---------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_install_run_upgrade_and_uninstall_a_binary_agent(
     home: Path, server: RegistryServer
 ) -> None:
@@ -263,6 +268,7 @@ def test_install_run_upgrade_and_uninstall_a_binary_agent(
     assert listed(AGENT_ID)["found"] is False
 
 
+@pytest.mark.e2e
 def test_a_checksum_mismatch_installs_nothing(home: Path, server: RegistryServer) -> None:
     archive = tar_gz([(file_member("a/script-agent"), script("1.0.0"))])
     url = publish(server, binary_agent(server, "1.0.0", archive, "a.tgz", "./a/x", "0" * 64))
@@ -272,6 +278,7 @@ def test_a_checksum_mismatch_installs_nothing(home: Path, server: RegistryServer
     assert list((home / "data" / "agents" / AGENT_ID).iterdir()) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "archive,name,problem",
     [
@@ -295,6 +302,7 @@ def test_unsafe_archives_are_refused_and_nothing_lands(
     assert not (agents / "evil").exists() and not (home / "data" / "evil").exists()
 
 
+@pytest.mark.e2e
 def test_a_raw_binary_is_saved_under_its_command_name(home: Path, server: RegistryServer) -> None:
     url = publish(server, binary_agent(server, "1.0.0", script("1.0.0"), "tool", "./tool", None))
     cli_ok("agents", "update", "--from", url)
@@ -302,6 +310,7 @@ def test_a_raw_binary_is_saved_under_its_command_name(home: Path, server: Regist
     assert listed(AGENT_ID)["version"] == "1.0.0"
 
 
+@pytest.mark.e2e
 def test_a_version_the_registry_has_no_archive_for_is_refused(
     home: Path, server: RegistryServer
 ) -> None:
@@ -311,6 +320,7 @@ def test_a_version_the_registry_has_no_archive_for_is_refused(
     assert result.returncode == 2 and "archives of script-agent 1.0.0 only" in result.stderr
 
 
+@pytest.mark.e2e
 def test_install_client_offers_to_install_the_agent(home: Path, server: RegistryServer) -> None:
     archive = tar_gz([(file_member("a/script-agent"), script("1.0.0"))])
     url = publish(server, binary_agent(server, "1.0.0", archive, "a.tgz", "./a/script-agent", None))
@@ -439,6 +449,7 @@ def test_a_real_npm_agent_installs_from_npm(home: Path, server: RegistryServer) 
     assert home / "data" / "agents" / "pi-acp" / "0.0.24" in executable.parents
 
 
+@pytest.mark.e2e
 def test_doctor_names_an_engines_mismatch(home: Path, tmp_path: Path) -> None:
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
@@ -462,3 +473,32 @@ def test_doctor_names_an_engines_mismatch(home: Path, tmp_path: Path) -> None:
     assert engines and engines[0]["status"] == "problem"
     assert "future-agent 3.0.0" in engines[0]["message"] and "node here is" in engines[0]["message"]
     assert "acpctl agents install future --version" in engines[0]["fix"]
+
+
+def test_update_is_conditional_in_process(home: Path, server: RegistryServer) -> None:
+    url = publish(server)
+    assert registry.update(url).changed is True  # no agents, where the snapshot has 39
+    assert registry.source()["etag"]
+    again = registry.update(url)
+    assert again.changed is False and [s for _, s in server.requests] == [200, 304]
+
+
+@pytest.mark.parametrize(
+    "members,problem",
+    [
+        ([(file_member("../x"), b"x")], "would land outside"),
+        ([(link_member("a", "/etc/passwd"), b"")], "absolute path"),
+        ([(link_member("a/b", "../../x"), b"")], "links outside"),
+    ],
+    ids=["dotdot", "absolute-link", "link-up"],
+)
+def test_tar_members_outside_are_refused(
+    tmp_path: Path, members: list[tuple[Any, bytes]], problem: str
+) -> None:
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(tar_gz(members))
+    root = tmp_path / "out"
+    root.mkdir()
+    with pytest.raises(AcpctlError, match=problem):
+        installer.extract_tar(archive, root)
+    assert list(root.iterdir()) == [] and not (tmp_path / "x").exists()

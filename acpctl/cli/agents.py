@@ -158,10 +158,16 @@ def upgrade(
 
     if (name is None) == (not all_agents):
         raise UsageError("name an agent, or pass --all")
-    entries = [_entry(name)] if name else [_entry(i) for i in installed.all_ids()]
-    if not entries:
+    from acpctl.agents import catalog
+
+    ids = [_entry(name).id] if name else installed.all_ids()
+    if not ids:
         typer.echo("acpctl installed no agents yet (acpctl agents install NAME)")
-    for entry in entries:
+    for agent_id in ids:
+        entry = catalog.lookup(agent_id)
+        if entry is None:  # an update dropped it from the registry
+            typer.echo(f"{agent_id}: no longer in the registry; left as it is")
+            continue
         managed.upgrade(entry, typer.echo, _busy_commands())
 
 
