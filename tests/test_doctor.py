@@ -84,6 +84,11 @@ def test_misbehaving_agents_are_diagnosed(home: Path, tmp_path: Path) -> None:
     crash = next(f for f in about(findings, "agent crash") if f["status"] == "problem")
     assert "npx cache" in str(crash["fix"])  # the stderr matched a known signature
     assert "needs authentication" in messages("auth")
+    auth = next(f for f in about(findings, "agent auth") if f["status"] == "warning")
+    assert "Terminal login (in a terminal: acpctl run --acp --agent auth -- --login)" in str(
+        auth["message"]
+    )
+    assert auth["fix"] == "sign in once: acpctl run --acp --agent auth -- --login"
     assert "no-such-interpreter-xyz" in messages("interp")
     assert "not executable" in messages("noexec")
 

@@ -279,6 +279,16 @@ def test_a_checksum_mismatch_installs_nothing(home: Path, server: RegistryServer
 
 
 @pytest.mark.e2e
+def test_a_dead_archive_url_installs_nothing(home: Path, server: RegistryServer) -> None:
+    url = publish(server, binary_agent(server, "1.0.0", b"x", "gone.tgz", "./a", None))
+    del server.routes["/dl/gone.tgz"]
+    cli_ok("agents", "update", "--from", url)
+    result = run_cli("agents", "install", AGENT_ID, "--yes")
+    assert result.returncode == 1 and "404" in result.stderr and "Traceback" not in result.stderr
+    assert list((home / "data" / "agents" / AGENT_ID).iterdir()) == []
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "archive,name,problem",
     [
@@ -502,3 +512,26 @@ def test_tar_members_outside_are_refused(
     with pytest.raises(AcpctlError, match=problem):
         installer.extract_tar(archive, root)
     assert list(root.iterdir()) == [] and not (tmp_path / "x").exists()
+
+
+@pytest.mark.npm
+def test_pi_from_the_catalog_on_an_older_node_is_named_with_its_fix(home: Path) -> None:
+    """The catalog's pi (1.6.0, `engines.node >=22.19.0`), installed for real: on node 20
+    the install warns and doctor names the cause, where pi itself prints a stack trace."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node and npm are not installed")
+    from acpctl.agents import runtimes
+
+    out = cli_ok("agents", "install", "pi", "--yes")
+    assert "npm install @earendil-works/pi-coding-agent@1.6.0" in out
+    too_old = runtimes.newer("22.19.0", runtimes.node_version() or "0.0.0")
+    assert ("needs node >=22.19.0" in out) is bool(too_old)
+    if not too_old:
+        pytest.skip("this node is new enough for pi 1.6: nothing to report")
+    assert "it will not start here" in out and "acpctl agents install pi --version" in out
+    report = run_cli("doctor", "--agent", "pi", "--json", timeout=90)
+    assert report.returncode == 1
+    findings = json.loads(report.stdout)
+    engines = [f for f in findings if "needs node >=22.19.0" in f["message"]]
+    assert engines and engines[0]["status"] == "problem"
+    assert "@earendil-works/pi-coding-agent 1.6.0" in engines[0]["message"]

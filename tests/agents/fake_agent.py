@@ -2,7 +2,8 @@
 
 FAKE_AGENT_MODE: banner (prints a banner on stdout first), hang (never answers),
 banner-hang (a banner, then reads and never answers), crash (dies during initialize),
-auth (session/new answers auth_required).
+auth (session/new answers auth_required). A client that can run terminal auth is offered
+a terminal method, as claude-agent-acp offers its /login.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ for line in sys.stdin:
         )
         sys.exit(1)
     if request.get("method") == "initialize":
+        methods: list[dict[str, object]] = [{"id": "login", "name": "Log in"}]
+        capabilities = request["params"].get("clientCapabilities") or {}
+        if (capabilities.get("auth") or {}).get("terminal"):  # as claude-agent-acp does
+            methods.append(
+                {"id": "tty", "name": "Terminal login", "type": "terminal", "args": ["--login"]}
+            )
         send(
             {
                 "jsonrpc": "2.0",
@@ -41,7 +48,7 @@ for line in sys.stdin:
                 "result": {
                     "protocolVersion": 1,
                     "agentCapabilities": {"loadSession": False},
-                    "authMethods": [{"id": "login", "name": "Log in"}],
+                    "authMethods": methods,
                     "agentInfo": {"name": "fake", "version": "0.0.1"},
                 },
             }
