@@ -9,8 +9,10 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 
 from acpctl.agents import catalog, installer, registry
 from acpctl.errors import AcpctlError
-from tests.conftest import run_cli, write_executable
+from tests.conftest import acpctl_argv, run_cli, write_executable
 from tests.registry_server import RegistryServer, serve
 
 AGENT_ID = "script-agent"
@@ -256,6 +258,23 @@ def test_install_run_upgrade_and_uninstall_a_binary_agent(
     assert "latest" in cli_ok("agents", "upgrade", AGENT_ID)
     assert "You said: again" in cli_ok("run", "--agent", AGENT_ID, "again")
 
+    # a live run holds it: uninstall refuses
+    run = subprocess.Popen(
+        acpctl_argv("run", "--acp", "--agent", AGENT_ID),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        runs = home / "state" / "runs"
+        deadline = time.monotonic() + 20
+        while not (runs.is_dir() and any(runs.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = run_cli("agents", "uninstall", AGENT_ID)
+        assert held.returncode == 2 and f"run pid {run.pid}" in held.stderr
+    finally:
+        run.terminate()
+        run.wait(10)
     # an editor entry holds it: uninstall refuses, with the way out
     (home / ".acpx").mkdir()
     cli_ok("install", "acpx", "--agent", AGENT_ID)
