@@ -554,3 +554,34 @@ def test_pi_from_the_catalog_on_an_older_node_is_named_with_its_fix(home: Path) 
     engines = [f for f in findings if "needs node >=22.19.0" in f["message"]]
     assert engines and engines[0]["status"] == "problem"
     assert "@earendil-works/pi-coding-agent 1.6.0" in engines[0]["message"]
+
+
+def zip_with_links(members: list[tuple[str, bytes, bool]]) -> bytes:
+    """A zip of (name, data, is_symlink) members, links stored as zip tools store them."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for name, data, is_link in members:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 if is_link else 0o100644) << 16
+            zipped.writestr(info, data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        # a link to "." makes a later link's "../a" leave the directory
+        [("x", b".", True), ("x/l", b"../a", True)],
+        # a link made harmless-looking before another link changes what it resolves to
+        [("l1", b"b/../x", True), ("b", b".", True), ("l1/evil", b"x", False)],
+    ],
+    ids=["link-through-dot", "link-changed-later"],
+)
+def test_zip_links_cannot_lead_outside(tmp_path: Path, members: list[Any]) -> None:
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(zip_with_links(members))
+    root = tmp_path / "out"
+    root.mkdir()
+    with pytest.raises(AcpctlError, match="outside"):
+        installer.extract_zip(archive, root)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "x").exists()

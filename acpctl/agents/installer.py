@@ -246,6 +246,8 @@ def _install_archive(distribution: Distribution, target: Path, progress: bool) -
     executable = _inside(target, cmd)
     if not executable.is_file():
         raise AcpctlError(f"the archive from {url} has no {cmd}")
+    if not _within(target, os.path.realpath(executable)):
+        raise AcpctlError(f"{cmd} in the archive from {url} links outside it; refused")
     mode = executable.stat().st_mode
     executable.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return executable
@@ -253,37 +255,49 @@ def _install_archive(distribution: Distribution, target: Path, progress: bool) -
 
 def _inside(root: Path, member: str) -> Path:
     """`member` (a relative path inside an archive) under `root`; AcpctlError when it would
-    land outside (absolute, `..`, a drive)."""
+    land outside: absolute, `..`, a drive, or through a link an earlier member made."""
     cleaned = member.replace("\\", "/")
     parts = PurePosixPath(cleaned).parts
     if cleaned.startswith("/") or ".." in parts or (parts and ":" in parts[0]):
         raise AcpctlError(f"archive member {member!r} would land outside {root}; refused")
-    return root.joinpath(*[p for p in parts if p != "."])
+    path = root.joinpath(*[p for p in parts if p != "."])
+    if not _within(root, os.path.realpath(path.parent)):
+        raise AcpctlError(f"archive member {member!r} would land outside {root}; refused")
+    return path
 
 
-def _check_link(root: Path, member: str, link: str) -> None:
-    if link.startswith("/") or link.replace("\\", "/").startswith("/"):
+def _within(root: Path, path: str) -> bool:
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([path, real_root]) == real_root
+
+
+def _check_symlink(root: Path, destination: Path, member: str, link: str) -> None:
+    """A symbolic link may point only inside `root`, wherever it is resolved from."""
+    if link.replace("\\", "/").startswith("/"):
         raise AcpctlError(f"archive member {member!r} links to an absolute path; refused")
-    resolved = os.path.normpath(os.path.join(root, os.path.dirname(member), link))
-    if os.path.commonpath([resolved, str(root)]) != str(root):
+    target = os.path.normpath(os.path.join(os.path.realpath(destination.parent), link))
+    if not _within(root, os.path.realpath(target)):
         raise AcpctlError(f"archive member {member!r} links outside {root}; refused")
 
 
 def extract_tar(archive: Path, root: Path) -> None:
+    """Member by member, each checked against what is on disk by then (a link an earlier
+    member made); Python's own `data` filter, where it has one, checks again."""
     import tarfile
 
     with tarfile.open(archive) as tar:
-        members = tar.getmembers()
-        for member in members:
-            _inside(root, member.name)
-            if member.issym() or member.islnk():
-                _check_link(root, member.name, member.linkname)
+        for member in tar:
+            destination = _inside(root, member.name)
+            if member.issym():
+                _check_symlink(root, destination, member.name, member.linkname)
+            elif member.islnk():  # a hard link names a path inside the archive
+                _inside(root, member.linkname)
             elif not (member.isfile() or member.isdir()):
                 raise AcpctlError(f"archive member {member.name!r} is a device or fifo; refused")
-        if hasattr(tarfile, "data_filter"):  # 3.10.12+: the same rules, enforced again
-            tar.extractall(root, members, filter="data")
-        else:
-            tar.extractall(root, members)
+            if hasattr(tarfile, "data_filter"):  # 3.10.12+
+                tar.extract(member, root, filter="data")
+            else:
+                tar.extract(member, root)
 
 
 def extract_zip(archive: Path, root: Path) -> None:
@@ -295,8 +309,8 @@ def extract_zip(archive: Path, root: Path) -> None:
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
                 link = zipped.read(info).decode("utf-8")
-                _check_link(root, info.filename, link)
                 destination.parent.mkdir(parents=True, exist_ok=True)
+                _check_symlink(root, destination, info.filename, link)
                 os.symlink(link, destination)
             elif info.is_dir():
                 destination.mkdir(parents=True, exist_ok=True)
