@@ -4,6 +4,7 @@ Layout:
 
     default_agent = "claude"
     package_runners = false        # allow npx/uvx fallbacks for catalog agents
+    silence_warning_s = 30         # a prompt this long without a word is logged (0: never)
 
     [agents.claude]
     command = "claude-agent-acp"
@@ -48,12 +49,14 @@ class Config:
         default_agent: str | None,
         package_runners: bool,
         agents: dict[str, AgentSpec],
+        silence_warning_s: float = 30.0,
     ) -> None:
         self.path = path
         self.text = text
         self.default_agent = default_agent
         self.package_runners = package_runners
         self.agents = agents
+        self.silence_warning_s = silence_warning_s
         self._document: TOMLDocument | None = None
 
     @property
@@ -110,11 +113,14 @@ def load(path: Path | None = None) -> Config:
     package_runners = plain.get("package_runners", False)
     if not isinstance(package_runners, bool):
         raise _fail(path, "package_runners must be true or false")
+    silence = plain.get("silence_warning_s", 30.0)
+    if isinstance(silence, bool) or not isinstance(silence, (int, float)) or silence < 0:
+        raise _fail(path, "silence_warning_s must be a number of seconds (0: never warn)")
     agents_table = plain.get("agents", {})
     if not isinstance(agents_table, dict):
         raise _fail(path, "[agents] must be a table")
     agents = {name: _agent_from_table(path, name, t) for name, t in agents_table.items()}
-    return Config(path, text, default_agent, package_runners, agents)
+    return Config(path, text, default_agent, package_runners, agents, float(silence))
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:

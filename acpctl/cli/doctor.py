@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -44,6 +45,7 @@ def doctor(
         findings += checks.check_editors(cfg)
     findings += checks.check_storage()
     findings += checks.check_processes(fix, confirm)
+    findings += checks.check_incidents()
     findings += checks.check_logs()
     problems = sum(f.status == "problem" for f in findings)
     if as_json:
@@ -76,6 +78,17 @@ def _report(findings: list[Finding]) -> None:
                 console.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
     counts = {s: sum(f.status == s for f in findings) for s in ("problem", "warning")}
     console.print(f"\n{counts['problem']} problem(s), {counts['warning']} warning(s)")
+
+
+def _print_incidents(log: Path) -> None:
+    """The run's failed requests and silences, after its log: what the agent answered."""
+    from acpctl.runner import incidents
+
+    records = incidents.read(incidents.path_for(log))
+    if records:
+        typer.echo(f"==> {incidents.path_for(log)}: failed requests and silences <==", err=True)
+        for record in records[-20:]:
+            typer.echo(incidents.describe(record))
 
 
 def logs(
@@ -117,6 +130,7 @@ def logs(
         tail = handle.readlines()[-lines:] if lines > 0 else []
         sys.stdout.writelines(tail)
         sys.stdout.flush()
+        _print_incidents(path)
         while follow:
             line = handle.readline()
             if line:

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import config, paths, processes
+from acpctl import protocol as acp
 from acpctl.agents import discovery, managed, runtimes
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.doctor import probe, signatures
 from acpctl.editors import clients, install
 from acpctl.errors import UsageError
+from acpctl.runner import incidents
 from acpctl.runner.backends.pi.child import rpc_argv
 from acpctl.runner.runs import live_runs, orphans
 from acpctl.store import verify
@@ -620,6 +622,53 @@ def _log_lines(path: Path, zed: bool) -> Iterable[tuple[int, str]]:
                 yield number, line.rstrip("\n")
     except OSError:
         return
+
+
+def check_incidents() -> list[Finding]:
+    """What the protocol showed in recent runs: each agent's failed requests (with the
+    signature their message matches) and prompts it left silent."""
+    logs = sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
+    by_agent: dict[str, list[dict[str, Any]]] = {}
+    for log in logs[-LOG_FILES_SCANNED:]:
+        records = incidents.read(incidents.path_for(log))
+        by_agent.setdefault(log.name.rsplit("-", 2)[0], []).extend(records)
+    findings = []
+    for agent, records in by_agent.items():
+        failed = [r for r in records if r["kind"] == "error"]
+        if failed:
+            last = failed[-1]
+            message = str(last.get("message"))
+            matched = signatures.match(message)
+            prompts = sum(r.get("method") == acp.SESSION_PROMPT for r in failed)
+            what = f"{prompts} prompt(s)" if prompts == len(failed) else f"{len(failed)} request(s)"
+            findings.append(
+                Finding(
+                    f"agent {agent}",
+                    "warning",
+                    f"{what} to {agent} failed in recent runs; the last: {last.get('method')}: "
+                    + (matched.diagnosis if matched else message),
+                    matched.fix if matched else f"see `acpctl logs --agent {agent}`",
+                    [incidents.describe(r) for r in failed[-3:]],
+                )
+            )
+        silent = [r for r in records if r["kind"] == "silent_turn_end"]
+        if silent:
+            ended = ", ".join(sorted({str(r.get("stopReason")) for r in silent}))
+            longest = max(
+                (r.get("seconds", 0) for r in records if r["kind"] == "silence"), default=0
+            )
+            findings.append(
+                Finding(
+                    f"agent {agent}",
+                    "warning",
+                    f"{len(silent)} prompt(s) to {agent} went silent for {longest}+ s in "
+                    f"recent runs (ended: {ended})",
+                    "check the model endpoint and credentials (`acpctl logs --agent "
+                    f"{agent}` shows the agent's stderr)",
+                    [incidents.describe(r) for r in records if r["kind"] != "error"][-3:],
+                )
+            )
+    return findings
 
 
 def check_logs() -> list[Finding]:

@@ -12,11 +12,13 @@ import subprocess
 from acpctl import jsonrpc
 from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend
+from acpctl.runner.incidents import Incidents
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.server import AcpServer
 from acpctl.runner.supervisor import AgentProcess
+from acpctl.runner.turns import SILENCE_WARNING_S
 from acpctl.store.sessions import SessionStore
 
 
@@ -27,6 +29,7 @@ def run_connection(
     env: dict[str, str],
     popen: subprocess.Popen[bytes] | None,
     history: bool,
+    silence_s: float = SILENCE_WARNING_S,
 ) -> None:
     """`popen`: the agent, when it was spawned before this module was imported."""
     log, log_path = open_log(name)
@@ -41,6 +44,8 @@ def run_connection(
                 store,
                 log,
                 record,
+                Incidents(log_path, log),
+                silence_s,
             )
         )
     finally:
@@ -69,12 +74,14 @@ async def run_server(
     store: SessionStore,
     log: logging.Logger,
     record: RunRecord,
+    incidents: Incidents,
+    silence_s: float,
 ) -> None:
     """Serve the editor on stdin/stdout until EOF, SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
     output = await jsonrpc.Output.open(1)
     reader = await jsonrpc.open_input(0)
-    server = AcpServer(backend, store, recorder, log, output, record)
+    server = AcpServer(backend, store, recorder, log, output, record, incidents, silence_s)
     # Start the agent now, while the editor is still sending initialize: its start-up
     # overlaps ours. A failure here is reported in the answer to initialize.
     early_start = asyncio.create_task(backend.ensure_running())

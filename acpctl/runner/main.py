@@ -84,7 +84,7 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import signal
     import subprocess
 
-    spec, argv = _resolve(agent)
+    spec, argv, _ = _resolve(agent)
     # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -105,7 +105,7 @@ def serve(agent: str | None, history: bool) -> int:
 
     from acpctl import processes
 
-    spec, argv = _resolve(agent)
+    spec, argv, silence_s = _resolve(agent)
     # Spawn first, import the rest while the agent boots: editors time initialize.
     # (pi-rpc agents are started per session, when session/new arrives.)
     popen: subprocess.Popen[bytes] | None = None
@@ -115,17 +115,19 @@ def serve(agent: str | None, history: bool) -> int:
 
     from acpctl.runner.connection import run_connection
 
-    run_connection(spec.name, spec.kind, argv, spec.env, popen, history)
+    run_connection(spec.name, spec.kind, argv, spec.env, popen, history, silence_s)
     return 0
 
 
-def _resolve(agent: str | None) -> tuple[AgentSpec, list[str]]:
-    """The agent's spec (config.toml, else the catalog, else the demo) and command line."""
+def _resolve(agent: str | None) -> tuple[AgentSpec, list[str], float]:
+    """The agent's spec (config.toml, else the catalog, else the demo), its command line,
+    and the silence the watchdog allows."""
     from acpctl import config
     from acpctl.agents import discovery
 
-    spec = discovery.resolve(config.load(), agent).as_spec()
-    return spec, [spec.command, *spec.args]
+    cfg = config.load()
+    spec = discovery.resolve(cfg, agent).as_spec()
+    return spec, [spec.command, *spec.args], cfg.silence_warning_s
 
 
 def fast_main(args: list[str]) -> int | None:

@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,11 +30,12 @@ from acpctl.runner.attach import Attacher
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import Answer, EditorEndpoint, LineOutput
 from acpctl.runner.idmap import IdMap, ReverseRequest, map_at
+from acpctl.runner.incidents import Incidents
 from acpctl.runner.lifecycle import SessionLifecycle
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionRecord, SessionTable
-from acpctl.runner.turns import Turns
+from acpctl.runner.turns import SILENCE_WARNING_S, Turns
 from acpctl.store.sessions import CorruptSession, SessionStore
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
@@ -78,8 +80,11 @@ class AcpServer:
         log: logging.Logger,
         output: LineOutput,
         run_record: RunRecord | None = None,
+        incidents: Incidents | None = None,
+        silence_s: float = SILENCE_WARNING_S,
     ) -> None:
         self.backend = backend
+        self.incidents = incidents or Incidents(None, log)
         self.store = store
         self.recorder = recorder
         self.log = log
@@ -91,7 +96,9 @@ class AcpServer:
         self.sessions = SessionTable(self._update_run_record)
         self.ids = IdMap()
         self.attacher = Attacher(backend, self.sessions, recorder, log)
-        self.turns = Turns(backend, self.attacher, recorder, self.ids, output, log)
+        self.turns = Turns(
+            backend, self.attacher, recorder, self.ids, output, log, self.incidents, silence_s
+        )
         self.lifecycle = SessionLifecycle(
             backend,
             store,
@@ -163,9 +170,14 @@ class AcpServer:
         upstream = self.backend.call(method, params)
         self.ids.forwarded(msg_id, upstream, self.backend.request_id_of(upstream))
         answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        upstream.add_done_callback(
-            lambda done: answer.set_result({**done.result(), "jsonrpc": "2.0", "id": msg_id})
-        )
+
+        def relay(done: asyncio.Future[JsonObject]) -> None:
+            response = done.result()
+            if "error" in response:
+                self.incidents.failed(method, response["error"])
+            answer.set_result({**response, "jsonrpc": "2.0", "id": msg_id})
+
+        upstream.add_done_callback(relay)
         return answer
 
     async def _request(self, method: str, params: Any, msg_id: Any) -> JsonObject:
@@ -182,6 +194,8 @@ class AcpServer:
         except Exception as exc:  # a bug must not take the connection down
             self.log.exception("internal error in %s", method)
             return jsonrpc.error(msg_id, acp.INTERNAL_ERROR, f"internal error: {exc}")
+        if "error" in response:  # the agent's answer (acpctl's own errors are raised)
+            self.incidents.failed(method, response["error"])
         return {**response, "jsonrpc": "2.0", "id": msg_id}
 
     async def _forward(self, method: str, params: Any, msg_id: Any) -> JsonObject:
@@ -329,6 +343,7 @@ class AcpServer:
             return
         if record.suppress_replay:
             return
+        record.heard = time.monotonic()
         update = params.get("update")
         if message.get("method") == acp.SESSION_UPDATE and isinstance(update, dict):
             self.recorder.agent_update(record, raw)
@@ -392,6 +407,8 @@ class AcpServer:
                 )
                 return
         method = str(message.get("method"))
+        if record is not None:
+            record.heard = time.monotonic()  # a question is not silence
         editor_id = self.ids.to_editor(ReverseRequest(message["id"], generation, record, method))
         forwarded = {**message, "id": editor_id}
         if isinstance(params, dict):

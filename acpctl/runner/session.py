@@ -31,6 +31,7 @@ class SessionRecord:
     cancels: int = 0  # bumped by session/cancel: prompts queued before it end cancelled
     active: int = 0  # prompts running or waiting
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while active == 0
+    heard: float = 0.0  # when the agent last said something about it (the watchdog's clock)
     state: SessionState = field(init=False)
 
     def __post_init__(self) -> None:

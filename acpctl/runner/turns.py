@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from acpctl import jsonrpc
@@ -18,11 +19,15 @@ from acpctl.runner.attach import Attacher
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import LineOutput
 from acpctl.runner.idmap import IdMap
+from acpctl.runner.incidents import Incidents
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.session import SessionRecord
 
 # How long a cancelled turn may take to end before a closing session ends it as cancelled.
 CLOSE_GRACE_S = 5.0
+# How long a running prompt may go without a word from the agent before the log says so
+# (config.toml's silence_warning_s; 0 turns the watchdog off).
+SILENCE_WARNING_S = 30.0
 
 
 class Turns:
@@ -34,8 +39,12 @@ class Turns:
         ids: IdMap,
         out: LineOutput,
         log: logging.Logger,
+        incidents: Incidents,
+        silence_s: float = SILENCE_WARNING_S,
     ) -> None:
         self.backend = backend
+        self.incidents = incidents
+        self.silence_s = silence_s
         self.attacher = attacher
         self.recorder = recorder
         self.ids = ids
@@ -110,11 +119,48 @@ class Turns:
         self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
         record.prompts.add(future)
         try:
-            response = await future
+            silent = await self._watch(record, future)
+            response = future.result()
+        except asyncio.CancelledError:
+            future.cancel()  # as `await future` would: the turn is abandoned with us
+            raise
         finally:
             record.prompts.discard(future)
         self.recorder.turn_end(record, response)
+        if silent:
+            result = response.get("result")
+            stop = result.get("stopReason") if isinstance(result, dict) else "error"
+            self.incidents.add("silent_turn_end", session=record.id, stopReason=stop)
         return response
+
+    async def _watch(self, record: SessionRecord, future: asyncio.Future[JsonObject]) -> bool:
+        """Wait for the turn's answer; each time the agent has said nothing about the
+        session for silence_s, say so in the log (an editor shows it in its agent log).
+        Whether it went silent."""
+        if self.silence_s <= 0:
+            await asyncio.wait({future})
+            return False
+        record.heard = time.monotonic()
+        deadline = record.heard + self.silence_s
+        silent = False
+        while not future.done():
+            await asyncio.wait({future}, timeout=max(deadline - time.monotonic(), 0))
+            if future.done():
+                break
+            quiet = time.monotonic() - record.heard
+            if quiet < self.silence_s:  # it spoke meanwhile: wait from then
+                deadline = record.heard + self.silence_s
+                continue
+            silent = True
+            deadline = time.monotonic() + self.silence_s
+            self.log.warning(
+                "the agent has said nothing for %.0f s in session %s; still waiting "
+                "(the editor's stop button cancels)",
+                quiet,
+                record.id,
+            )
+            self.incidents.add("silence", session=record.id, seconds=round(quiet))
+        return silent
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
         record.cancels += 1  # the prompts waiting their turn end as cancelled

@@ -11,9 +11,12 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import json
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +62,7 @@ class RelayConnection:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.turn: Turn | None = None  # the turn Ctrl-C applies to
         self.output_closed = False
+        self.heard = 0.0  # when the agent last said something in our session
 
     async def start(self, agent: str | None) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
@@ -123,14 +127,24 @@ class RelayConnection:
         if method is None:
             self.pending.resolve(message.get("id"), message)
         elif "id" in message:
+            self.heard = time.monotonic()
             self._spawn(self._answer(message["id"], method, params))
         elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
+            self.heard = time.monotonic()
             update = params.get("update")
             if isinstance(update, dict) and not self.output_closed:
                 try:
                     self.renderer.update(update)
                 except BrokenPipeError:
                     self.close_output()
+
+    def log_path(self) -> str:
+        """The run log of the child `run --acp`, from its run record."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            assert self.process is not None
+            record = json.loads((paths.runs_dir() / f"{self.process.pid}.json").read_text())
+            return str(record["log"])
+        return "acpctl logs"
 
     def close_output(self) -> None:
         """Whoever read our stdout has gone (`| head`): stop writing, end the turn, and
@@ -230,10 +244,13 @@ async def _open_session(conn: RelayConnection, options: Options, agent_name: str
 
 
 class Turn:
-    """One prompt, with Ctrl-C (cancel, then leave) and --timeout."""
+    """One prompt, with Ctrl-C (cancel, then leave), --timeout, and a word on stderr when
+    the agent goes silent."""
 
-    def __init__(self, conn: RelayConnection) -> None:
+    def __init__(self, conn: RelayConnection, agent_name: str, silence_s: float) -> None:
         self.conn = conn
+        self.agent_name = agent_name
+        self.silence_s = silence_s
         self.cancelled = False
         self.timed_out = False
         self.abandon = asyncio.Event()
@@ -255,6 +272,7 @@ class Turn:
             )
         )
         abandon = asyncio.ensure_future(self.abandon.wait())
+        watchdog = asyncio.ensure_future(self._silence_notices())
         try:
             done, _ = await asyncio.wait(
                 {request, abandon}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -271,10 +289,29 @@ class Turn:
             return str(result.get("stopReason")) if isinstance(result, dict) else None
         finally:
             abandon.cancel()
+            watchdog.cancel()
             self.conn.turn = None
 
+    async def _silence_notices(self) -> None:
+        """Each silence_s without a word from the agent: say so, and how to get out."""
+        if self.silence_s <= 0:
+            return
+        conn = self.conn
+        conn.heard = noticed = time.monotonic()
+        while True:
+            since = max(conn.heard, noticed)
+            await asyncio.sleep(max(since + self.silence_s - time.monotonic(), 0.0))
+            quiet = time.monotonic() - conn.heard
+            if quiet >= self.silence_s and not self.cancelled:
+                noticed = time.monotonic()
+                print(
+                    f"acpctl: {self.agent_name} has said nothing for {quiet:.0f} s; still "
+                    f"waiting (Ctrl-C cancels); its log: {conn.log_path()}",
+                    file=sys.stderr,
+                )
 
-async def run_terminal(options: Options, agent_name: str) -> int:
+
+async def run_terminal(options: Options, agent_name: str, silence_s: float) -> int:
     interactive = options.prompt is None and options.piped is None and sys.stdin.isatty()
     renderer = RENDERERS[options.format]()
     policy = options.policy
@@ -308,7 +345,7 @@ async def run_terminal(options: Options, agent_name: str) -> int:
             conn.session_id = await _open_session(conn, options, agent_name)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         if not interactive:
-            turn = Turn(conn)
+            turn = Turn(conn, agent_name, silence_s)
             stop = await turn.run(
                 _prompt_blocks(options.prompt or "", options.piped), options.timeout
             )
@@ -320,7 +357,7 @@ async def run_terminal(options: Options, agent_name: str) -> int:
                 conn.close_output()
                 return EXIT_OK
             return _exit_code(turn, stop, host)
-        return await _chat(conn, renderer, options)
+        return await _chat(conn, renderer, options, lambda: Turn(conn, agent_name, silence_s))
     except RpcError as exc:
         print(f"acpctl: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if exc.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR
@@ -346,7 +383,9 @@ def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
     return STOP_EXIT.get(stop, EXIT_ERROR)
 
 
-async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> int:
+async def _chat(
+    conn: RelayConnection, renderer: Renderer, options: Options, new_turn: Callable[[], Turn]
+) -> int:
     """A read-prompt loop with line editing and a history file; Ctrl-D or Ctrl-C leaves."""
 
     with contextlib.suppress(ImportError):
@@ -368,7 +407,7 @@ async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> 
             break
         if not line.strip():
             continue
-        turn = Turn(conn)
+        turn = new_turn()
         stop = await turn.run(_prompt_blocks(line, None), options.timeout)
         renderer.finish(stop)
         if turn.abandon.is_set():
@@ -381,9 +420,10 @@ async def _chat(conn: RelayConnection, renderer: Renderer, options: Options) -> 
 
 def main(options: Options) -> int:
 
-    agent = discovery.resolve(config.load(), options.agent)
+    cfg = config.load()
+    agent = discovery.resolve(cfg, options.agent)
     agent.as_spec()  # not installed: a clear error before anything starts
     try:
-        return asyncio.run(run_terminal(options, agent.name))
+        return asyncio.run(run_terminal(options, agent.name, cfg.silence_warning_s))
     except KeyboardInterrupt:
         return EXIT_CANCELLED

@@ -2,8 +2,9 @@
 
 FAKE_AGENT_MODE: banner (prints a banner on stdout first), hang (never answers),
 banner-hang (a banner, then reads and never answers), crash (dies during initialize),
-auth (session/new answers auth_required). A client that can run terminal auth is offered
-a terminal method, as claude-agent-acp offers its /login.
+auth (session/new answers auth_required), silent (a prompt gets no word for FAKE_SILENCE_S,
+then end_turn); in every other mode a prompt fails as a 404 for the model fails. A client
+that can run terminal auth is offered a terminal method, as claude-agent-acp offers /login.
 """
 
 from __future__ import annotations
@@ -64,3 +65,16 @@ for line in sys.stdin:
             )
         else:
             send({"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "s1"}})
+    elif request.get("method") == "session/prompt":
+        if MODE == "silent":  # says nothing for a while, then ends the turn
+            time.sleep(float(os.environ.get("FAKE_SILENCE_S", "2")))
+            send({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}})
+        else:  # what claude-agent-acp answers when the API says 404 for the model
+            message = "Internal error: API Error: 404 model: claude-nope not found"
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request["id"],
+                    "error": {"code": -32603, "message": message},
+                }
+            )

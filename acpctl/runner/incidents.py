@@ -1,0 +1,90 @@
+"""What went wrong in a run, as the protocol saw it: the agent's failed requests (method,
+error code and message), prompts it left silent, and how those turns ended. One JSON line
+each in `<run log>.incidents.jsonl`, beside the run log, for `acpctl doctor` and
+`acpctl logs`: stderr says what an agent printed, this says what it answered."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from acpctl import paths
+
+SUFFIX = ".incidents.jsonl"
+MESSAGE_KEPT = 300  # an error message is a diagnosis, not a transcript
+
+
+def path_for(log_path: Path) -> Path:
+    return log_path.with_name(log_path.name.removesuffix(".log") + SUFFIX)
+
+
+class Incidents:
+    """A run's incidents file; without a run log (a server in a test), none is kept."""
+
+    def __init__(self, log_path: Path | None, log: logging.Logger) -> None:
+        self.path = path_for(log_path) if log_path else None
+        self.log = log
+
+    def failed(self, method: str, error: Any) -> None:
+        if not isinstance(error, dict):
+            return
+        self.add("error", method=method, code=error.get("code"), message=_short(error))
+
+    def add(self, kind: str, **fields: Any) -> None:
+        if self.path is None:
+            return
+        line = json.dumps({"time": time.time(), "kind": kind, **fields}) + "\n"
+        try:  # one write of a whole line with O_APPEND: a reader never sees half of one
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE_MODE)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:  # a full disk loses a diagnosis, never the run
+            self.log.debug("cannot record an incident: %s", exc)
+
+
+def _short(error: dict[str, Any]) -> str:
+    message = str(error.get("message", ""))
+    data = error.get("data")
+    if isinstance(data, str) and data not in message:
+        message = f"{message}: {data}"
+    elif isinstance(data, dict) and isinstance(data.get("message"), str):
+        message = f"{message}: {data['message']}"
+    return message[:MESSAGE_KEPT]
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """A run's incidents; a torn or foreign line is skipped."""
+    records = []
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("kind"), str):
+                    records.append(record)
+    except OSError:
+        return []
+    return records
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One incident in a line, for `acpctl logs` and doctor's evidence."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("time") or 0))
+    kind = record["kind"]
+    if kind == "error":
+        return (
+            f"{when} {record.get('method')} failed ({record.get('code')}): {record.get('message')}"
+        )
+    if kind == "silence":
+        return f"{when} session {record.get('session')}: silent for {record.get('seconds')} s"
+    return (
+        f"{when} session {record.get('session')}: the silent turn ended {record.get('stopReason')}"
+    )
