@@ -25,7 +25,7 @@ from typing import IO, Any, NamedTuple
 
 from acpctl import __version__, paths
 from acpctl.agents import installed
-from acpctl.agents.catalog import DISTRIBUTION_KINDS, CatalogEntry, Distribution
+from acpctl.agents.catalog import CatalogEntry, Distribution
 from acpctl.agents.discovery import which
 from acpctl.errors import AcpctlError, UsageError
 
@@ -68,11 +68,11 @@ def plan(entry: CatalogEntry, version: str | None = None, via: str | None = None
     the version; UsageError when the registry offers neither."""
     if not entry.distributions:
         raise UsageError(f"{entry.name} cannot be installed by acpctl: {entry.install_hint}")
-    kinds = [via] if via else [k for k in DISTRIBUTION_KINDS if k in entry.distributions]
     if via and via not in entry.distributions:
         offered = ", ".join(entry.distributions)
         raise UsageError(f"{entry.name} has no {via} distribution here (it has: {offered})")
-    distribution = entry.distributions[kinds[0]]
+    # the catalog keeps an entry's distributions in the order of preference
+    distribution = entry.distributions[via] if via else next(iter(entry.distributions.values()))
     target = version or entry.version
     if target is None or not _VERSION_SAFE.match(target):
         raise UsageError(f"{target!r} is not a version")

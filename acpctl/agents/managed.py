@@ -66,16 +66,11 @@ def _install(chosen: installer.Plan, echo: Echo, in_use: Iterable[str]) -> insta
     for directory in installer.prune(chosen.entry.id, kept):
         echo(f"removed the previous version: {directory}")
     echo(f"installed {chosen.entry.name} {result.version}: {' '.join(result.command)}")
-    problem = engines_problem(result.command[0])
+    problem = runtimes.engines_problem(result.command[0])
     if problem is not None:
         echo(f"warning: {problem.explain()}: it will not start here")
         echo(f"fix: {problem.fix(chosen.entry.name)}")
     return result
-
-
-def engines_problem(executable: str) -> runtimes.EnginesProblem | None:
-    package = runtimes.package_root(executable)
-    return runtimes.engines_problem(package) if package else None
 
 
 def _check_tools(chosen: installer.Plan) -> None:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 TOOLS = ("node", "npm", "npx", "uv")
 PROBE_TIMEOUT_S = 5.0
@@ -48,9 +48,9 @@ def node_version() -> str | None:
     return out.stdout.strip().removeprefix("v") or None
 
 
-def package_root(executable: str, depth: int = 4) -> Path | None:
-    """The npm package an executable belongs to (its package.json with a version and a
-    bin), found by walking up from the executable's real path."""
+def package_manifest(executable: str, depth: int = 4) -> dict[str, Any] | None:
+    """The package.json of the npm package an executable belongs to (the first one with a
+    version and a bin, walking up from the executable's real path), parsed."""
     try:
         real = Path(os.path.realpath(executable))
     except OSError:
@@ -67,23 +67,22 @@ def package_root(executable: str, depth: int = 4) -> Path | None:
             return None
         # A package.json without a version (dist/'s {"type": "module"}) is not the root.
         if isinstance(data, dict) and isinstance(data.get("version"), str) and data.get("bin"):
-            return directory
+            return data
     return None
 
 
-def engines_problem(package: Path) -> EnginesProblem | None:
-    """Whether the package's engines.node rules out this machine's node."""
+def engines_problem(executable: str) -> EnginesProblem | None:
+    """Whether the engines.node of the npm package `executable` belongs to rules out this
+    machine's node."""
     import nodesemver
 
-    try:
-        data = json.loads((package / "package.json").read_text(encoding="utf-8"))
-        wanted = data["engines"]["node"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(wanted, str):
+    data = package_manifest(executable)
+    engines = data.get("engines") if data else None
+    wanted = engines.get("node") if isinstance(engines, dict) else None
+    if data is None or not isinstance(wanted, str):
         return None
     node = node_version()
-    name, version = str(data.get("name", package.name)), str(data.get("version", "?"))
+    name, version = str(data.get("name", "?")), str(data["version"])
     if node is None:
         return EnginesProblem(name, version, wanted, None)
     try:

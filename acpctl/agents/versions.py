@@ -66,13 +66,8 @@ def _key(executable: str, version_args: tuple[str, ...]) -> str | None:
 
 def _package_version(executable: str) -> str | None:
     """The version in the package.json of the npm package an executable belongs to."""
-    root = runtimes.package_root(executable, PACKAGE_SEARCH_DEPTH)
-    if root is None:
-        return None
-    try:
-        return str(json.loads((root / "package.json").read_text(encoding="utf-8"))["version"])
-    except (OSError, ValueError, KeyError):
-        return None
+    manifest = runtimes.package_manifest(executable, PACKAGE_SEARCH_DEPTH)
+    return str(manifest["version"]) if manifest else None
 
 
 def _cache_path() -> Path:

@@ -103,7 +103,9 @@ def logs(
 
     files = sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
     if agent:
-        files = [p for p in files if p.name.rsplit("-", 2)[0] == agent]
+        from acpctl.runner.runlog import agent_of
+
+        files = [p for p in files if agent_of(p) == agent]
     if run is not None:
         files = [p for p in files if p.stem.endswith(f"-{run}")]
     if list_:

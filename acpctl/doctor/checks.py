@@ -16,12 +16,12 @@ from typing import Any
 
 from acpctl import config, paths, processes
 from acpctl import protocol as acp
-from acpctl.agents import discovery, managed, runtimes
+from acpctl.agents import discovery, runtimes
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.doctor import probe, signatures
 from acpctl.editors import clients, install
 from acpctl.errors import UsageError
-from acpctl.runner import incidents
+from acpctl.runner import incidents, runlog
 from acpctl.runner.backends.pi.child import rpc_argv
 from acpctl.runner.runs import live_runs, orphans
 from acpctl.store import verify
@@ -224,7 +224,7 @@ def check_shebang(agent: ResolvedAgent, login_path: str | None) -> list[Finding]
 
 def check_engines(agent: ResolvedAgent) -> list[Finding]:
     """An npm agent whose package.json rules out this machine's node will not start."""
-    problem = managed.engines_problem(agent.argv[0]) if agent.argv else None
+    problem = runtimes.engines_problem(agent.argv[0]) if agent.argv else None
     if problem is None:
         return []
     return [Finding(f"agent {agent.name}", "problem", problem.explain(), problem.fix(agent.name))]
@@ -631,7 +631,7 @@ def check_incidents() -> list[Finding]:
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for log in logs[-LOG_FILES_SCANNED:]:
         records = incidents.read(incidents.path_for(log))
-        by_agent.setdefault(log.name.rsplit("-", 2)[0], []).extend(records)
+        by_agent.setdefault(runlog.agent_of(log), []).extend(records)
     findings = []
     for agent, records in by_agent.items():
         failed = [r for r in records if r["kind"] == "error"]

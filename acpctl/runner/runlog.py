@@ -30,6 +30,11 @@ class _PrivateRotatingHandler(logging.handlers.RotatingFileHandler):
         return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors="replace")
 
 
+def agent_of(log: Path) -> str:
+    """The agent a run log belongs to, from its name: <agent>-<time>-<pid>.log."""
+    return log.name.rsplit("-", 2)[0]
+
+
 def open_log(agent: str) -> tuple[logging.Logger, Path]:
     directory = paths.ensure_private_dir(paths.logs_dir())
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
