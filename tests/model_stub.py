@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,6 +29,19 @@ def tool_use(name: str, arguments: dict[str, Any], tool_id: str = "toolu_1") -> 
     return {"type": "tool_use", "id": tool_id, "name": name, "input": arguments}
 
 
+@dataclass(frozen=True)
+class ApiError:
+    """An error as the Anthropic Messages API sends it."""
+
+    status: int
+    type: str
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": self.type, "message": self.message}}
+
+
 class ModelStub:
     def __init__(self, default_reply: str = "Hello from the stand-in model.") -> None:
         self.default_reply = default_reply
@@ -35,63 +49,13 @@ class ModelStub:
         self.requests: list[dict[str, Any]] = []
         self.delay = 0.0  # seconds between streamed deltas
         self.fail_with: tuple[int, str] | None = None  # (HTTP status, message) for the next call
+        # Every call fails (the corpus of real failures): an API error, or a stream that stalls.
+        self.fail_always: ApiError | None = None
+        self.stall = False
         self.lock = threading.Lock()
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if self.path.rstrip("/").endswith("count_tokens"):
-                    self._json({"input_tokens": 10})
-                    return
-                with stub.lock:
-                    stub.requests.append(body)
-                    failure, stub.fail_with = stub.fail_with, None
-                    blocks = stub.script.pop(0) if stub.script else [text(stub.default_reply)]
-                if failure is not None:
-                    status, message = failure
-                    self._json(
-                        {
-                            "type": "error",
-                            "error": {"type": "invalid_request_error", "message": message},
-                        },
-                        status,
-                    )
-                    return
-                if body.get("stream"):
-                    self.send_response(200)
-                    self.send_header("content-type", "text/event-stream")
-                    self.send_header("cache-control", "no-cache")
-                    self.end_headers()
-                    try:
-                        for event, data in stub.events(blocks):
-                            self.wfile.write(
-                                f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-                            )
-                            self.wfile.flush()
-                            if stub.delay:
-                                threading.Event().wait(stub.delay)
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass
-                else:
-                    self._json(stub.message(blocks))
-
-            def do_GET(self) -> None:
-                self._json({"data": [], "has_more": False})
-
-            def _json(self, value: Any, status: int = 200) -> None:
-                data = json.dumps(value).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.stopped = threading.Event()
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.stub = self
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -103,6 +67,7 @@ class ModelStub:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -213,3 +178,85 @@ class ModelStub:
 def _pieces(value: str) -> list[str]:
     words = value.split(" ")
     return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+class _Server(ThreadingHTTPServer):
+    stub: ModelStub
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        stub = self.server.stub
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path.rstrip("/").endswith("count_tokens"):
+            self._json({"input_tokens": 10})
+            return
+        with stub.lock:
+            stub.requests.append(body)
+            failure, stub.fail_with = stub.fail_with, None
+            blocks = stub.script.pop(0) if stub.script else [text(stub.default_reply)]
+        if self._fails_always():
+            return
+        if failure is not None:
+            status, message = failure
+            self._json(
+                {
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": message},
+                },
+                status,
+            )
+            return
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.end_headers()
+            try:
+                for event, data in stub.events(blocks):
+                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+                    self.wfile.flush()
+                    if stub.delay:
+                        threading.Event().wait(stub.delay)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        else:
+            self._json(stub.message(blocks))
+
+    def do_GET(self) -> None:
+        self._json({"data": [], "has_more": False})
+
+    def _fails_always(self) -> bool:
+        """An API error, or a stall: headers and the first event, then nothing
+        until the test ends."""
+        stub = self.server.stub
+        if stub.fail_always is not None:
+            error = stub.fail_always
+            self._json(error.body(), error.status, error.headers)
+            return True
+        if not stub.stall:
+            return False
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        event, data = next(stub.events([]))
+        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+        stub.stopped.wait()
+        return True
+
+    def _json(self, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        for name, header in (headers or {}).items():
+            self.send_header(name, header)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
