@@ -85,3 +85,23 @@ def test_a_bad_silence_setting_is_one_clear_line(home: Path) -> None:
     config.write_text('silence_warning_s = "soon"\n')
     result = run_cli("agents", "list", "--no-probe")
     assert result.returncode == 2 and "silence_warning_s must be a number" in result.stderr
+
+
+def test_a_silent_agent_is_explained_by_its_own_log(home: Path, tmp_path: Path) -> None:
+    """Claude Code retries a refused key for minutes without a word, but logs each attempt
+    in its transcript: the watchdog's line, the terminal and doctor say what it logged."""
+    config = home / "config" / "config.toml"
+    add_fake(home, tmp_path, "retrying", "retrying", "FAKE_SILENCE_S=2.5 ")
+    config.write_text("silence_warning_s = 1\n" + config.read_text())
+    result = run_cli("run", "--agent", "retrying", "hello", timeout=60)
+    assert result.returncode == 0, result.stderr
+    said = "its own log says: 401 invalid x-api-key (attempt 4 of 10"
+    assert said in result.stderr
+    log = sorted((home / "state" / "logs").glob("retrying-*.log"))[-1].read_text()
+    assert said in log
+    silences = [r for r in incident_records(home, "retrying") if r["kind"] == "silence"]
+    assert str(silences[0]["agent_said"]).startswith("401 invalid x-api-key")
+    report = json.loads(run_cli("doctor", "--json", "--agent", "retrying").stdout)
+    found = [f for f in report if "went silent" in str(f["message"])]
+    assert "rejected the agent's API key" in str(found[0]["message"])
+    assert "ANTHROPIC_API_KEY" in str(found[0]["fix"])

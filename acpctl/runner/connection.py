@@ -44,7 +44,7 @@ def run_connection(
                 store,
                 log,
                 record,
-                Incidents(log_path, log),
+                Incidents(log_path, log, {**os.environ, **env}),
                 silence_s,
             )
         )

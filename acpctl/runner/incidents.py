@@ -9,10 +9,12 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from acpctl import paths
+from acpctl.agents import transcripts
 
 SUFFIX = ".incidents.jsonl"
 MESSAGE_KEPT = 300  # an error message is a diagnosis, not a transcript
@@ -25,9 +27,20 @@ def path_for(log_path: Path) -> Path:
 class Incidents:
     """A run's incidents file; without a run log (a server in a test), none is kept."""
 
-    def __init__(self, log_path: Path | None, log: logging.Logger) -> None:
+    def __init__(
+        self, log_path: Path | None, log: logging.Logger, agent_env: Mapping[str, str] = {}
+    ) -> None:
         self.path = path_for(log_path) if log_path else None
         self.log = log
+        self.agent_env = agent_env  # where the agent keeps its own records
+
+    def silence(self, session: str, agent_session: str, seconds: float) -> str | None:
+        """Record a silent stretch of a turn, with what the agent's own records say about
+        it (a model API it keeps retrying, say); that, for the log line."""
+        said = transcripts.last_api_error(self.agent_env, agent_session)
+        extra = {"agent_said": said} if said else {}
+        self.add("silence", session=session, seconds=round(seconds), **extra)
+        return said
 
     def failed(self, method: str, error: Any) -> None:
         if not isinstance(error, dict):
@@ -84,7 +97,8 @@ def describe(record: dict[str, Any]) -> str:
             f"{when} {record.get('method')} failed ({record.get('code')}): {record.get('message')}"
         )
     if kind == "silence":
-        return f"{when} session {record.get('session')}: silent for {record.get('seconds')} s"
+        said = f"; its own log: {record['agent_said']}" if record.get("agent_said") else ""
+        return f"{when} session {record.get('session')}: silent for {record.get('seconds')} s{said}"
     return (
         f"{when} session {record.get('session')}: the silent turn ended {record.get('stopReason')}"
     )

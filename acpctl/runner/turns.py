@@ -153,13 +153,14 @@ class Turns:
                 continue
             silent = True
             deadline = time.monotonic() + self.silence_s
+            said = self.incidents.silence(record.id, record.agent_session_id or "", quiet)
             self.log.warning(
-                "the agent has said nothing for %.0f s in session %s; still waiting "
+                "the agent has said nothing for %.0f s in session %s%s; still waiting "
                 "(the editor's stop button cancels)",
                 quiet,
                 record.id,
+                f"; its own log says: {said}" if said else "",
             )
-            self.incidents.add("silence", session=record.id, seconds=round(quiet))
         return silent
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:

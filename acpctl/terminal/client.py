@@ -10,19 +10,20 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import itertools
 import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from acpctl import __version__, config, jsonrpc, paths
 from acpctl import protocol as acp
-from acpctl.agents import discovery
+from acpctl.agents import discovery, transcripts
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
 from acpctl.store.index import SessionIndex
@@ -247,10 +248,17 @@ class Turn:
     """One prompt, with Ctrl-C (cancel, then leave), --timeout, and a word on stderr when
     the agent goes silent."""
 
-    def __init__(self, conn: RelayConnection, agent_name: str, silence_s: float) -> None:
+    def __init__(
+        self,
+        conn: RelayConnection,
+        agent_name: str,
+        silence_s: float,
+        agent_env: Mapping[str, str],
+    ) -> None:
         self.conn = conn
         self.agent_name = agent_name
         self.silence_s = silence_s
+        self.agent_env = agent_env  # where the agent keeps its own records
         self.cancelled = False
         self.timed_out = False
         self.abandon = asyncio.Event()
@@ -304,14 +312,18 @@ class Turn:
             quiet = time.monotonic() - conn.heard
             if quiet >= self.silence_s and not self.cancelled:
                 noticed = time.monotonic()
+                said = transcripts.last_api_error(self.agent_env, conn.session_id or "")
+                own_log = f"; its own log says: {said}" if said else ""
                 print(
-                    f"acpctl: {self.agent_name} has said nothing for {quiet:.0f} s; still "
-                    f"waiting (Ctrl-C cancels); its log: {conn.log_path()}",
+                    f"acpctl: {self.agent_name} has said nothing for {quiet:.0f} s{own_log}; "
+                    f"still waiting (Ctrl-C cancels); its log: {conn.log_path()}",
                     file=sys.stderr,
                 )
 
 
-async def run_terminal(options: Options, agent_name: str, silence_s: float) -> int:
+async def run_terminal(
+    options: Options, agent_name: str, silence_s: float, agent_env: Mapping[str, str]
+) -> int:
     interactive = options.prompt is None and options.piped is None and sys.stdin.isatty()
     renderer = RENDERERS[options.format]()
     policy = options.policy
@@ -345,7 +357,7 @@ async def run_terminal(options: Options, agent_name: str, silence_s: float) -> i
             conn.session_id = await _open_session(conn, options, agent_name)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         if not interactive:
-            turn = Turn(conn, agent_name, silence_s)
+            turn = Turn(conn, agent_name, silence_s, agent_env)
             stop = await turn.run(
                 _prompt_blocks(options.prompt or "", options.piped), options.timeout
             )
@@ -357,7 +369,8 @@ async def run_terminal(options: Options, agent_name: str, silence_s: float) -> i
                 conn.close_output()
                 return EXIT_OK
             return _exit_code(turn, stop, host)
-        return await _chat(conn, renderer, options, lambda: Turn(conn, agent_name, silence_s))
+        new_turn = functools.partial(Turn, conn, agent_name, silence_s, agent_env)
+        return await _chat(conn, renderer, options, new_turn)
     except RpcError as exc:
         print(f"acpctl: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if exc.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR
@@ -422,8 +435,9 @@ def main(options: Options) -> int:
 
     cfg = config.load()
     agent = discovery.resolve(cfg, options.agent)
-    agent.as_spec()  # not installed: a clear error before anything starts
+    spec = agent.as_spec()  # not installed: a clear error before anything starts
+    agent_env = {**os.environ, **spec.env}
     try:
-        return asyncio.run(run_terminal(options, agent.name, cfg.silence_warning_s))
+        return asyncio.run(run_terminal(options, agent.name, cfg.silence_warning_s, agent_env))
     except KeyboardInterrupt:
         return EXIT_CANCELLED

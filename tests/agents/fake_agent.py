@@ -3,8 +3,10 @@
 FAKE_AGENT_MODE: banner (prints a banner on stdout first), hang (never answers),
 banner-hang (a banner, then reads and never answers), crash (dies during initialize),
 auth (session/new answers auth_required), silent (a prompt gets no word for FAKE_SILENCE_S,
-then end_turn); in every other mode a prompt fails as a 404 for the model fails. A client
-that can run terminal auth is offered a terminal method, as claude-agent-acp offers /login.
+then end_turn), retrying (silent too, while it logs failed API attempts in a Claude Code
+transcript under $HOME/.claude, copied from tests/corpus); in every other mode a prompt
+fails as a 404 for the model fails. A client that can run terminal auth is offered a
+terminal method, as claude-agent-acp offers /login.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 MODE = os.environ.get("FAKE_AGENT_MODE", "")
 
@@ -66,7 +69,12 @@ for line in sys.stdin:
         else:
             send({"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "s1"}})
     elif request.get("method") == "session/prompt":
-        if MODE == "silent":  # says nothing for a while, then ends the turn
+        if MODE == "retrying":  # as Claude Code does while the API refuses its key
+            corpus = Path(__file__).resolve().parent.parent / "corpus"
+            transcript = Path.home() / ".claude" / "projects" / "-work" / "s1.jsonl"
+            transcript.parent.mkdir(parents=True, exist_ok=True)
+            transcript.write_text((corpus / "claude-transcript-401.jsonl").read_text())
+        if MODE in ("silent", "retrying"):  # says nothing for a while, then ends the turn
             time.sleep(float(os.environ.get("FAKE_SILENCE_S", "2")))
             send({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}})
         else:  # what claude-agent-acp answers when the API says 404 for the model
