@@ -45,6 +45,7 @@ class CatalogEntry(NamedTuple):
     distributions: dict[str, Distribution]  # what can be installed on this platform
     platforms: tuple[str, ...]  # where its binary distribution has builds
     website: str | None
+    endpoint: tuple[str, str] | None  # (the variable that moves it, its default URL)
 
     @property
     def install_hint(self) -> str:
@@ -115,6 +116,7 @@ def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
         distributions=distributions,
         platforms=platforms,
         website=agent.get("website") or agent.get("repository"),
+        endpoint=tuple(overlay["endpoint"]) if "endpoint" in overlay else None,
     )
 
 
