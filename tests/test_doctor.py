@@ -273,3 +273,33 @@ def test_a_status_line_on_a_terminal_and_none_when_piped(home: Path) -> None:
     assert b"probing the agents" in seen
     piped = run_cli("doctor", "--agent", "demo")
     assert "probing" not in piped.stderr and "probing" not in piped.stdout
+
+
+def test_doctor_prompt_times_a_turn_through_acpctl(home: Path, tmp_path: Path) -> None:
+    code, findings = doctor("--agent", "demo", "--prompt")
+    assert code == 0
+    (turn,) = [f for f in about(findings, "agent demo") if "a prompt" in str(f["message"])]
+    assert turn["status"] == "ok"
+    assert "first chunk after" in str(turn["message"])
+    assert "end of turn (end_turn) after" in str(turn["message"])
+    assert not list((home / "data" / "sessions").glob("*/session.json"))  # nothing recorded
+
+
+def test_doctor_prompt_names_the_failure_and_the_wait_that_gave_up(
+    home: Path, tmp_path: Path
+) -> None:
+    add_fake(tmp_path, "broken", "fail")
+    code, findings = doctor("--agent", "broken", "--prompt")
+    assert code == 1
+    (turn,) = [f for f in about(findings, "agent broken") if "a prompt" in str(f["message"])]
+    assert "session/prompt failed: Internal error: API Error: 404" in str(turn["message"])
+    assert "model-not-found" in str(turn["evidence"]) and "another model" in str(turn["fix"])
+    script = write_executable(
+        tmp_path / "slow.sh",
+        f"#!/bin/sh\nFAKE_SILENCE_S=30 FAKE_AGENT_MODE=silent exec {sys.executable} "
+        f"{TEST_AGENTS / 'fake_agent.py'}\n",
+    )
+    assert run_cli("agents", "add", "slow", "--", str(script)).returncode == 0
+    code, findings = doctor("--agent", "slow", "--prompt", "--timeout", "2")
+    (turn,) = [f for f in about(findings, "agent slow") if "a prompt" in str(f["message"])]
+    assert code == 1 and "no answer to session/prompt within 2 s" in str(turn["message"])

@@ -13,14 +13,23 @@ from acpctl.cli.completions import agent_option
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from acpctl.doctor.checks import Finding
+    from acpctl import config
+    from acpctl.doctor.findings import Finding
 
 
 def doctor(
     agent: str = agent_option(None, "Check only this agent."),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     fix: bool = typer.Option(False, "--fix", help="End orphaned agent processes."),
-    timeout: float = typer.Option(15.0, "--timeout", help="Seconds each probe may take."),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Seconds each probe may take (15), each step of --prompt (60)."
+    ),
+    prompt: bool = typer.Option(
+        False,
+        "--prompt",
+        help="Also send the agent (--agent, else the default) one tiny prompt through "
+        "acpctl and time it. It may cost tokens.",
+    ),
 ) -> None:
     """Find what is wrong with acpctl, its agents and editors, and say how to fix it.
 
@@ -41,7 +50,9 @@ def doctor(
         from acpctl.terminal.render import status
 
         with status("probing the agents..."):
-            findings += checks.check_agents(cfg, agent, timeout)
+            findings += checks.check_agents(cfg, agent, timeout or PROBE_TIMEOUT_S)
+        if prompt:
+            findings += _turn(cfg, agent, timeout or TURN_TIMEOUT_S)
         findings += checks.check_editors(cfg)
     findings += checks.check_storage()
     findings += checks.check_processes(fix, confirm)
@@ -55,6 +66,22 @@ def doctor(
     else:
         _report(findings)
     raise typer.Exit(1 if problems else 0)
+
+
+PROBE_TIMEOUT_S = 15.0
+TURN_TIMEOUT_S = 60.0  # claude-agent-acp takes 5-10 s for session/new alone
+
+
+def _turn(cfg: config.Config, name: str | None, timeout: float) -> list[Finding]:
+    from acpctl.agents import discovery
+    from acpctl.doctor.turn import check_turn
+    from acpctl.terminal.render import status
+
+    target = discovery.resolve(cfg, name)
+    if not target.found:
+        return []  # the agent checks said why
+    with status(f"a prompt to {target.name}..."):
+        return check_turn(target, timeout)
 
 
 def _report(findings: list[Finding]) -> None:

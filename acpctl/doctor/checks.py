@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,8 @@ from acpctl import config, paths, processes
 from acpctl import protocol as acp
 from acpctl.agents import discovery, runtimes
 from acpctl.agents.discovery import ResolvedAgent
-from acpctl.doctor import probe, signatures
+from acpctl.doctor import endpoints, probe, signatures
+from acpctl.doctor.findings import Finding, ok
 from acpctl.editors import clients, install
 from acpctl.errors import UsageError
 from acpctl.runner import incidents, runlog
@@ -32,28 +33,6 @@ MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"  # what a desktop 
 SLOW_INITIALIZE_S = 10.0
 LOW_DISK_BYTES = 1 << 30
 LOG_FILES_SCANNED = 20
-
-
-@dataclass
-class Finding:
-    check: str
-    status: str  # ok, warning, problem
-    message: str
-    fix: str = ""
-    evidence: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "status": self.status,
-            "message": self.message,
-            "fix": self.fix or None,
-            "evidence": self.evidence,
-        }
-
-
-def ok(check: str, message: str) -> Finding:
-    return Finding(check, "ok", message)
 
 
 # -- 1. install ---------------------------------------------------------------------------
@@ -260,12 +239,8 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
         )
     evidence = [f"stderr: {line}" for line in result.stderr_tail[-5:]]
     if result.error:
-        fix = "run it by hand to see why: " + " ".join(agent.argv or [])
-        for line in result.stderr_tail:
-            matched = signatures.match(line)
-            if matched:
-                fix = matched.fix
-                break
+        found = signatures.diagnose(result.stderr_tail[::-1])
+        fix = found[0].fix if found else "run it by hand to see why: " + " ".join(agent.argv or [])
         findings.append(Finding(check, "problem", result.error, fix, evidence))
         return findings
     if agent.kind == "pi-rpc":
@@ -367,8 +342,11 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
             continue
         findings.extend(check_shebang(agent, login_path))
         runnable.append(agent)
-    # Probes run concurrently, each under its own timeout.
-    for agent, result in zip(runnable, asyncio.run(_probe_all(runnable, timeout)), strict=True):
+    # Probes run concurrently, each under its own timeout, beside the endpoint checks.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reachable = pool.submit(endpoints.check_endpoints, runnable)
+        results = asyncio.run(_probe_all(runnable, timeout))
+    for agent, result in zip(runnable, results, strict=True):
         engines = check_engines(agent)
         if isinstance(result, BaseException):
             findings += [
@@ -380,7 +358,7 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
             finding.status = "warning"  # unsupported, yet it starts: say so, not more
             finding.message += " (it starts anyway, unsupported)"
         findings += [*engines, *_probe_findings(agent, result)]
-    return findings
+    return findings + reachable.result()
 
 
 # -- 4. editors ---------------------------------------------------------------------------
@@ -625,8 +603,8 @@ def _log_lines(path: Path, zed: bool) -> Iterable[tuple[int, str]]:
 
 
 def check_incidents() -> list[Finding]:
-    """What the protocol showed in recent runs: each agent's failed requests (with the
-    signature their message matches) and prompts it left silent."""
+    """What the protocol showed in recent runs: each agent's failed requests and the
+    prompts it left silent, diagnosed from the errors and what its own log said."""
     logs = sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for log in logs[-LOG_FILES_SCANNED:]:
@@ -635,39 +613,29 @@ def check_incidents() -> list[Finding]:
     findings = []
     for agent, records in by_agent.items():
         failed = [r for r in records if r["kind"] == "error"]
+        silent = [r for r in records if r["kind"] == "silent_turn_end"]
+        if not failed and not silent:
+            continue
+        found = signatures.diagnose(signatures.run_evidence(records, []))
+        fix = found[0].fix if found else f"see `acpctl logs --agent {agent}`"
+        diagnosis = f"; {found[0].diagnosis}" if found else ""
         if failed:
             last = failed[-1]
-            message = str(last.get("message"))
-            matched = signatures.match(message)
             prompts = sum(r.get("method") == acp.SESSION_PROMPT for r in failed)
             what = f"{prompts} prompt(s)" if prompts == len(failed) else f"{len(failed)} request(s)"
-            findings.append(
-                Finding(
-                    f"agent {agent}",
-                    "warning",
-                    f"{what} to {agent} failed in recent runs; the last: {last.get('method')}: "
-                    + (matched.diagnosis if matched else message),
-                    matched.fix if matched else f"see `acpctl logs --agent {agent}`",
-                    [incidents.describe(r) for r in failed[-3:]],
-                )
-            )
-        silent = [r for r in records if r["kind"] == "silent_turn_end"]
-        if silent:
+            message = f"{what} to {agent} failed in recent runs; the last: {last.get('method')}"
+            evidence = [incidents.describe(r) for r in failed[-3:]]
+        else:
             ended = ", ".join(sorted({str(r.get("stopReason")) for r in silent}))
             longest = max(
                 (r.get("seconds", 0) for r in records if r["kind"] == "silence"), default=0
             )
-            findings.append(
-                Finding(
-                    f"agent {agent}",
-                    "warning",
-                    f"{len(silent)} prompt(s) to {agent} went silent for {longest}+ s in "
-                    f"recent runs (ended: {ended})",
-                    "check the model endpoint and credentials (`acpctl logs --agent "
-                    f"{agent}` shows the agent's stderr)",
-                    [incidents.describe(r) for r in records if r["kind"] != "error"][-3:],
-                )
+            message = (
+                f"{len(silent)} prompt(s) to {agent} went silent for {longest}+ s in recent "
+                f"runs (ended: {ended})"
             )
+            evidence = [incidents.describe(r) for r in records if r["kind"] != "error"][-3:]
+        findings.append(Finding(f"agent {agent}", "warning", message + diagnosis, fix, evidence))
     return findings
 
 

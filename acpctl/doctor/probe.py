@@ -42,6 +42,20 @@ class ProbeResult:
     session_error: str | None = None
 
 
+@dataclass
+class TurnResult:
+    """One prompt's turn: when its first chunk and its end came, or how it failed."""
+
+    session_id: str | None = None
+    first_chunk: float | None = None  # seconds after the prompt was sent
+    ended: float | None = None
+    stop_reason: str | None = None
+    error: str | None = None  # the prompt's JSON-RPC error, or the step that failed
+    gave_up: str | None = None  # the wait that ran out
+    text: str = ""
+    stderr_tail: list[str] = field(default_factory=list)
+
+
 class Conversation:
     """A spawned agent: requests out, responses matched by id; for ACP agents, anything on
     stdout that is not JSON is kept as evidence of a banner (pi may print a prelude)."""
@@ -52,6 +66,8 @@ class Conversation:
         self.process = process
         self.probe = probe
         self.keep_garbage = keep_garbage
+        # what the agent sends of its own (notifications, requests): dropped unless heard
+        self.hear: Callable[[JsonObject], None] = lambda message: None
         self.pending: PendingRequests[Any] = PendingRequests(ids)
         self.exit_code: int | None = None
         self.reader = asyncio.create_task(self._read())
@@ -79,6 +95,8 @@ class Conversation:
                         self.probe.stdout_garbage.append(garbage)
                 elif isinstance(item[0], dict) and "method" not in item[0]:
                     self.pending.resolve(item[0].get("id"), item[0])
+                elif isinstance(item[0], dict):
+                    self.hear(item[0])
         self.exit_code = await self.process.wait()
         self.pending.fail_all(lambda _: _EXITED)
 
@@ -189,6 +207,93 @@ async def _converse_acp(
         probe.session_error = str(error.get("message"))
     else:
         probe.auth_required = False
+
+
+TURN_PROMPT = "Reply with the single word: ok"
+
+
+async def probe_turn(argv: list[str], env: dict[str, str], timeout: float) -> TurnResult:
+    """One tiny prompt (it may cost tokens): initialize, session/new in a temp directory,
+    session/prompt, each step within `timeout`. `argv` is `acpctl run --acp`, so the turn
+    takes the path an editor's does. Tool calls are refused: nothing may change."""
+    turn = TurnResult()
+    probe = ProbeResult()
+    with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
+        async with _spawned(argv, env, probe, cwd, itertools.count(1)) as conversation:
+            if conversation is None:
+                turn.error = probe.error
+            else:
+                await _converse_turn(conversation, turn, cwd, timeout)
+    turn.stderr_tail = probe.stderr_tail
+    return turn
+
+
+async def _converse_turn(
+    conversation: Conversation, turn: TurnResult, cwd: str, timeout: float
+) -> None:
+    steps: list[tuple[str, JsonObject]] = [
+        (
+            acp.INITIALIZE,
+            {
+                "protocolVersion": acp.PROTOCOL_VERSION,
+                "clientCapabilities": {},
+                "clientInfo": {"name": "acpctl-doctor", "version": "1"},
+            },
+        ),
+        (acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []}),
+    ]
+    for method, params in steps:
+        answer = await _step(conversation, turn, method, params, timeout)
+        if answer is None:
+            return
+        if method == acp.SESSION_NEW:
+            turn.session_id = str(answer.get("sessionId"))
+    sent = time.monotonic()
+
+    def hear(message: JsonObject) -> None:
+        method, params = message.get("method"), message.get("params")
+        if method == acp.SESSION_UPDATE and isinstance(params, dict):
+            update = params.get("update")
+            if isinstance(update, dict) and update.get("sessionUpdate") == "agent_message_chunk":
+                if turn.first_chunk is None:
+                    turn.first_chunk = time.monotonic() - sent
+                content = update.get("content")
+                if isinstance(content, dict) and isinstance(content.get("text"), str):
+                    turn.text += content["text"]
+        elif "id" in message and method == acp.REQUEST_PERMISSION:
+            refused = {"outcome": {"outcome": acp.CANCELLED}}
+            conversation.process.write(jsonrpc.encode(jsonrpc.result(message["id"], refused)))
+        elif "id" in message:
+            error = jsonrpc.error(message["id"], acp.METHOD_NOT_FOUND, "not offered")
+            conversation.process.write(jsonrpc.encode(error))
+
+    conversation.hear = hear
+    prompt = {"sessionId": turn.session_id, "prompt": [{"type": "text", "text": TURN_PROMPT}]}
+    result = await _step(conversation, turn, acp.SESSION_PROMPT, prompt, timeout)
+    if result is not None:
+        turn.ended = time.monotonic() - sent
+        turn.stop_reason = str(result.get("stopReason"))
+
+
+async def _step(
+    conversation: Conversation, turn: TurnResult, method: str, params: JsonObject, timeout: float
+) -> JsonObject | None:
+    """One request's result; None when it failed (turn says how)."""
+    future = conversation.send(jsonrpc.request, method, params)
+    try:
+        answer = await conversation.answer(future, timeout)
+    except asyncio.TimeoutError:
+        turn.gave_up = f"no answer to {method} within {timeout:g} s"
+        return None
+    if answer is None:
+        turn.error = f"acpctl exited with status {conversation.exit_code} during {method}"
+        return None
+    if "error" in answer:
+        error = answer["error"] if isinstance(answer["error"], dict) else {}
+        turn.error = f"{method} failed: {error.get('message')}"
+        return None
+    result = answer.get("result")
+    return result if isinstance(result, dict) else {}
 
 
 def _pi_command(msg_id: Any, method: str, params: Any) -> JsonObject:
