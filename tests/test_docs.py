@@ -57,10 +57,73 @@ def test_completions_are_fresh(shell: str) -> None:
     assert checked_in == script(shell), f"regenerate: acpctl completions {shell}"
 
 
-def test_every_signature_is_in_troubleshooting() -> None:
-    text = (ROOT / "docs" / "troubleshooting.md").read_text()
+FAILURES = {
+    "http-401": "the model API answered 401",
+    "http-403": "the model API answered 403",
+    "http-404": "the model API answered 404 for the model",
+    "http-429": "the model API answered 429 (retry-after 2)",
+    "http-529": "the model API answered 529",
+    "http-500": "the model API answered 500",
+    "refused": "the model API's port refused connections",
+    "stalled": "the model API's stream stalled after its first event",
+    "node-too-old": "on node 20",
+    "missing-interpreter": "its #! interpreter missing",
+    "not-executable": "its file not executable",
+    "npx-offline": "the npm registry unreachable",
+    "banner": "a banner printed on stdout before the agent started",
+    "no-credentials": "no API key and no login",
+}
+
+
+def signatures_section() -> str:
+    """docs/troubleshooting.md's known failures: every signature, and for each the lines
+    of the recorded agents' output it was written from (tests/corpus)."""
+    from acpctl.doctor.signatures import diagnose
+    from tests.corpus import FIXTURES, evidence, load
+
+    lines = [
+        "Each is matched case-insensitively against what acpctl saw: a failed request's "
+        "error, what the agent's own log said while it was silent, its stderr in the run "
+        "log and in Zed's log. The first in this list that matches wins. Under each, what "
+        "the agents said when the failure was made on purpose here (`python -m "
+        "tests.corpus.record`), the line that matched first.",
+        "",
+    ]
     for signature in SIGNATURES:
-        assert f"`{signature.id}`" in text and signature.fix in text, signature.id
+        lines += [
+            f"### `{signature.id}`",
+            "",
+            f"- **Cause:** {signature.diagnosis}.",
+            f"- **Fix:** {signature.fix}.",
+        ]
+        said = []
+        for path in FIXTURES:
+            fixture = load(path)
+            if fixture["expected"] != signature.id:
+                continue
+            found = diagnose(evidence(fixture))
+            line = (found[1] if found else "").replace("`", "'").strip()
+            line = line if len(line) <= 160 else line[:157] + "..."
+            said.append(f"  - {fixture['agent']}, {FAILURES[fixture['failure']]}: `{line}`")
+        if said:
+            lines += ["- **Seen with:**", *said]
+        else:
+            lines.append("- **Not reproduced here; it looks like:**")
+            lines += [f"  - `{example}`" for example in signature.examples]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def test_troubleshooting_lists_every_signature_with_what_agents_said() -> None:
+    path = ROOT / "docs" / "troubleshooting.md"
+    text = path.read_text()
+    start = text.index("<!-- signatures: generated")
+    start = text.index("\n", start) + 1
+    end = text.index("<!-- signatures: end -->")
+    expected = text[:start] + signatures_section() + "\n" + text[end:]
+    if os.environ.get("ACPCTL_REGENERATE_DOCS"):
+        path.write_text(expected)
+    assert text == expected, "regenerate: ACPCTL_REGENERATE_DOCS=1 pytest tests/test_docs.py"
 
 
 def test_changelog_names_the_version() -> None:
