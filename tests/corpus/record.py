@@ -149,19 +149,21 @@ def _version(package: str) -> str:
     return str(json.loads((npm_package(package) / "package.json").read_text())["version"])
 
 
-AGENTS = {
-    "claude-0.23.1": Agent(
-        "claude-agent-acp",
-        _version("@zed-industries/claude-agent-acp"),
-        _claude("@zed-industries/claude-agent-acp"),
-    ),
-    "claude-current": Agent(
-        "claude-agent-acp",
-        _version("@agentclientprotocol/claude-agent-acp"),
-        _claude("@agentclientprotocol/claude-agent-acp"),
-    ),
-    "pi": Agent("pi", _version("@mariozechner/pi-coding-agent"), _pi),
-}
+def agents() -> dict[str, Agent]:
+    """The npm agents (installed on first use), by the name the corpus runs them under."""
+    return {
+        "claude-0.23.1": Agent(
+            "claude-agent-acp",
+            _version("@zed-industries/claude-agent-acp"),
+            _claude("@zed-industries/claude-agent-acp"),
+        ),
+        "claude-current": Agent(
+            "claude-agent-acp",
+            _version("@agentclientprotocol/claude-agent-acp"),
+            _claude("@agentclientprotocol/claude-agent-acp"),
+        ),
+        "pi": Agent("pi", _version("@mariozechner/pi-coding-agent"), _pi),
+    }
 
 
 @contextmanager
@@ -399,7 +401,7 @@ def main() -> None:
         return
     if shutil.which("node") is None:
         sys.exit("node is needed to record the corpus")
-    for key, agent in AGENTS.items():
+    for key, agent in agents().items():
         for failure in API_FAILURES:
             case = f"{key}--{failure}"
             if options.only not in case:
