@@ -89,8 +89,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "model-api-rate-limited",
         r"\b429\b|rate_limit_error|rate.?limit|Too Many Requests",
         "the model API is rate-limiting the agent (429)",
-        "wait and retry; check the plan's limits, or lower the request rate (fewer agents "
-        "at once)",
+        "wait and retry; check the plan's limits, or lower the request rate (fewer agents at once)",
         (CLAUDE_OLD, CLAUDE, PI),
     ),
     Signature(
