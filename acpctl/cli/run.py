@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 import typer
@@ -27,7 +28,24 @@ def run(
     ),
     cwd: str = typer.Option(None, "--cwd", help="Working directory of the session."),
     session: str = typer.Option(
-        None, "--session", help="Continue this stored session (an id or a unique prefix)."
+        None,
+        "--session",
+        help="Continue this stored session (an id, a name, or a unique prefix of either).",
+    ),
+    fork: bool = typer.Option(
+        False, "--fork", help="With --session: continue in a fork of it, leaving it as it is."
+    ),
+    name: str = typer.Option(None, "--name", help="Name the new (or forked) session."),
+    mode: str = typer.Option(None, "--mode", help="Set the session's mode first (an id or name)."),
+    model: str = typer.Option(None, "--model", help="Set the session's model first."),
+    config: list[str] = typer.Option(
+        None, "--config", help="Set a session config option first: KEY=VALUE (repeatable)."
+    ),
+    mcp_config: Path = typer.Option(
+        None,
+        "--mcp-config",
+        help="MCP servers for the session, from a JSON file (.mcp.json's mcpServers, or "
+        "Zed's context_servers).",
     ),
     continue_: bool = typer.Option(
         False,
@@ -70,6 +88,16 @@ def run(
         raise UsageError("choose one of --approve-all, --approve-reads, --deny-all")
     if session and continue_:
         raise UsageError("--session and --continue exclude each other")
+    if fork and not session:
+        raise UsageError("--fork needs --session ID")
+    if name is not None:
+        from acpctl.cli.sessions import check_name
+
+        name = check_name(name)
+    from acpctl.terminal import controls
+
+    pairs = controls.config_pairs(config or [])
+    servers = controls.mcp_servers(mcp_config) if mcp_config else []
     policy = (
         "approve-all"
         if approve_all
@@ -105,6 +133,12 @@ def run(
                 format=output_format,
                 timeout=timeout,
                 piped=piped or None,
+                mode=mode,
+                model=model,
+                config=pairs,
+                mcp_servers=servers,
+                name=name,
+                fork=fork,
             )
         )
     )

@@ -61,15 +61,35 @@ def _relative(iso: str) -> str:
     return "just now"
 
 
+SESSION_HELP = "Session id, name, or a unique prefix of either."
+NAME_LENGTH = 80
+
+
+def check_name(name: str, session_id: str | None = None) -> str:
+    """A session name as `run --name` and `sessions rename` take it: one line, and no
+    other session's."""
+    from acpctl.store.index import SessionIndex
+
+    name = name.strip()
+    if not name or len(name) > NAME_LENGTH or any(c in name for c in "\n\r\t"):
+        raise UsageError(f"a session name is 1 to {NAME_LENGTH} characters on one line")
+    for meta in SessionIndex(_store()).readable():
+        if meta.name == name and meta.id != session_id:
+            raise UsageError(f"session {meta.id} is already named {name!r}")
+    return name
+
+
 def _store() -> SessionStore:
     from acpctl.store.sessions import SessionStore
 
     return SessionStore()
 
 
-def _resolve(store: SessionStore, prefix: str) -> str:
+def _resolve(store: SessionStore, text: str) -> str:
+    from acpctl.store.index import SessionIndex
+
     try:
-        return store.resolve_prefix(prefix)
+        return SessionIndex(store).resolve(text)
     except LookupError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -116,6 +136,7 @@ def list_sessions(
                     {
                         "id": s.meta.id,
                         "agent": s.meta.agent,
+                        "name": s.meta.name,
                         "title": s.meta.title,
                         "cwd": s.meta.cwd,
                         "created": s.meta.created,
@@ -142,7 +163,7 @@ def list_sessions(
             lines.append(f"{meta.id[:14]:<14} ! unreadable: {session.problem}")
             continue
         where = "~" + meta.cwd[len(home) :] if meta.cwd.startswith(home + os.sep) else meta.cwd
-        title = (meta.title or "").replace("\n", " ")
+        title = (f"[{meta.name}] " if meta.name else "") + (meta.title or "").replace("\n", " ")
         if meta.parent_id:
             title = f"(fork of {meta.parent_id[:8]}) {title}"
         lines.append(
@@ -160,9 +181,50 @@ def list_sessions(
         )
 
 
+@app.command("rename")
+def rename(
+    session: str = typer.Argument(..., help=SESSION_HELP),
+    name: str = typer.Argument(..., help="The new name (`-`: no name)."),
+) -> None:
+    """Name a session: `acpctl run --session NAME` and every sessions command take it."""
+
+    store = _store()
+    sid = _resolve(store, session)
+    new = None if name == "-" else check_name(name, sid)
+    store.rename(sid, new)
+    typer.echo(f"{sid}: {'named ' + repr(new) if new else 'name removed'}")
+
+
+@app.command("fork")
+def fork(
+    session: str = typer.Argument(..., help=SESSION_HELP),
+    name: str = typer.Option(None, "--name", help="Name the fork."),
+    as_json: bool = typer.Option(False, "--json", help="Print the fork as JSON."),
+) -> None:
+    """A new session that starts as a copy of this one (through its agent: the agent's
+    own fork, else acpctl's, which starts the agent afresh with the history copied).
+    `acpctl run --session ID --fork PROMPT` forks and prompts in one step."""
+    import json
+
+    from acpctl.jsonrpc import RpcError
+    from acpctl.terminal import client
+
+    if name is not None:
+        name = check_name(name)
+    try:
+        forked = client.fork(session, name)
+    except RpcError as exc:
+        typer.echo(f"acpctl: error: the fork failed: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+    if as_json:
+        typer.echo(json.dumps({"id": forked, "parentId": _resolve(_store(), session)}))
+    else:
+        typer.echo(forked)
+
+
 @app.command("show")
 def show(
-    session: str = typer.Argument(..., help="Session id or a unique prefix."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     as_json: bool = typer.Option(False, "--json", help="Metadata and events as JSON."),
 ) -> None:
     """The transcript, paged when long and the output is a terminal."""
@@ -206,7 +268,7 @@ def _page(write: Callable[[TextIO], None]) -> None:
 
 @app.command("export")
 def export(
-    session: str = typer.Argument(..., help="Session id or a unique prefix."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     output_format: str = typer.Option(
         "markdown",
         "--format",
@@ -256,7 +318,7 @@ def import_(file: Path = typer.Argument(..., help="A json or jsonl export.")) ->
 
 @app.command("delete")
 def delete(
-    sessions: list[str] = typer.Argument(..., help="Session ids or unique prefixes."),
+    sessions: list[str] = typer.Argument(..., help="Session ids, names or unique prefixes."),
     force: bool = typer.Option(False, "--force", help="Even if a live run has it open."),
 ) -> None:
     """Delete sessions from the store."""

@@ -33,7 +33,7 @@ INDEX_DIR = ".index"
 INDEX_FILE = "sessions.sqlite3"
 OLD_INDEX_FILE = ".index.sqlite3"  # where acpctl 0.1 kept it: removed when found
 RESCAN_AFTER_S = 60.0
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _COLUMNS = (
     "id",
     "agent",
@@ -50,6 +50,7 @@ _COLUMNS = (
     "directories",
     "command",
     "parent",
+    "name",
 )
 
 
@@ -76,6 +77,7 @@ def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tu
         json.dumps(meta.additional_directories) if meta.additional_directories else "[]",
         json.dumps(meta.command) if meta.command else "[]",
         meta.parent_id,
+        meta.name,
     )
 
 
@@ -97,6 +99,7 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
         directories,
         command,
         parent,
+        name,
     ) = row
     meta = SessionMeta(
         id=sid,
@@ -111,6 +114,7 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
         additional_directories=[] if directories == "[]" else json.loads(directories),
         command=[] if command == "[]" else json.loads(command),
         parent_id=parent,
+        name=name,
     )
     return IndexedSession(meta, problem)
 
@@ -136,7 +140,7 @@ class SessionIndex:
                     id TEXT PRIMARY KEY, agent TEXT, cwd TEXT, updated TEXT,
                     mtime_ns INTEGER, size INTEGER, problem TEXT, title TEXT, created TEXT,
                     turns INTEGER, last_stop TEXT, agent_session_id TEXT, directories TEXT,
-                    command TEXT, parent TEXT);
+                    command TEXT, parent TEXT, name TEXT);
                 CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
                 DROP TABLE IF EXISTS scanned;
                 CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL);
@@ -286,6 +290,25 @@ class SessionIndex:
                 result.append(IndexedSession(meta, None))
         result.sort(key=lambda s: (s.problem is None, s.meta.updated, s.meta.id), reverse=True)
         return result[:limit] if limit is not None else result
+
+    def resolve(self, text: str) -> str:
+        """The one session `text` names: an id, a name, a unique id prefix, else a unique
+        name prefix. Raises LookupError naming the candidates when none or several."""
+        if valid_session_id(text) and self.store.exists(text):
+            return text
+        sessions = [s.meta for s in self.query() if s.problem is None]
+        for matches in (
+            [m for m in sessions if m.name == text],
+            [m for m in sessions if m.id.startswith(text)],
+            [m for m in sessions if m.name and m.name.startswith(text)],
+        ):
+            if len(matches) == 1:
+                return matches[0].id
+            if matches:
+                shown = ", ".join(f"{m.id[:12]} ({m.name or m.title or ''})" for m in matches[:10])
+                more = f" and {len(matches) - 10} more" if len(matches) > 10 else ""
+                raise LookupError(f"{text!r} is ambiguous: {shown}{more}")
+        raise LookupError(f"no stored session has the id or name {text!r}")
 
     def rebuild(self) -> None:
         self.path.unlink(missing_ok=True)

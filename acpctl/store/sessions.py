@@ -107,6 +107,7 @@ class SessionMeta:
     turns: int = 0
     last_stop_reason: str | None = None
     parent_id: str | None = None  # the session this one was forked from
+    name: str | None = None  # the user's name for it (`run --name`, `sessions rename`)
     # What the user chose for the session (keys "mode", "model", "config": {id: value}),
     # re-applied when a fresh agent session has to stand in for a lost one.
     state: dict[str, Any] = field(default_factory=dict)
@@ -127,6 +128,7 @@ class SessionMeta:
             "turns": record["turns"],
             "lastStopReason": record["last_stop_reason"],
             "parentId": record["parent_id"],
+            "name": record["name"],
             "state": record["state"],
         }
 
@@ -165,6 +167,7 @@ class SessionMeta:
             turns=turns,
             last_stop_reason=text("lastStopReason", None),
             parent_id=text("parentId", None),
+            name=text("name", None),
             state=state,
         )
 
@@ -446,14 +449,22 @@ class SessionStore:
         """Write a live session's metadata when another process may write it too (an editor
         and `acpctl run --continue` on one session): under a lock on the session, the turn
         count is the larger of the two before this process's `turns_added` (already counted
-        in `meta.turns`), plus those; the rest is this process's. Returns the count
-        written."""
+        in `meta.turns`), plus those; the name is the one on disk (`sessions rename` may
+        have set it meanwhile); the rest is this process's. Returns the count written."""
         with self._locked(meta.id):
             with contextlib.suppress(CorruptSession):
-                before = max(meta.turns - turns_added, self.read_meta(meta.id).turns)
-                meta.turns = before + turns_added
+                on_disk = self.read_meta(meta.id)
+                meta.turns = max(meta.turns - turns_added, on_disk.turns) + turns_added
+                meta.name = on_disk.name
             self.write_meta(meta)
         return meta.turns
+
+    def rename(self, session_id: str, name: str | None) -> None:
+        """Name a session (None: no name), under the lock a live run writes it under."""
+        with self._locked(session_id):
+            meta = self.read_meta(session_id)
+            meta.name = name
+            self.write_meta(meta)
 
     @contextlib.contextmanager
     def _locked(self, session_id: str) -> Iterator[None]:
@@ -525,24 +536,6 @@ class SessionStore:
                         yield event, line
                 if torn:
                     return
-
-    def resolve_prefix(self, prefix: str) -> str:
-        """The one stored session whose id starts with `prefix` (an exact id wins).
-        Raises LookupError naming the candidates when there are none or several."""
-        if self.exists(prefix):
-            return prefix
-        try:
-            names = sorted(
-                n for n in os.listdir(self.root) if n.startswith(prefix) and valid_session_id(n)
-            )
-        except FileNotFoundError:
-            names = []
-        if len(names) == 1:
-            return names[0]
-        if not names:
-            raise LookupError(f"no stored session id starts with {prefix!r}")
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-        raise LookupError(f"{prefix!r} is ambiguous: {shown}")
 
     def delete(self, session_id: str) -> bool:
         directory = self.session_dir(session_id)

@@ -18,16 +18,18 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import __version__, config, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.agents import discovery, transcripts
+from acpctl.errors import UsageError
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
 from acpctl.store.index import SessionIndex
-from acpctl.store.sessions import SessionStore
+from acpctl.store.sessions import SessionMeta, SessionStore
+from acpctl.terminal import controls
 from acpctl.terminal.host import ClientHost
 from acpctl.terminal.render import RENDERERS, Renderer, status
 
@@ -48,6 +50,12 @@ class Options:
     format: str
     timeout: float | None
     piped: str | None  # what came on a non-terminal stdin
+    mode: str | None = None
+    model: str | None = None
+    config: list[tuple[str, str]] = field(default_factory=list)
+    mcp_servers: list[JsonObject] = field(default_factory=list)
+    name: str | None = None  # for a new (or forked) session
+    fork: bool = False  # --session continues in a fork of the session
 
 
 class RelayConnection:
@@ -219,12 +227,13 @@ def _prompt_blocks(text: str, piped: str | None) -> list[JsonObject]:
 
 
 async def _open_session(conn: RelayConnection, options: Options, agent_name: str) -> str:
-
+    """The session the prompt goes to, with the run controls applied: a stored one
+    continued (or forked), else a new one."""
     store = SessionStore()
     target: str | None = None
     if options.session:
         try:
-            target = store.resolve_prefix(options.session)
+            target = SessionIndex(store).resolve(options.session)
         except LookupError as exc:
             raise RpcError(acp.RESOURCE_NOT_FOUND, str(exc)) from exc
     elif options.continue_:
@@ -236,12 +245,28 @@ async def _open_session(conn: RelayConnection, options: Options, agent_name: str
                 f"acpctl: no {agent_name} session for {options.cwd} yet; starting one",
                 file=sys.stderr,
             )
-    if target is not None:
+    servers = options.mcp_servers
+    if target is None:
+        result = await conn.request(acp.SESSION_NEW, {"cwd": options.cwd, "mcpServers": servers})
+    else:
         cwd = store.read_meta(target).cwd or options.cwd
-        await conn.request(acp.SESSION_RESUME, {"sessionId": target, "cwd": cwd, "mcpServers": []})
-        return target
-    result = await conn.request(acp.SESSION_NEW, {"cwd": options.cwd, "mcpServers": []})
-    return str(result["sessionId"])
+        method = acp.SESSION_FORK if options.fork else acp.SESSION_RESUME
+        params = {"sessionId": target, "cwd": cwd, "mcpServers": servers}
+        result = await conn.request(method, params)
+    session_id = str(result.get("sessionId") or target)
+    if options.name and (target is None or options.fork):
+        store.rename(session_id, options.name)
+    try:
+        await controls.apply(
+            conn.request, session_id, result, options.mode, options.model, options.config
+        )
+    except UsageError:
+        if target is None or options.fork:  # leave no empty session behind
+            with contextlib.suppress(RpcError):
+                await conn.request(acp.SESSION_CLOSE, {"sessionId": session_id})
+            store.delete(session_id)
+        raise
+    return session_id
 
 
 class Turn:
@@ -321,6 +346,17 @@ class Turn:
                 )
 
 
+async def _initialize(conn: RelayConnection, host: ClientHost) -> None:
+    await conn.request(
+        acp.INITIALIZE,
+        {
+            "protocolVersion": acp.PROTOCOL_VERSION,
+            "clientCapabilities": host.capabilities(),
+            "clientInfo": {"name": "acpctl", "title": "acpctl terminal", "version": __version__},
+        },
+    )
+
+
 async def run_terminal(
     options: Options, agent_name: str, silence_s: float, agent_env: Mapping[str, str]
 ) -> int:
@@ -339,21 +375,10 @@ async def run_terminal(
         else:  # at the chat prompt: leave, ending the relay cleanly first
             conn._spawn(_leave(conn))
 
-    await conn.start(options.agent)
+    await conn.start(agent_name)
     try:
         with status(f"starting {agent_name}..."):  # claude-agent-acp takes 5-10 s here
-            await conn.request(
-                acp.INITIALIZE,
-                {
-                    "protocolVersion": acp.PROTOCOL_VERSION,
-                    "clientCapabilities": host.capabilities(),
-                    "clientInfo": {
-                        "name": "acpctl",
-                        "title": "acpctl terminal",
-                        "version": __version__,
-                    },
-                },
-            )
+            await _initialize(conn, host)
             conn.session_id = await _open_session(conn, options, agent_name)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         if not interactive:
@@ -432,8 +457,9 @@ async def _chat(
 
 
 def main(options: Options) -> int:
-
     cfg = config.load()
+    if options.session and not options.agent:  # the stored session's own agent
+        options.agent = _stored(options.session).agent
     agent = discovery.resolve(cfg, options.agent)
     spec = agent.as_spec()  # not installed: a clear error before anything starts
     agent_env = {**os.environ, **spec.env}
@@ -441,3 +467,36 @@ def main(options: Options) -> int:
         return asyncio.run(run_terminal(options, agent.name, cfg.silence_warning_s, agent_env))
     except KeyboardInterrupt:
         return EXIT_CANCELLED
+
+
+def _stored(text: str) -> SessionMeta:
+    store = SessionStore()
+    try:
+        return store.read_meta(SessionIndex(store).resolve(text))
+    except LookupError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def fork(text: str, name: str | None) -> str:
+    """`acpctl sessions fork`: a fork of a stored session through its agent's relay (the
+    agent's own fork, else acpctl's), named `name`; its id."""
+    parent = _stored(text)
+    discovery.resolve(config.load(), parent.agent).as_spec()  # not installed: say so now
+
+    async def forked() -> str:
+        host = ClientHost([parent.cwd], "deny-all", ask_on_terminal)
+        conn = RelayConnection(host, RENDERERS["quiet"]())
+        await conn.start(parent.agent)
+        try:
+            with status(f"starting {parent.agent}..."):
+                await _initialize(conn, host)
+                params = {"sessionId": parent.id, "cwd": parent.cwd, "mcpServers": []}
+                result = await conn.request(acp.SESSION_FORK, params)
+            return str(result["sessionId"])
+        finally:
+            await conn.close()
+
+    session_id = asyncio.run(forked())
+    if name:
+        SessionStore().rename(session_id, name)
+    return session_id

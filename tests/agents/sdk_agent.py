@@ -9,7 +9,7 @@ Behaviour is chosen with environment variables:
 
 Every session has two modes (ask, code) and a config option `effort` (low, high); a prompt
 is answered with them when they are not the defaults ("sdk[code,high]: ..."). "crash"
-ends the process (status 3).
+ends the process (status 3); "mcp" is answered with the MCP servers session/new gave.
 
 Each prompt is answered with "sdk: <text>" in one chunk; "ask" asks for permission first;
 "files DIR" reads DIR/in.txt and writes DIR/out.txt through the client; "term" runs
@@ -87,6 +87,7 @@ class SdkAgent:
         self.cancelled: dict[str, asyncio.Event] = {}
         self.mode: dict[str, str] = {}
         self.effort: dict[str, str] = {}
+        self.mcp: dict[str, list[str]] = {}
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -115,6 +116,10 @@ class SdkAgent:
     ) -> NewSessionResponse:
         session_id = f"sdk-{uuid.uuid4().hex[:12]}"
         self._open(session_id, cwd)
+        self.mcp[session_id] = [
+            f"{server.name}:{getattr(server, 'command', None) or getattr(server, 'url', '')}"
+            for server in mcp_servers or []
+        ]
         return NewSessionResponse(
             session_id=session_id, modes=modes("ask"), config_options=effort("low")
         )
@@ -187,6 +192,8 @@ class SdkAgent:
             raise acp.RequestError(-32002, f"unknown session {session_id}")
         if text == "crash":
             os._exit(3)
+        if text == "mcp":  # the MCP servers the session was given
+            text = "mcp " + ",".join(self.mcp.get(session_id, []))
         if "ask" in text:
             answer = await self.conn.request_permission(
                 session_id=session_id,
