@@ -150,3 +150,34 @@ def test_env_and_headers_take_acps_shape(tmp_path: Path) -> None:
             "headers": [{"name": "Authorization", "value": "x"}],
         },
     ]
+
+
+@pytest.mark.e2e
+def test_search_and_usage_from_the_shell(home: Path) -> None:
+    for prompt in ("refactor the tokenizer", "document the parser", "tokenizer tests please"):
+        assert run_cli("run", "--agent", "demo", prompt).returncode == 0
+    found = run_cli("sessions", "search", "tokenizer", "--json")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert {h["kind"] for h in hits} == {"prompt", "answer"} and len(hits) == 4
+    start, end = hits[0]["matches"][0]
+    assert hits[0]["snippet"][start:end] == "tokenizer"
+    assert run_cli("sessions", "search", "nowhere-to-be-found").returncode == 1
+    assert run_cli("sessions", "search", "tokenizer", "--agent", "other").returncode == 1
+    bad = run_cli("sessions", "search", "x", "--since", "last tuesday")
+    assert bad.returncode == 2 and "neither a date" in bad.stderr
+    assert run_cli("sessions", "search", "--", '""').returncode == 2
+    report = json.loads(run_cli("usage", "--json").stdout)
+    assert report == [
+        {
+            "agent": "demo",
+            "sessions": 3,
+            "turns": 3,
+            "tokens": {"inputTokens": 9, "outputTokens": 9, "totalTokens": 18},
+            "cost": {},
+        }
+    ]
+    by_day = json.loads(run_cli("usage", "--by", "day", "--since", "1d", "--json").stdout)
+    assert len(by_day) == 1 and by_day[0]["turns"] == 3
+    table = run_cli("usage", "--by", "session")
+    assert table.returncode == 0 and "refactor the tokenizer" in table.stdout

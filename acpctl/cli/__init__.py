@@ -13,7 +13,7 @@ import typer
 import typer.core
 
 from acpctl import __version__
-from acpctl.cli import agents, completions, doctor, install, ps, run, sessions
+from acpctl.cli import agents, completions, doctor, history, install, ps, run, sessions
 from acpctl.cli.completions import COMPLETE_VARIABLE
 from acpctl.errors import AcpctlError, report
 
@@ -32,6 +32,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(agents.app, name="agents")
+sessions.app.command("search")(history.search)
 app.add_typer(sessions.app, name="sessions")
 app.command("run")(run.run)
 app.command("ps")(ps.ps)
@@ -39,6 +40,7 @@ app.command("install")(install.install)
 app.command("uninstall")(install.uninstall)
 app.command("doctor")(doctor.doctor)
 app.command("logs")(doctor.logs)
+app.command("usage")(history.usage)
 app.command("completions")(completions.completions)
 
 

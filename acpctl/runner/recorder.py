@@ -145,7 +145,8 @@ class Recorder:
         """The turn's end, written to the OS now; made durable by the next group commit."""
         result = response.get("result")
         if isinstance(result, dict) and isinstance(result.get("stopReason"), str):
-            record.writer.turn_end(result["stopReason"])
+            usage = result.get("usage")
+            record.writer.turn_end(result["stopReason"], usage if isinstance(usage, dict) else None)
             record.meta.last_stop_reason = result["stopReason"]
         else:
             error = response.get("error")

@@ -33,7 +33,7 @@ INDEX_DIR = ".index"
 INDEX_FILE = "sessions.sqlite3"
 OLD_INDEX_FILE = ".index.sqlite3"  # where acpctl 0.1 kept it: removed when found
 RESCAN_AFTER_S = 60.0
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _COLUMNS = (
     "id",
     "agent",
@@ -51,6 +51,7 @@ _COLUMNS = (
     "command",
     "parent",
     "name",
+    "model",
 )
 
 
@@ -58,6 +59,13 @@ _COLUMNS = (
 class IndexedSession:
     meta: SessionMeta
     problem: str | None  # why the session's metadata could not be read
+    model: str | None = None  # the model chosen for it, when it said
+
+
+def chosen_model(meta: SessionMeta) -> str | None:
+    """The session's model: chosen with session/set_model, or a config option `model`."""
+    model = meta.state.get("model") or (meta.state.get("config") or {}).get("model")
+    return model if isinstance(model, str) else None
 
 
 def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tuple[object, ...]:
@@ -78,6 +86,7 @@ def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tu
         json.dumps(meta.command) if meta.command else "[]",
         meta.parent_id,
         meta.name,
+        chosen_model(meta),
     )
 
 
@@ -100,6 +109,7 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
         command,
         parent,
         name,
+        model,
     ) = row
     meta = SessionMeta(
         id=sid,
@@ -116,7 +126,7 @@ def _from_row(row: tuple[Any, ...]) -> IndexedSession:
         parent_id=parent,
         name=name,
     )
-    return IndexedSession(meta, problem)
+    return IndexedSession(meta, problem, model)
 
 
 class SessionIndex:
@@ -140,7 +150,7 @@ class SessionIndex:
                     id TEXT PRIMARY KEY, agent TEXT, cwd TEXT, updated TEXT,
                     mtime_ns INTEGER, size INTEGER, problem TEXT, title TEXT, created TEXT,
                     turns INTEGER, last_stop TEXT, agent_session_id TEXT, directories TEXT,
-                    command TEXT, parent TEXT, name TEXT);
+                    command TEXT, parent TEXT, name TEXT, model TEXT);
                 CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
                 DROP TABLE IF EXISTS scanned;
                 CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL);
@@ -287,7 +297,7 @@ class SessionIndex:
                 and (cwd is None or meta.cwd == cwd)
                 and (since is None or meta.updated >= since)
             ):
-                result.append(IndexedSession(meta, None))
+                result.append(IndexedSession(meta, None, chosen_model(meta)))
         result.sort(key=lambda s: (s.problem is None, s.meta.updated, s.meta.id), reverse=True)
         return result[:limit] if limit is not None else result
 

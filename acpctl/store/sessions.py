@@ -10,8 +10,12 @@ Event lines:
     {"ts": 1732912345.123, "type": "update", "update": {"sessionUpdate": ...}}
     {"ts": 1732912345.234, "type": "agent", "message": {"jsonrpc": "2.0",
         "method": "session/update", "params": {"sessionId": "<agent's id>", "update": {}}}}
-    {"ts": 1732912345.456, "type": "turn_end", "stopReason": "end_turn"}
+    {"ts": 1732912345.456, "type": "turn_end", "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}}   (usage: when
+        the prompt's response had one)
     {"ts": 1732912345.456, "type": "turn_error", "message": "..."}
+    {"ts": 1732912345.567, "type": "fork", "parentId": "..."}   (a fork: the lines before
+        it are a copy of the parent's history)
 
 User prompts are stored as `user_message_chunk` updates (type "update"); what the agent
 sent is stored verbatim (type "agent": the notification's own bytes, embedded without
@@ -301,8 +305,11 @@ class HistoryWriter:
             raw = raw.rstrip(b"\r\n")
         self._buffer += (self._head, raw, b"}\n")
 
-    def turn_end(self, stop_reason: str) -> None:
-        self.append({"ts": round(time.time(), 3), "type": "turn_end", "stopReason": stop_reason})
+    def turn_end(self, stop_reason: str, usage: dict[str, Any] | None = None) -> None:
+        event = {"ts": round(time.time(), 3), "type": "turn_end", "stopReason": stop_reason}
+        if usage:
+            event["usage"] = usage
+        self.append(event)
 
     def turn_error(self, message: str) -> None:
         self.append({"ts": round(time.time(), 3), "type": "turn_error", "message": message})
@@ -415,6 +422,9 @@ class SessionStore:
             os.close(source)
         if last != b"\n":  # the parent's torn last line stays a fragment readers skip
             writer.write_through(b"\n")
+        # Where the copy ends: what came before is the parent's (usage is not counted twice)
+        marker = {"ts": round(time.time(), 3), "type": "fork", "parentId": parent_id}
+        writer.write_through(json.dumps(marker).encode() + b"\n")
         return writer
 
     def open_writer(self, session_id: str) -> HistoryWriter:

@@ -181,6 +181,8 @@ class PiSession:
         reason, error = pt.stop_reason(turn.last_assistant)
         if reason is None:
             raise RpcError(acp.INTERNAL_ERROR, f"pi: {error}")
+        if turn.usage and "totalTokens" in turn.usage:
+            return {"stopReason": reason, "usage": turn.usage}
         return {"stopReason": reason}
 
     # -- for the turn ---------------------------------------------------------------------

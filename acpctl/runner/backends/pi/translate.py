@@ -356,6 +356,27 @@ def available_commands(answer: Any) -> JsonObject:
     return {"sessionUpdate": acp.AVAILABLE_COMMANDS_UPDATE, "availableCommands": found}
 
 
+# pi's usage fields, and ACP's (PromptResponse.usage) for them
+_USAGE_FIELDS = (
+    ("input", "inputTokens"),
+    ("output", "outputTokens"),
+    ("cacheRead", "cachedReadTokens"),
+    ("cacheWrite", "cachedWriteTokens"),
+    ("totalTokens", "totalTokens"),
+)
+
+
+def add_usage(total: dict[str, int], message: Any) -> None:
+    """Add an assistant message's token counts to a turn's, in ACP's names."""
+    usage = message.get("usage") if isinstance(message, dict) else None
+    if not isinstance(usage, dict):
+        return
+    for theirs, ours in _USAGE_FIELDS:
+        value = usage.get(theirs)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            total[ours] = total.get(ours, 0) + value
+
+
 def usage(stats: Any) -> JsonObject | None:
     """pi's get_session_stats as a usage_update: context tokens used of the window, and the
     session's cost so far (pi prices in US dollars)."""

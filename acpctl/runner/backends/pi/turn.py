@@ -30,6 +30,7 @@ class Turn:
         self.child = child
         self.stream = pt.StreamText()
         self.last_assistant: Any = None
+        self.usage: dict[str, int] = {}  # summed over the turn's assistant messages
         self.handlers: dict[str, Callable[[JsonObject], None]] = {
             "message_start": self._message_start,
             "message_update": self._message_update,
@@ -109,6 +110,7 @@ class Turn:
             return
         message = event.get("message")
         self.last_assistant = message
+        pt.add_usage(self.usage, message)
         content = message.get("content") if isinstance(message, dict) else None
         for index, block in enumerate(content or []):
             if not isinstance(block, dict):

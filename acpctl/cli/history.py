@@ -1,0 +1,265 @@
+"""`acpctl sessions search` and `acpctl usage`: what the whole history says."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import click
+import typer
+
+from acpctl.cli.completions import agent_option
+from acpctl.errors import UsageError
+
+USAGE_GROUPS = ("agent", "day", "session", "model")
+
+
+def parse_since(text: str) -> float:
+    """A moment: a duration back from now (90m, 12h, 7d, 2w) or a date (2026-11-01)."""
+    from datetime import datetime
+
+    from acpctl.cli.sessions import parse_duration
+
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%d").timestamp()
+    except ValueError:
+        pass
+    try:
+        return time.time() - parse_duration(text).total_seconds()
+    except UsageError:
+        raise UsageError(
+            f"--since {text!r} is neither a date (2026-11-01) nor a duration (12h, 7d)"
+        ) from None
+
+
+def search(
+    query: list[str] = typer.Argument(
+        ..., help='Words that must all occur ("a phrase" in quotes; word* for a prefix).'
+    ),
+    agent: str = agent_option(None, "Only this agent's sessions.", short=False),
+    since: str = typer.Option(None, "--since", help="Since a date (2026-11-01) or 7d, 12h."),
+    cwd: Path = typer.Option(None, "--cwd", help="Only sessions in this directory."),
+    limit: int = typer.Option(20, "--limit", help="At most N matches."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+) -> None:
+    """Search all history (prompts, answers, tool call titles), best matches first.
+
+    Exit status: 0 with matches, 1 without, 2 on usage errors.
+    """
+    from acpctl.store.history_index import MARK_END, MARK_START, HistoryIndex, fts_query
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionStore
+    from acpctl.terminal.render import status
+
+    text = fts_query(" ".join(query))
+    if not text:
+        raise UsageError("give some words to search for")
+    if limit < 1:
+        raise UsageError("--limit must be 1 or more")
+    moment = parse_since(since) if since else None
+    store = SessionStore()
+    listing = SessionIndex(store).query()
+    metas = {s.meta.id: s.meta for s in listing if s.problem is None}
+    wanted = None
+    if agent or cwd:
+        where = str(cwd.resolve()) if cwd else None
+        wanted = {
+            sid
+            for sid, meta in metas.items()
+            if (agent is None or meta.agent == agent) and (where is None or meta.cwd == where)
+        }
+    history = HistoryIndex(store)
+    with status("indexing the history..."), history.connected(listing) as connection:
+        hits = history.search(connection, text, wanted, moment, limit)
+    if as_json:
+        found = []
+        for hit in hits:
+            meta = metas[hit.session]
+            plain, marks = _marks(hit.snippet, MARK_START, MARK_END)
+            found.append(
+                {
+                    "session": hit.session,
+                    "agent": meta.agent,
+                    "name": meta.name,
+                    "title": meta.title,
+                    "cwd": meta.cwd,
+                    "turn": hit.turn + 1,
+                    "kind": hit.kind,
+                    "time": _iso(hit.ts),
+                    "snippet": plain,
+                    "matches": marks,
+                }
+            )
+        typer.echo(json.dumps(found, indent=2, ensure_ascii=False))
+    else:
+        _print_hits(hits, metas, MARK_START, MARK_END)
+    raise typer.Exit(0 if hits else 1)
+
+
+def _marks(snippet: str, start: str, end: str) -> tuple[str, list[list[int]]]:
+    """The snippet without its markers, and where the matches are in it."""
+    plain, marks, opened = "", [], 0
+    for char in snippet:
+        if char == start:
+            opened = len(plain)
+        elif char == end:
+            marks.append([opened, len(plain)])
+        else:
+            plain += char
+    return plain, marks
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def _print_hits(hits: list[Any], metas: dict[str, Any], start: str, end: str) -> None:
+    from rich.markup import escape
+
+    from acpctl.terminal.render import rich_console
+
+    console = rich_console()
+    if not hits:
+        console.print("no matches", style="dim")
+        return
+    for hit in hits:
+        meta = metas[hit.session]
+        label = meta.name or meta.title or ""
+        console.print(
+            f"[bold]{escape(hit.session[:14])}[/] {escape(meta.agent)} · {_iso(hit.ts)} · "
+            f"turn {hit.turn + 1} · {hit.kind} [dim]{escape(label[:50])}[/]"
+        )
+        snippet = escape(" ".join(hit.snippet.split()))
+        console.print("  " + snippet.replace(start, "[reverse]").replace(end, "[/reverse]"))
+
+
+def usage(
+    by: str = typer.Option(
+        "agent", "--by", click_type=click.Choice(USAGE_GROUPS), help="Group by this."
+    ),
+    since: str = typer.Option(None, "--since", help="Since a date (2026-11-01) or 7d, 12h."),
+    agent: str = agent_option(None, "Only this agent's sessions.", short=False),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+) -> None:
+    """Tokens and cost across sessions and agents, from what the agents reported (prompt
+    responses' usage, usage_update's cost)."""
+    from acpctl.store.history_index import TOKEN_FIELDS, HistoryIndex
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionStore
+    from acpctl.terminal.render import status
+
+    since_day = time.strftime("%Y-%m-%d", time.localtime(parse_since(since))) if since else None
+    store = SessionStore()
+    listing = SessionIndex(store).query()
+    metas = {s.meta.id: s.meta for s in listing if s.problem is None}
+    history = HistoryIndex(store)
+    with status("reading the history..."), history.connected(listing) as connection:
+        rows = history.usage(connection, since_day)
+    groups: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"turns": 0, "sessions": set(), "tokens": {}, "cost": {}}
+    )
+    for row in rows:
+        meta = metas.get(row.session)
+        if meta is None or (agent and meta.agent != agent):
+            continue
+        key = {
+            "agent": meta.agent,
+            "day": row.day,
+            "session": row.session,
+            "model": row.model or "(not reported)",
+        }[by]
+        group = groups[key]
+        group["turns"] += row.turns
+        group["sessions"].add(row.session)
+        for name, value in row.tokens.items():
+            group["tokens"][name] = group["tokens"].get(name, 0) + value
+        for currency, amount in row.cost.items():
+            group["cost"][currency] = group["cost"].get(currency, 0.0) + amount
+    ordered = sorted(groups.items(), reverse=by == "day")
+    if by != "day":
+        ordered.sort(key=lambda item: -item[1]["tokens"].get("totalTokens", 0))
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        by: key,
+                        "sessions": len(group["sessions"]),
+                        "turns": group["turns"],
+                        "tokens": {
+                            n: group["tokens"][n] for n in TOKEN_FIELDS if n in group["tokens"]
+                        },
+                        "cost": {c: round(a, 6) for c, a in sorted(group["cost"].items())},
+                        **_session_fields(by, key, metas),
+                    }
+                    for key, group in ordered
+                ],
+                indent=2,
+            )
+        )
+        return
+    _print_usage(by, ordered, metas)
+
+
+def _session_fields(by: str, key: str, metas: dict[str, Any]) -> dict[str, Any]:
+    if by != "session":
+        return {}
+    meta = metas[key]
+    return {"agent": meta.agent, "name": meta.name, "title": meta.title}
+
+
+def _money(cost: dict[str, float]) -> str:
+    return (
+        ", ".join(
+            f"${amount:,.2f}" if currency == "USD" else f"{amount:,.2f} {currency}"
+            for currency, amount in sorted(cost.items())
+        )
+        or "-"
+    )
+
+
+def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from acpctl.terminal.render import rich_console
+
+    console = rich_console()
+    if not ordered:
+        console.print("no usage recorded yet: agents report it with their answers", style="dim")
+        return
+    rows = []
+    for key, group in ordered:
+        tokens = group["tokens"]
+        label = key
+        if by == "session":
+            meta = metas[key]
+            label = f"{key[:8]} {(meta.name or meta.title or meta.agent)[:22]}"
+        rows.append(
+            [
+                label,
+                str(len(group["sessions"])),
+                str(group["turns"]),
+                f"{tokens.get('inputTokens', 0):,}",
+                f"{tokens.get('outputTokens', 0):,}",
+                f"{tokens.get('totalTokens', 0):,}",
+                _money(group["cost"]),
+            ]
+        )
+    headers = [by.upper(), "SESSIONS", "TURNS", "INPUT", "OUTPUT", "TOTAL", "COST"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    bar = console.width - sum(widths) - 2 * len(widths) - 1  # what is left for the chart
+    table = Table(box=None, pad_edge=False)
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index == 0 else "right", no_wrap=True)
+    if bar >= 8:
+        table.add_column("", no_wrap=True)
+        most = max(group["tokens"].get("totalTokens", 0) for _, group in ordered) or 1
+        for row, (_, group) in zip(rows, ordered, strict=True):
+            total = group["tokens"].get("totalTokens", 0)
+            row.append("[cyan]" + "█" * max(1 if total else 0, round(bar * total / most)) + "[/]")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
