@@ -5,11 +5,9 @@ from acpctl.jsonrpc.framing import (
     MAX_LINE_BYTES,
     BadLine,
     Message,
-    decode_text,
     parse_line,
     read_lines,
     read_messages,
-    scan_value,
 )
 from acpctl.jsonrpc.messages import (
     JsonObject,
@@ -39,7 +37,6 @@ __all__ = [
     "PendingRequests",
     "ResponseHook",
     "RpcError",
-    "decode_text",
     "encode",
     "error",
     "error_response",
@@ -52,6 +49,5 @@ __all__ = [
     "read_messages",
     "request",
     "result",
-    "scan_value",
     "unwrap",
 ]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from acpctl.jsonrpc.messages import RpcError, is_id
+from acpctl.jsontext import OutOfRange, decode_text
 from acpctl.protocol import PARSE_ERROR
 
 # Lines above this are refused (with a parse error) instead of buffered without bound.
@@ -83,19 +83,6 @@ async def read_lines(
             yield batch
 
 
-def decode_text(text: str) -> Any:
-    """One JSON value (raises ValueError), faster than json.loads for the common case: a
-    line that is one value, without decode()'s two regular expressions. Numbers that would
-    become Infinity or NaN are refused."""
-    try:
-        value, end = _SCAN(text, 0)
-    except StopIteration:  # leading blanks, or not JSON: decode() says which
-        return _DECODER.decode(text)
-    if end != len(text) and not text[end:].isspace():
-        return _DECODER.decode(text)  # raises: extra data
-    return value
-
-
 def parse_line(line: bytes) -> Any:
     """Decode one line; raises RpcError(PARSE_ERROR) for whatever is not a JSON value, and
     for numbers acpctl cannot pass on exactly: `1e999` would become Infinity, which JSON
@@ -107,36 +94,10 @@ def parse_line(line: bytes) -> Any:
         raise RpcError(PARSE_ERROR, f"parse error: invalid UTF-8 at byte {exc.start}") from exc
     except RecursionError as exc:
         raise RpcError(PARSE_ERROR, "parse error: nested too deeply") from exc
-    except _OutOfRange as exc:
+    except OutOfRange as exc:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}", {"id": _id_of(text)}) from exc
     except ValueError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from exc
-
-
-class _OutOfRange(ValueError):
-    pass
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _OutOfRange(f"the number {text[:40]} is out of range")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-# One decoder: json.loads with hooks would build a new one for every line.
-_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_refuse_constant)
-_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
-
-
-def scan_value(text: str, start: int) -> tuple[Any, int]:
-    """The JSON value that begins exactly at `start` in `text`, and where it ends (raises
-    StopIteration when none begins there, ValueError for one that is malformed)."""
-    return _SCAN(text, start)
 
 
 def _id_of(text: str) -> Any:

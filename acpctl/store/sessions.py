@@ -47,7 +47,7 @@ from typing import Any
 
 from acpctl import paths
 from acpctl.files import atomic_write
-from acpctl.jsonrpc import decode_text, scan_value
+from acpctl.jsontext import decode_text, scan_value
 
 try:
     import fcntl
