@@ -14,7 +14,7 @@ more of the protocol, so editors, tests, `doctor` and the benchmarks can exercis
 Two modes (`echo`, and `shout`, which answers in capitals) and one config option (`tone`:
 `plain`, or `excited`, which ends the answer with "!") let editors and tests exercise
 session state. It supports session/resume (an echo has no context to lose) but not
-session/load. Each turn reports its usage (a token a word; it costs nothing). Run it
+session/load. Each prompt's response reports its tokens (a token a word). Run it
 directly with `python -m acpctl.demo_agent`.
 """
 
@@ -36,7 +36,6 @@ from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 
 MODES = (("echo", "Echo"), ("shout", "Shout"))
 TONES = (("plain", "Plain"), ("excited", "Excited"))
-CONTEXT_WINDOW = 200_000  # what the demo says its context holds
 
 
 @dataclass
@@ -44,7 +43,6 @@ class DemoSession:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     mode: str = "echo"
     tone: str = "plain"
-    context: int = 0  # tokens "in context", for usage_update
 
     def state(self) -> JsonObject:
         return {
@@ -162,21 +160,13 @@ class DemoAgent:
                 return {"stopReason": stop}
         await self.echo(session_id, text, words, cancelled)
         stop = acp.CANCELLED if cancelled.is_set() else acp.END_TURN
-        return {"stopReason": stop, "usage": self.usage(session_id, text)}
+        return {"stopReason": stop, "usage": self.usage(text)}
 
-    def usage(self, session_id: str, text: str) -> JsonObject:
-        """Tokens as a model would count them (a word each, the echo as long as the prompt),
-        the context so far, and what it cost: nothing."""
-        session = self.sessions[session_id]
+    @staticmethod
+    def usage(text: str) -> JsonObject:
+        """The turn's tokens as a model would count them: a word each, the echo as long as
+        the prompt (no usage_update: an echo costs nothing and has no context window)."""
         tokens = len(text.split())
-        session.context += 2 * tokens
-        update = {
-            "sessionUpdate": acp.USAGE_UPDATE,
-            "used": session.context,
-            "size": CONTEXT_WINDOW,
-            "cost": {"amount": 0.0, "currency": "USD"},
-        }
-        self.update(session_id, update)
         return {"inputTokens": tokens, "outputTokens": tokens, "totalTokens": 2 * tokens}
 
     def extras(self, session_id: str, text: str, words: set[str]) -> None:

@@ -33,6 +33,7 @@ app = typer.Typer(
 )
 app.add_typer(agents.app, name="agents")
 sessions.app.command("search")(history.search)
+sessions.app.command("watch")(history.watch)
 app.add_typer(sessions.app, name="sessions")
 app.command("run")(run.run)
 app.command("ps")(ps.ps)

@@ -1,4 +1,5 @@
-"""`acpctl sessions search` and `acpctl usage`: what the whole history says."""
+"""`acpctl sessions search`, `acpctl sessions watch` and `acpctl usage`: the history as a
+whole, and as it is being written."""
 
 from __future__ import annotations
 
@@ -134,6 +135,50 @@ def _print_hits(hits: list[Any], metas: dict[str, Any], start: str, end: str) ->
         )
         snippet = escape(" ".join(hit.snippet.split()))
         console.print("  " + snippet.replace(start, "[reverse]").replace(end, "[/reverse]"))
+
+
+def watch(
+    session: str = typer.Argument(
+        None, help="Session id, name, or a unique prefix of either (default: --latest)."
+    ),
+    latest: bool = typer.Option(
+        False, "--latest", help="The session updated last (of --agent's, with it)."
+    ),
+    agent: str = agent_option(None, "With --latest: this agent's newest session.", short=False),
+) -> None:
+    """Follow a session an editor or another shell is running: its last turn so far, then
+    every update as it happens, until the run that has it open ends (or Ctrl-C).
+
+    Exit status: 0 when it followed a live run, 1 when no run has the session open (the
+    last turn is shown), 2 on usage errors.
+    """
+    import sys
+
+    from acpctl.runner.runs import live_runs
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionStore
+    from acpctl.terminal.watch import follow
+
+    if session and latest:
+        raise UsageError("name a session or give --latest, not both")
+    store = SessionStore()
+    index = SessionIndex(store)
+    if session:
+        try:
+            session_id = index.resolve(session)
+        except LookupError as exc:
+            raise UsageError(str(exc)) from exc
+    else:
+        newest = index.query(agent=agent, limit=1)
+        if not newest or newest[0].problem:
+            raise UsageError("no sessions yet" + (f" of {agent}" if agent else ""))
+        session_id = newest[0].meta.id
+    meta = store.read_meta(session_id)
+
+    def is_live() -> bool:
+        return any(session_id in run.get("sessions", []) for run in live_runs())
+
+    raise typer.Exit(0 if follow(store, meta, sys.stdout, is_live) else 1)
 
 
 def usage(

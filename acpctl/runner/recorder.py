@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -134,6 +135,30 @@ class Recorder:
     def agent_update(self, record: SessionRecord, raw: bytes) -> None:
         """A session/update of the agent's, as its bytes (written at the batch's end)."""
         record.writer.agent_message(raw)
+        self._dirty[record.id] = record.writer
+
+    def permission(self, record: SessionRecord, params: JsonObject) -> None:
+        """The agent asked the editor for permission: what for, and the choices."""
+        tool = params.get("toolCall")
+        tool = tool if isinstance(tool, dict) else {}
+        options = [
+            {key: option.get(key) for key in ("optionId", "name", "kind")}
+            for option in params.get("options") or []
+            if isinstance(option, dict)
+        ]
+        event = {"ts": round(time.time(), 3), "type": "permission", "options": options}
+        event["toolCall"] = {k: tool[k] for k in ("toolCallId", "title", "kind") if k in tool}
+        record.writer.append(event)
+        self._dirty[record.id] = record.writer
+
+    def permission_outcome(self, record: SessionRecord, response: JsonObject) -> None:
+        """How the editor answered it (or that it was cancelled)."""
+        result = response.get("result")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if not isinstance(outcome, dict):
+            outcome = {"outcome": "error"}
+        event = {"ts": round(time.time(), 3), "type": "permission_outcome", "outcome": outcome}
+        record.writer.append(event)
         self._dirty[record.id] = record.writer
 
     def batch_end(self) -> None:

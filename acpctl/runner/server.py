@@ -161,6 +161,8 @@ class AcpServer:
         if request is None:
             self.log.debug("editor answered unknown or settled request %r", message.get("id"))
             return
+        if request.method == acp.REQUEST_PERMISSION and request.session is not None:
+            self.recorder.permission_outcome(request.session, message)
         if request.generation == self.backend.generation:  # else the agent that asked died
             self.backend.send({**message, "id": request.agent_id})
 
@@ -409,6 +411,8 @@ class AcpServer:
         method = str(message.get("method"))
         if record is not None:
             record.heard = time.monotonic()  # a question is not silence
+            if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
+                self.recorder.permission(record, params)
         editor_id = self.ids.to_editor(ReverseRequest(message["id"], generation, record, method))
         forwarded = {**message, "id": editor_id}
         if isinstance(params, dict):

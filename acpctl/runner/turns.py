@@ -178,6 +178,7 @@ class Turns:
             request = self.ids.settle(editor_id, cancelled)
             if request is None:
                 continue
+            self.recorder.permission_outcome(record, cancelled)
             if request.generation == self.backend.generation:
                 self.backend.send({**cancelled, "id": request.agent_id})
             self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))

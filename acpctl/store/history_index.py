@@ -26,16 +26,14 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from acpctl import paths
 from acpctl.store.index import INDEX_DIR, IndexedSession
-from acpctl.store.sessions import EVENTS_FILE, SessionStore, event_update
+from acpctl.store.sessions import EVENTS_FILE, SessionStore, event_update, events_from
 
 HISTORY_FILE = "history.sqlite3"
 SCHEMA_VERSION = 1
-READ_CHUNK = 1 << 20
 TOKEN_FIELDS = (
     "inputTokens",
     "outputTokens",
@@ -220,7 +218,10 @@ class HistoryIndex:
                     self._forget(connection, sid)
                     offset, turn, last_cost, currency = 0, 0, 0.0, None
                 reading = _Reading(sid, turn, last_cost, currency, session.model)
-                end = _read_lines(events, offset, reading)
+                end = offset
+                for event, position in events_from(events, offset):
+                    reading.event(event)
+                    end = position
                 read += end - offset
                 self._save(connection, reading, end)
         return read
@@ -313,27 +314,3 @@ def fts_query(text: str) -> str:
             if word:
                 terms.append('"' + word.replace('"', "") + '"' + ("*" if prefix else ""))
     return " ".join(terms)
-
-
-def _read_lines(path: Path, offset: int, reading: _Reading) -> int:
-    """Feed the whole lines from `offset` on to `reading`; where the last one ended."""
-    try:
-        handle = path.open("rb")
-    except OSError:
-        return offset
-    with handle:
-        handle.seek(offset)
-        tail = b""
-        while chunk := handle.read(READ_CHUNK):
-            data = tail + chunk
-            cut = data.rfind(b"\n") + 1
-            for line in data[:cut].split(b"\n")[:-1]:
-                offset += len(line) + 1
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # a torn or corrupt line: `sessions verify` reports it
-                if isinstance(event, dict):
-                    reading.event(event)
-            tail = data[cut:]
-    return offset

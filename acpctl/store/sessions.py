@@ -14,6 +14,9 @@ Event lines:
         "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}}   (usage: when
         the prompt's response had one)
     {"ts": 1732912345.456, "type": "turn_error", "message": "..."}
+    {"ts": 1732912345.5, "type": "permission", "toolCall": {"title": ...}, "options": [...]}
+    {"ts": 1732912345.6, "type": "permission_outcome", "outcome": {"outcome": "selected",
+        "optionId": "allow"}}   (what the agent asked the editor, and the answer)
     {"ts": 1732912345.567, "type": "fork", "parentId": "..."}   (a fork: the lines before
         it are a copy of the parent's history)
 
@@ -220,6 +223,28 @@ def agent_message_bytes(event: dict[str, Any], line: bytes) -> bytes | None:
 
 READ_CHUNK_BYTES = 1 << 20
 _UNREADABLE = object()
+
+
+def events_from(path: Path, offset: int) -> Iterator[tuple[dict[str, Any], int]]:
+    """The events of an events.jsonl from byte `offset` on, each with where its line ends:
+    whole lines only (one still being written is left for the next reader), torn or
+    corrupt ones skipped. For readers that follow a file as it grows."""
+    try:
+        handle = path.open("rb")
+    except OSError:
+        return
+    with handle:
+        handle.seek(offset)
+        tail = b""
+        while chunk := handle.read(1 << 20):
+            data = tail + chunk
+            cut = data.rfind(b"\n") + 1
+            for line in data[:cut].split(b"\n")[:-1]:
+                offset += len(line) + 1
+                event = _parse_one(line)
+                if isinstance(event, dict):
+                    yield event, offset
+            tail = data[cut:]
 
 
 def _parse_lines(lines: list[bytes]) -> list[Any]:

@@ -7,23 +7,51 @@ from typing import Any, TextIO
 
 from acpctl import protocol as acp
 from acpctl.store.sessions import SessionMeta, SessionStore, event_update
-from acpctl.terminal.render import DIM, Renderer, content_text, diff_lines
+from acpctl.terminal.render import DIM, YELLOW, Renderer, content_text, diff_lines
+
+
+class EventView:
+    """Stored events as the terminal shows them, for `sessions show` and `sessions watch`:
+    updates as `acpctl run` renders them, permission requests and their answers, turn
+    ends."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.renderer = Renderer(out)
+
+    def header(self, meta: SessionMeta) -> None:
+        label = meta.name or meta.title or "(untitled)"
+        self.out.write(self.renderer.style(f"{label} - {meta.agent} - {meta.cwd}", DIM) + "\n\n")
+
+    def show(self, event: dict[str, Any]) -> None:
+        update = event_update(event)
+        kind = event.get("type")
+        style = self.renderer.style
+        if update is not None:
+            self.renderer.update(update)
+        elif kind in ("turn_end", "turn_error"):
+            self.renderer.finish(None)
+            detail = event.get("stopReason") or f"error: {event.get('message')}"
+            self.out.write(style(f"[{detail}]", DIM) + "\n\n")
+        elif kind == "permission":
+            self.renderer.finish(None)
+            tool = event.get("toolCall") or {}
+            choices = ", ".join(str(o.get("name")) for o in event.get("options") or [])
+            asked = f"? permission asked: {tool.get('title') or 'a tool call'} ({choices})"
+            self.out.write(style(asked, YELLOW) + "\n")
+        elif kind == "permission_outcome":
+            outcome = event.get("outcome") or {}
+            answer = outcome.get("optionId") or outcome.get("outcome")
+            self.out.write(style(f"  answered: {answer}", YELLOW) + "\n")
+        self.out.flush()
 
 
 def write_terminal(store: SessionStore, meta: SessionMeta, out: TextIO) -> None:
     """Stream the transcript: the first screen shows before the whole log is read."""
-    renderer = Renderer(out)
-    out.write(
-        renderer.style(f"{meta.title or '(untitled)'} - {meta.agent} - {meta.cwd}", DIM) + "\n\n"
-    )
+    view = EventView(out)
+    view.header(meta)
     for event in store.iter_events(meta.id):
-        update = event_update(event)
-        if update is not None:
-            renderer.update(update)
-        elif event.get("type") in ("turn_end", "turn_error"):
-            renderer.finish(None)
-            detail = event.get("stopReason") or f"error: {event.get('message')}"
-            out.write(renderer.style(f"[{detail}]", DIM) + "\n\n")
+        view.show(event)
 
 
 def markdown(store: SessionStore, meta: SessionMeta) -> Iterator[str]:

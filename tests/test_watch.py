@@ -1,0 +1,49 @@
+"""Issue 19 (item 1): `acpctl sessions watch` follows a session another process is
+running, from its last turn until that run ends; permission requests and their answers are
+in the history, so watch and show render them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import acpctl_argv, run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def test_watch_follows_a_running_session_until_its_run_ends(home: Path) -> None:
+    assert run_cli("run", "--agent", "demo", "an earlier turn").returncode == 0
+    (session,) = json.loads(run_cli("sessions", "list", "--json").stdout)
+    running = subprocess.Popen(
+        acpctl_argv("run", "--agent", "demo", "-c", "--approve-all", "edit, then slow"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not any(
+            session["id"] in run.get("sessions", [])
+            for run in json.loads(run_cli("ps", "--json").stdout)
+        ):
+            assert time.monotonic() < deadline, "the run never opened the session"
+            time.sleep(0.05)
+        watched = run_cli("sessions", "watch", "--latest", timeout=60)
+        assert watched.returncode == 0, watched.stderr
+        assert running.wait(timeout=30) == 0
+    finally:
+        running.kill()
+    turn = watched.stdout.split("\n", 2)[2]  # after the header
+    assert "an earlier turn" not in turn  # the last turn only
+    assert "> edit, then slow" in turn
+    assert "? permission asked: Edit" in turn and "answered: allow" in turn
+    assert "[end_turn]" in turn and turn.rstrip().endswith("(the run ended)")
+    again = run_cli("sessions", "watch", str(session["id"]))
+    assert again.returncode == 1 and "no acpctl run has this session open" in again.stdout
+    shown = run_cli("sessions", "show", str(session["id"]))
+    assert "an earlier turn" in shown.stdout and "answered: allow" in shown.stdout
+    assert run_cli("sessions", "watch", "x", "--latest").returncode == 2
