@@ -21,7 +21,10 @@ def agent_line(session: str, update: dict[str, Any]) -> bytes:
     return json.dumps(message).encode()
 
 
-def turn(writer: Any, session: str, prompt: str, answer: str, **usage: Any) -> None:
+def turn(
+    store: SessionStore, writer: Any, session: str, prompt: str, answer: str, **usage: Any
+) -> None:
+    """A turn as the relay records it: events, then the session's metadata rewritten."""
     writer.update(
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": prompt}}
     )
@@ -51,6 +54,7 @@ def turn(writer: Any, session: str, prompt: str, answer: str, **usage: Any) -> N
         writer.agent_message(agent_line(session, update))
     writer.turn_end("end_turn", usage or None)
     writer.flush()
+    store.write_meta(store.read_meta(session))
 
 
 @pytest.fixture
@@ -67,7 +71,7 @@ def new(store: SessionStore, sid: str, agent: str = "claude", model: str | None 
 
 def search(store: SessionStore, words: str, **kwargs: Any) -> list[Any]:
     history = HistoryIndex(store)
-    with history.connected(SessionIndex(store).query()) as connection:
+    with history.connected(SessionIndex(store)) as connection:
         return history.search(
             connection, fts_query(words), kwargs.get("sessions"), kwargs.get("since"), 20
         )
@@ -75,15 +79,15 @@ def search(store: SessionStore, words: str, **kwargs: Any) -> list[Any]:
 
 def usage(store: SessionStore) -> list[Any]:
     history = HistoryIndex(store)
-    with history.connected(SessionIndex(store).query()) as connection:
+    with history.connected(SessionIndex(store)) as connection:
         return history.usage(connection, None)
 
 
 def test_prompts_answers_and_tool_titles_are_found_best_first(store: SessionStore) -> None:
     a = new(store, "a")
-    turn(a, "a", "fix the tokenizer", "the tokenizer now handles tokenizer edge cases")
+    turn(store, a, "a", "fix the tokenizer", "the tokenizer now handles tokenizer edge cases")
     b = new(store, "b")
-    turn(b, "b", "write docs", "mentions the tokenizer once")
+    turn(store, b, "b", "write docs", "mentions the tokenizer once")
     hits = search(store, "tokenizer")
     assert [(h.session, h.kind) for h in hits][:2] == [("a", "answer"), ("a", "prompt")]
     assert {h.session for h in hits} == {"a", "b"}
@@ -96,18 +100,18 @@ def test_prompts_answers_and_tool_titles_are_found_best_first(store: SessionStor
 
 def test_appended_turns_torn_lines_and_rewritten_files(store: SessionStore) -> None:
     a = new(store, "a")
-    turn(a, "a", "first question", "first answer")
+    turn(store, a, "a", "first question", "first answer")
     assert len(search(store, "first")) == 2
     events = store.session_dir("a") / EVENTS_FILE
     with events.open("ab") as handle:  # a line still being written is read next time
         handle.write(b'{"ts":1,"type":"update","update":{"sessionUpdate":"user_message_chu')
     assert not search(store, "second")
     a2 = store.open_writer("a")  # ends the torn line, as a writer after a crash does
-    turn(a2, "a", "second question", "second answer")
+    turn(store, a2, "a", "second question", "second answer")
     assert {h.turn for h in search(store, "second")} == {1}
     assert len(search(store, "first")) == 2  # nothing read twice
     events.write_bytes(b"")  # rewritten shorter: the session starts over
-    turn(store.open_writer("a"), "a", "third", "answer")
+    turn(store, store.open_writer("a"), "a", "third", "answer")
     assert not search(store, "first") and search(store, "third")
     store.delete("a")
     assert not search(store, "third")
@@ -115,11 +119,11 @@ def test_appended_turns_torn_lines_and_rewritten_files(store: SessionStore) -> N
 
 def test_usage_per_day_cost_deltas_and_forks_counted_once(store: SessionStore) -> None:
     a = new(store, "a", model="opus")
-    turn(a, "a", "q", "a", inputTokens=10, outputTokens=5, totalTokens=15, cost=0.25)
-    turn(a, "a", "q", "a", inputTokens=1, outputTokens=1, totalTokens=2, cost=0.75)
+    turn(store, a, "a", "q", "a", inputTokens=10, outputTokens=5, totalTokens=15, cost=0.25)
+    turn(store, a, "a", "q", "a", inputTokens=1, outputTokens=1, totalTokens=2, cost=0.75)
     parent = SessionMeta(id="a", agent="claude", command=[], cwd="/w")
     fork = store.fork(parent.id, SessionMeta(id="f", agent="claude", command=[], cwd="/w"))
-    turn(fork, "f", "q", "a", inputTokens=3, outputTokens=3, totalTokens=6, cost=1.0)
+    turn(store, fork, "f", "q", "a", inputTokens=3, outputTokens=3, totalTokens=6, cost=1.0)
     rows = {row.session: row for row in usage(store)}
     assert rows["a"].turns == 2 and rows["a"].tokens["totalTokens"] == 17
     assert rows["a"].cost == {"USD": pytest.approx(0.75)} and rows["a"].model == "opus"
@@ -146,7 +150,7 @@ def test_search_words_never_reach_fts5_as_syntax(words: str, query: str) -> None
 
 
 def test_a_corrupt_index_is_rebuilt_from_the_files(store: SessionStore) -> None:
-    turn(new(store, "a"), "a", "kept in files", "yes")
+    turn(store, new(store, "a"), "a", "kept in files", "yes")
     assert search(store, "kept")
     HistoryIndex(store).path.write_bytes(b"not a database" * 100)
     assert search(store, "kept")

@@ -62,19 +62,15 @@ def search(
         raise UsageError("--limit must be 1 or more")
     moment = parse_since(since) if since else None
     store = SessionStore()
-    listing = SessionIndex(store).query()
-    metas = {s.meta.id: s.meta for s in listing if s.problem is None}
+    listing = SessionIndex(store)
     wanted = None
     if agent or cwd:
-        where = str(cwd.resolve()) if cwd else None
-        wanted = {
-            sid
-            for sid, meta in metas.items()
-            if (agent is None or meta.agent == agent) and (where is None or meta.cwd == where)
-        }
+        wanted = set(listing.models(agent, str(cwd.resolve()) if cwd else None))
     history = HistoryIndex(store)
     with status("indexing the history..."), history.connected(listing) as connection:
         hits = history.search(connection, text, wanted, moment, limit)
+    metas = {sid: s.meta for sid, s in listing.rows(h.session for h in hits).items()}
+    hits = [hit for hit in hits if hit.session in metas]  # deleted meanwhile
     if as_json:
         found = []
         for hit in hits:
@@ -198,11 +194,11 @@ def usage(
 
     since_day = time.strftime("%Y-%m-%d", time.localtime(parse_since(since))) if since else None
     store = SessionStore()
-    listing = SessionIndex(store).query()
-    metas = {s.meta.id: s.meta for s in listing if s.problem is None}
+    listing = SessionIndex(store)
     history = HistoryIndex(store)
     with status("reading the history..."), history.connected(listing) as connection:
         rows = history.usage(connection, since_day)
+    metas = {sid: s.meta for sid, s in listing.rows(row.session for row in rows).items()}
     groups: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"turns": 0, "sessions": set(), "tokens": {}, "cost": {}}
     )

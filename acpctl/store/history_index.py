@@ -24,16 +24,16 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import paths
-from acpctl.store.index import INDEX_DIR, IndexedSession
+from acpctl.store.index import INDEX_DIR, RESCAN_AFTER_S, SessionIndex
 from acpctl.store.sessions import EVENTS_FILE, SessionStore, event_update, events_from
 
 HISTORY_FILE = "history.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TOKEN_FIELDS = (
     "inputTokens",
     "outputTokens",
@@ -157,15 +157,24 @@ class HistoryIndex:
         self.path = store.root / INDEX_DIR / HISTORY_FILE
 
     @contextlib.contextmanager
-    def connected(self, sessions: Iterable[IndexedSession]) -> Iterator[sqlite3.Connection]:
-        """The index, brought up to date with these sessions (others' rows dropped)."""
+    def connected(self, listing: SessionIndex) -> Iterator[sqlite3.Connection]:
+        """The index, up to date with the store: read again when the store's change mark
+        moved since (a session's metadata written, one added or deleted: the recorder
+        writes it after every turn) and at least every RESCAN_AFTER_S; else as it is, with
+        no file looked at (a turn still running is found once it ends)."""
         try:
             connection = self._connect()
         except sqlite3.DatabaseError:
             self.path.unlink(missing_ok=True)  # only a cache: rebuilt from the files
             connection = self._connect()
         with contextlib.closing(connection):
-            self.refresh(connection, list(sessions))
+            mark = self.store.change_mark()
+            last = connection.execute("SELECT root_mtime, changes, at FROM scanned").fetchone()
+            if last is None or tuple(last[:2]) != mark or time.time() - last[2] >= RESCAN_AFTER_S:
+                self.refresh(connection, listing.models())
+                with connection:
+                    connection.execute("DELETE FROM scanned")
+                    connection.execute("INSERT INTO scanned VALUES (?, ?, ?)", (*mark, time.time()))
             yield connection
 
     def _connect(self) -> sqlite3.Connection:
@@ -183,6 +192,8 @@ class HistoryIndex:
                 CREATE TABLE usage (
                     session TEXT, day TEXT, model TEXT, turns INTEGER, tokens TEXT,
                     cost TEXT, PRIMARY KEY (session, day));
+                DROP TABLE IF EXISTS scanned;
+                CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL);
                 DROP TABLE IF EXISTS progress;
                 CREATE TABLE progress (
                     session TEXT PRIMARY KEY, offset INTEGER, turn INTEGER,
@@ -191,21 +202,21 @@ class HistoryIndex:
             """)
         return connection
 
-    def refresh(self, connection: sqlite3.Connection, sessions: list[IndexedSession]) -> int:
-        """Read what was appended to each session's events since the last pass; returns
-        the bytes read."""
+    def refresh(self, connection: sqlite3.Connection, models: dict[str, str | None]) -> int:
+        """Read what was appended to each session's events since the last pass (the
+        sessions by id, with their models); returns the bytes read."""
         known = {
             row[0]: row[1:]
             for row in connection.execute(
                 "SELECT session, offset, turn, last_cost, currency FROM progress"
             )
         }
-        wanted = {s.meta.id: s for s in sessions if s.problem is None}
+        wanted = models
         read = 0
         with connection:
             for gone in set(known) - set(wanted):
                 self._forget(connection, gone)
-            for sid, session in wanted.items():
+            for sid, model in wanted.items():
                 events = self.store.session_dir(sid) / EVENTS_FILE
                 try:
                     size = os.stat(events).st_size
@@ -217,7 +228,7 @@ class HistoryIndex:
                 if size < offset:  # rewritten: start this session over
                     self._forget(connection, sid)
                     offset, turn, last_cost, currency = 0, 0, 0.0, None
-                reading = _Reading(sid, turn, last_cost, currency, session.model)
+                reading = _Reading(sid, turn, last_cost, currency, model)
                 end = offset
                 for event, position in events_from(events, offset):
                     reading.event(event)

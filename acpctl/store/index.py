@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,6 +300,49 @@ class SessionIndex:
                 result.append(IndexedSession(meta, None, chosen_model(meta)))
         result.sort(key=lambda s: (s.problem is None, s.meta.updated, s.meta.id), reverse=True)
         return result[:limit] if limit is not None else result
+
+    @contextlib.contextmanager
+    def _fresh(self) -> Iterator[sqlite3.Connection | None]:
+        """The index brought up to date, or None when it cannot be used (callers scan)."""
+        try:
+            connection = self._connect()
+            self.refresh(connection)
+        except sqlite3.Error:
+            yield None
+            return
+        with contextlib.closing(connection):
+            yield connection
+
+    def rows(self, ids: Iterable[str]) -> dict[str, IndexedSession]:
+        """These sessions (the readable ones among them), without listing all the rest."""
+        wanted = list(dict.fromkeys(ids))
+        with self._fresh() as connection:
+            if connection is None:
+                return {s.meta.id: s for s in self.query() if s.meta.id in set(wanted)}
+            found = {}
+            for start in range(0, len(wanted), 500):  # SQLite's limit on parameters
+                chunk = wanted[start : start + 500]
+                sql = (
+                    f"SELECT {', '.join(_COLUMNS)} FROM sessions WHERE problem IS NULL "
+                    f"AND id IN ({', '.join('?' * len(chunk))})"
+                )
+                for row in connection.execute(sql, chunk):
+                    session = _from_row(row)
+                    found[session.meta.id] = session
+            return found
+
+    def models(self, agent: str | None = None, cwd: str | None = None) -> dict[str, str | None]:
+        """Every readable session's id (of this agent, in this directory) and its model."""
+        with self._fresh() as connection:
+            if connection is None:
+                return {s.meta.id: s.model for s in self.query(agent, cwd) if s.problem is None}
+            clauses, values = ["problem IS NULL"], []
+            for column, value in (("agent", agent), ("cwd", cwd)):
+                if value is not None:
+                    clauses.append(f"{column} = ?")
+                    values.append(value)
+            sql = f"SELECT id, model FROM sessions WHERE {' AND '.join(clauses)}"
+            return dict(connection.execute(sql, values).fetchall())
 
     def resolve(self, text: str) -> str:
         """The one session `text` names: an id, a name, a unique id prefix, else a unique
