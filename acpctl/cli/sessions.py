@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from acpctl.store.sessions import SessionStore
 
 DEFAULT_LIMIT = 20
-EXPORT_FORMATS = ("markdown", "json", "jsonl")
+EXPORT_FORMATS = ("markdown", "html", "json", "jsonl")
 
 app = typer.Typer(
     help="Browse and manage the session history.", no_args_is_help=True, rich_markup_mode=None
@@ -273,16 +273,17 @@ def export(
         "markdown",
         "--format",
         click_type=click.Choice(EXPORT_FORMATS),
-        help="markdown, json or jsonl.",
+        help="markdown, html (one self-contained page), json or jsonl.",
     ),
     output: Path = typer.Option(None, "-o", "--output", help="Write here, not to stdout."),
 ) -> None:
     """Export a session (json and jsonl can be imported again)."""
     from acpctl.store import archive
-    from acpctl.terminal import transcript
+    from acpctl.terminal import html_export, transcript
 
     writers = {
         "markdown": transcript.markdown,
+        "html": html_export.export_html,
         "json": archive.export_json,
         "jsonl": archive.export_jsonl,
     }
