@@ -5,6 +5,7 @@ twice, and FTS5's syntax never reaching the query."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,9 @@ def test_a_corrupt_index_is_rebuilt_from_the_files(store: SessionStore) -> None:
     assert search(store, "kept")
     HistoryIndex(store).path.write_bytes(b"not a database" * 100)
     assert search(store, "kept")
+
+
+def test_since_keeps_only_what_was_said_after(store: SessionStore) -> None:
+    turn(store, new(store, "a"), "a", "tokenizer", "done")
+    assert search(store, "tokenizer", since=0.0)
+    assert not search(store, "tokenizer", since=time.time() + 60)

@@ -283,10 +283,11 @@ class HistoryIndex:
         limit: int,
     ) -> list[Hit]:
         """Best matches first (FTS5's bm25), within these sessions and since that time."""
-        clauses, values = ["docs MATCH ?"], [query]
+        clauses = ["docs MATCH ?"]
+        values: list[object] = [query]
         if since is not None:
             clauses.append("ts >= ?")
-            values.append(str(since))
+            values.append(since)
         if sessions is not None:
             connection.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (id TEXT PRIMARY KEY)")
             connection.execute("DELETE FROM wanted")
