@@ -114,16 +114,22 @@ def signatures_section() -> str:
     return "\n".join(lines)
 
 
-def test_troubleshooting_lists_every_signature_with_what_agents_said() -> None:
-    path = ROOT / "docs" / "troubleshooting.md"
-    text = path.read_text()
-    start = text.index("<!-- signatures: generated")
+def check_generated(page: Path, marker: str, section: str) -> None:
+    """The part of a page between `<!-- MARKER: generated ... -->` and `<!-- MARKER: end
+    -->` is `section` (ACPCTL_REGENERATE_DOCS=1 writes it)."""
+    text = page.read_text()
+    start = text.index(f"<!-- {marker}: generated")
     start = text.index("\n", start) + 1
-    end = text.index("<!-- signatures: end -->")
-    expected = text[:start] + signatures_section() + "\n" + text[end:]
+    end = text.index(f"<!-- {marker}: end -->")
+    expected = text[:start] + section + text[end:]
     if os.environ.get("ACPCTL_REGENERATE_DOCS"):
-        path.write_text(expected)
+        page.write_text(expected)
     assert text == expected, "regenerate: ACPCTL_REGENERATE_DOCS=1 pytest tests/test_docs.py"
+
+
+def test_troubleshooting_lists_every_signature_with_what_agents_said() -> None:
+    """Issue 20: every signature, with the recorded agents' output it was written from."""
+    check_generated(ROOT / "docs" / "troubleshooting.md", "signatures", signatures_section() + "\n")
 
 
 def test_changelog_names_the_version() -> None:
@@ -202,12 +208,4 @@ def catalog_table() -> str:
 
 def test_the_catalog_page_matches_the_registry() -> None:
     """Issue 18: docs/agents.md lists every registry agent as the shipped data says."""
-    page = ROOT / "docs" / "agents.md"
-    text = page.read_text()
-    start = text.index("<!-- catalog: generated")
-    start = text.index("\n", start) + 1
-    end = text.index("<!-- catalog: end -->")
-    expected = text[:start] + catalog_table() + text[end:]
-    if os.environ.get("ACPCTL_REGENERATE_DOCS"):
-        page.write_text(expected)
-    assert text == expected, "regenerate: ACPCTL_REGENERATE_DOCS=1 pytest tests/test_docs.py"
+    check_generated(ROOT / "docs" / "agents.md", "catalog", catalog_table())
