@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 DEMO = [sys.executable, "-m", "acpctl.demo_agent"]
@@ -70,9 +71,21 @@ class Peer:
             self.process.kill()
 
 
+def as_installed() -> None:
+    """Start acpctl as an installed copy starts: from bytecode (pip compiles it at install).
+    A shell with PYTHONDONTWRITEBYTECODE set would otherwise have every measured process
+    compile acpctl's modules from source, 30 ms and more a start."""
+    import compileall
+
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "acpctl"), quiet=1)
+
+
 @contextlib.contextmanager
 def private_home() -> Iterator[None]:
-    """Every acpctl directory in a temporary one, so a benchmark touches nothing of yours."""
+    """Every acpctl directory in a temporary one, so a benchmark touches nothing of yours;
+    acpctl run from bytecode, as installed."""
+    as_installed()
     with tempfile.TemporaryDirectory() as home:
         for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
             os.environ[variable] = os.path.join(home, variable.lower())

@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rawpeer import as_installed
+
 from acpctl.store.history_index import HistoryIndex, fts_query
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
@@ -101,6 +104,7 @@ def in_process(store: SessionStore, words: str) -> float:
 
 
 def main(count: int, gigabytes: float, runs: int) -> None:
+    as_installed()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch) / "sessions"
         started = time.perf_counter()

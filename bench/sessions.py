@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rawpeer import as_installed
+
 from acpctl.store.sessions import SessionMeta
 
 ACPCTL = [sys.executable, "-m", "acpctl"]
@@ -81,6 +84,7 @@ def first_screen(argv: list[str], env: dict[str, str], lines: int = 40) -> float
 
 
 def main(count: int, runs: int) -> None:
+    as_installed()
     with tempfile.TemporaryDirectory() as scratch:
         small, large = Path(scratch) / "small", Path(scratch) / "large"
         make_store(small, 10)

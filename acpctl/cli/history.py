@@ -3,7 +3,6 @@ whole, and as it is being written."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -50,6 +49,8 @@ def search(
 
     Exit status: 0 with matches, 1 without, 2 on usage errors.
     """
+    import json
+
     from acpctl.store.history_index import MARK_END, MARK_START, HistoryIndex, fts_query
     from acpctl.store.index import SessionIndex
     from acpctl.store.sessions import SessionStore
@@ -187,6 +188,8 @@ def usage(
 ) -> None:
     """Tokens and cost across sessions and agents, from what the agents reported (prompt
     responses' usage, usage_update's cost)."""
+    import json
+
     from acpctl.store.history_index import TOKEN_FIELDS, HistoryIndex
     from acpctl.store.index import SessionIndex
     from acpctl.store.sessions import SessionStore
