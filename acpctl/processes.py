@@ -16,10 +16,15 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+from acpctl import paths
+
 if TYPE_CHECKING:
     import psutil
 
 RUN_PID_VARIABLE = "ACPCTL_RUN_PID"
+# The state directory of the acpctl that started it: `doctor` looks after its own orphans,
+# not those of another acpctl home (another user setting, a test running beside it).
+RUN_STATE_VARIABLE = "ACPCTL_RUN_STATE"
 TERMINATE_GRACE_S = 2.0
 
 
@@ -35,7 +40,12 @@ def spawn(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, **env, RUN_PID_VARIABLE: str(os.getpid())},
+        env={
+            **os.environ,
+            **env,
+            RUN_PID_VARIABLE: str(os.getpid()),
+            RUN_STATE_VARIABLE: str(paths.state_dir()),
+        },
         cwd=cwd,
         start_new_session=True,
         bufsize=0,

@@ -48,7 +48,7 @@ def test_every_signature_matches_its_examples(signature: object) -> None:
 
 def test_healthy_setup_exits_0_with_stable_json(home: Path) -> None:
     code, findings = doctor("--agent", "demo")
-    assert code == 0
+    assert code == 0, [f for f in findings if f["status"] == "problem"]
     for finding in findings:
         assert set(finding) == {"check", "status", "message", "fix", "evidence"}
         assert finding["status"] in ("ok", "warning", "problem")
@@ -115,7 +115,8 @@ def test_shebang_found_only_on_login_path(home: Path, tmp_path: Path) -> None:
 def test_orphaned_agent_is_found_and_ended(home: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    orphan = subprocess.Popen(["sleep", "300"], env={**os.environ, "ACPCTL_RUN_PID": str(gone.pid)})
+    marks = {"ACPCTL_RUN_PID": str(gone.pid), "ACPCTL_RUN_STATE": str(home / "state")}
+    orphan = subprocess.Popen(["sleep", "300"], env={**os.environ, **marks})
     try:
         code, findings = doctor("--agent", "demo")
         problem = next(f for f in about(findings, "processes") if f["status"] == "problem")
@@ -222,9 +223,18 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
     leftovers = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if p.pid not in before and "fake_agent.py" in " ".join(p.info["cmdline"] or [])
+        if p.pid not in before
+        and "fake_agent.py" in " ".join(p.info["cmdline"] or [])
+        and ours(p, home)  # not another test's, running beside this one
     ]
     assert leftovers == []
+
+
+def ours(process: psutil.Process, home: Path) -> bool:
+    try:
+        return process.environ().get("ACPCTL_RUN_STATE") == str(home / "state")
+    except psutil.Error:
+        return False
 
 
 def test_doctor_shows_one_section_per_agent(home: Path, tmp_path: Path) -> None:
@@ -277,7 +287,7 @@ def test_a_status_line_on_a_terminal_and_none_when_piped(home: Path) -> None:
 
 def test_doctor_prompt_times_a_turn_through_acpctl(home: Path, tmp_path: Path) -> None:
     code, findings = doctor("--agent", "demo", "--prompt")
-    assert code == 0
+    assert code == 0, [f for f in findings if f["status"] == "problem"]
     (turn,) = [f for f in about(findings, "agent demo") if "a prompt" in str(f["message"])]
     assert turn["status"] == "ok"
     assert "first chunk after" in str(turn["message"])

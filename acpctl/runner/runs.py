@@ -84,17 +84,22 @@ def live_runs() -> list[dict[str, Any]]:
 
 
 def orphans() -> list[psutil.Process]:
-    """Agent processes started by an acpctl run that is gone."""
+    """Agent processes started by an acpctl run that is gone (of this acpctl home; an
+    agent without the mark is from an acpctl before it, and counts too)."""
     import psutil
 
     found = []
     me = os.getpid()
+    home = str(paths.state_dir())
     for process in psutil.process_iter(["pid"]):
         try:
-            owner = process.environ().get(processes.RUN_PID_VARIABLE)
+            environ = process.environ()
         except (psutil.Error, OSError):
             continue
+        owner = environ.get(processes.RUN_PID_VARIABLE)
         if not owner or not owner.isdigit() or int(owner) == me:
+            continue
+        if environ.get(processes.RUN_STATE_VARIABLE, home) != home:
             continue
         if not processes.pid_alive(int(owner)):
             found.append(process)
