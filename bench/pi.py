@@ -29,7 +29,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import Peer, now
+from rawpeer import Peer, as_installed, now
 
 from tests.model_stub import ModelStub
 
@@ -125,6 +125,7 @@ def pi_home(root: Path, stub: ModelStub) -> Path:
 
 
 async def main(reps: int) -> None:
+    as_installed()
     npm_install(TEST_NPM, ".bin/pi")
     npm_install(BENCH_NPM, "pi-acp")
     pi_bin = TEST_NPM / "node_modules" / ".bin"

@@ -104,14 +104,29 @@ def serve(agent: str | None, history: bool) -> int:
         return 2
 
     from acpctl import processes
+    from acpctl.runner import spawn_hint
 
-    spec, argv, silence_s = _resolve(agent)
-    # Spawn first, import the rest while the agent boots: editors time initialize.
-    # (pi-rpc agents are started per session, when session/new arrives.)
+    # Spawn first, import the rest while the agent boots: editors time initialize. The
+    # last run's command line goes even before the agent is resolved; it is kept only if
+    # resolving gives the same one. (pi-rpc agents are started per session.)
+    hinted = spawn_hint.spawn(agent)
+    try:
+        spec, argv, silence_s = _resolve(agent)
+    except BaseException:
+        if hinted is not None:
+            spawn_hint.discard(hinted[1])
+        raise
+    wanted = argv if spec.kind == "acp" and not spec.env else None
     popen: subprocess.Popen[bytes] | None = None
-    if spec.kind == "acp":
-        with contextlib.suppress(OSError):  # spawned again, and reported, at initialize
-            popen = processes.spawn(argv, spec.env)
+    if hinted is not None and hinted[0] == wanted:
+        popen = hinted[1]
+    else:
+        if hinted is not None:
+            spawn_hint.discard(hinted[1])
+        if spec.kind == "acp":
+            with contextlib.suppress(OSError):  # spawned again, and reported, at initialize
+                popen = processes.spawn(argv, spec.env)
+        spawn_hint.remember(agent, wanted)
 
     from acpctl.runner.connection import run_connection
 
