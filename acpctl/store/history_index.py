@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import paths
-from acpctl.store.index import INDEX_DIR, RESCAN_AFTER_S, SessionIndex
+from acpctl.store.index import (
+    INDEX_DIR,
+    SCANNED_TABLE,
+    SessionIndex,
+    record_scan,
+    scanned_at,
+)
 from acpctl.store.sessions import EVENTS_FILE, SessionStore, event_update, events_from
 
 HISTORY_FILE = "history.sqlite3"
@@ -169,12 +175,10 @@ class HistoryIndex:
             connection = self._connect()
         with contextlib.closing(connection):
             mark = self.store.change_mark()
-            last = connection.execute("SELECT root_mtime, changes, at FROM scanned").fetchone()
-            if last is None or tuple(last[:2]) != mark or time.time() - last[2] >= RESCAN_AFTER_S:
+            if not scanned_at(connection, mark):
                 self.refresh(connection, listing.models())
                 with connection:
-                    connection.execute("DELETE FROM scanned")
-                    connection.execute("INSERT INTO scanned VALUES (?, ?, ?)", (*mark, time.time()))
+                    record_scan(connection, mark)
             yield connection
 
     def _connect(self) -> sqlite3.Connection:
@@ -193,7 +197,7 @@ class HistoryIndex:
                     session TEXT, day TEXT, model TEXT, turns INTEGER, tokens TEXT,
                     cost TEXT, PRIMARY KEY (session, day));
                 DROP TABLE IF EXISTS scanned;
-                CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL);
+                {SCANNED_TABLE};
                 DROP TABLE IF EXISTS progress;
                 CREATE TABLE progress (
                     session TEXT PRIMARY KEY, offset INTEGER, turn INTEGER,

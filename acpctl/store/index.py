@@ -55,6 +55,38 @@ _COLUMNS = (
 )
 
 
+# Where an index remembers the store's change mark it last scanned at (and when).
+SCANNED_TABLE = "CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL)"
+
+
+def scanned_at(connection: sqlite3.Connection, mark: tuple[int, int]) -> bool:
+    """Whether the index was brought up to date at this change mark, less than
+    RESCAN_AFTER_S ago (files edited by other means are seen at the latest then)."""
+    last = connection.execute("SELECT root_mtime, changes, at FROM scanned").fetchone()
+    return last is not None and tuple(last[:2]) == mark and time.time() - last[2] < RESCAN_AFTER_S
+
+
+def record_scan(connection: sqlite3.Connection, mark: tuple[int, int]) -> None:
+    """Remember the mark read before the scan: a change during it is seen by the next."""
+    connection.execute("DELETE FROM scanned")
+    connection.execute("INSERT INTO scanned VALUES (?, ?, ?)", (*mark, time.time()))
+
+
+def _filters(
+    agent: str | None, cwd: str | None, since: str | None = None
+) -> tuple[list[str], list[str]]:
+    """SQL conditions (and their values) on the sessions table."""
+    clauses, values = [], []
+    for column, value in (("agent", agent), ("cwd", cwd)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            values.append(value)
+    if since is not None:
+        clauses.append("(updated >= ? OR problem IS NOT NULL)")
+        values.append(since)
+    return clauses, values
+
+
 @dataclass
 class IndexedSession:
     meta: SessionMeta
@@ -153,7 +185,7 @@ class SessionIndex:
                     command TEXT, parent TEXT, name TEXT, model TEXT);
                 CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
                 DROP TABLE IF EXISTS scanned;
-                CREATE TABLE scanned (root_mtime INTEGER, changes INTEGER, at REAL);
+                {SCANNED_TABLE};
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
         return connection
@@ -189,8 +221,7 @@ class SessionIndex:
         deleted a session, or a session directory came or went), and at least every
         RESCAN_AFTER_S (a session.json edited by other means)."""
         mark = self.store.change_mark()
-        last = connection.execute("SELECT root_mtime, changes, at FROM scanned").fetchone()
-        if last is not None and last[:2] == mark and time.time() - last[2] < RESCAN_AFTER_S:
+        if scanned_at(connection, mark):
             return 0
         known = {
             sid: (mtime, size)
@@ -212,9 +243,7 @@ class SessionIndex:
                 changed,
             )
             connection.executemany("DELETE FROM sessions WHERE id = ?", gone)
-            # The mark read before the scan: a change during it is seen by the next one.
-            connection.execute("DELETE FROM scanned")
-            connection.execute("INSERT INTO scanned VALUES (?, ?, ?)", (*mark, time.time()))
+            record_scan(connection, mark)
         return len(changed) + len(gone)
 
     def readable(self, cwd: str | None = None) -> list[SessionMeta]:
@@ -239,29 +268,10 @@ class SessionIndex:
         limit: int | None = None,
     ) -> tuple[list[IndexedSession], int]:
         """The first `limit` sessions of `query`, and how many match in all."""
-        try:
-            connection = self._connect()
-        except sqlite3.DatabaseError:
-            self.path.unlink(missing_ok=True)  # a corrupt index is only a cache
-            try:
-                connection = self._connect()
-            except sqlite3.Error:
+        with self._fresh() as connection:
+            if connection is None:
                 return self._scan_page(agent, cwd, since, limit)
-        except sqlite3.Error:
-            return self._scan_page(agent, cwd, since, limit)
-        with contextlib.closing(connection):
-            try:
-                self.refresh(connection)
-            except sqlite3.Error:
-                return self._scan_page(agent, cwd, since, limit)
-            clauses, values = [], []
-            for column, value in (("agent", agent), ("cwd", cwd)):
-                if value is not None:
-                    clauses.append(f"{column} = ?")
-                    values.append(value)
-            if since is not None:
-                clauses.append("(updated >= ? OR problem IS NOT NULL)")
-                values.append(since)
+            clauses, values = _filters(agent, cwd, since)
             where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
             sql = (
                 f"SELECT {', '.join(_COLUMNS)} FROM sessions {where} "
@@ -303,14 +313,26 @@ class SessionIndex:
 
     @contextlib.contextmanager
     def _fresh(self) -> Iterator[sqlite3.Connection | None]:
-        """The index brought up to date, or None when it cannot be used (callers scan)."""
+        """The index brought up to date, or None when it cannot be used (callers scan the
+        store instead). A corrupt index is only a cache: it is deleted and built again."""
         try:
             connection = self._connect()
-            self.refresh(connection)
+        except sqlite3.DatabaseError:
+            self.path.unlink(missing_ok=True)
+            try:
+                connection = self._connect()
+            except sqlite3.Error:
+                yield None
+                return
         except sqlite3.Error:
             yield None
             return
         with contextlib.closing(connection):
+            try:
+                self.refresh(connection)
+            except sqlite3.Error:
+                yield None
+                return
             yield connection
 
     def rows(self, ids: Iterable[str]) -> dict[str, IndexedSession]:
@@ -318,7 +340,8 @@ class SessionIndex:
         wanted = list(dict.fromkeys(ids))
         with self._fresh() as connection:
             if connection is None:
-                return {s.meta.id: s for s in self.query() if s.meta.id in set(wanted)}
+                chosen = set(wanted)
+                return {s.meta.id: s for s in self.query() if s.meta.id in chosen}
             found = {}
             for start in range(0, len(wanted), 500):  # SQLite's limit on parameters
                 chunk = wanted[start : start + 500]
@@ -336,12 +359,9 @@ class SessionIndex:
         with self._fresh() as connection:
             if connection is None:
                 return {s.meta.id: s.model for s in self.query(agent, cwd) if s.problem is None}
-            clauses, values = ["problem IS NULL"], []
-            for column, value in (("agent", agent), ("cwd", cwd)):
-                if value is not None:
-                    clauses.append(f"{column} = ?")
-                    values.append(value)
-            sql = f"SELECT id, model FROM sessions WHERE {' AND '.join(clauses)}"
+            clauses, values = _filters(agent, cwd)
+            where = " AND ".join(["problem IS NULL", *clauses])
+            sql = f"SELECT id, model FROM sessions WHERE {where}"
             return dict(connection.execute(sql, values).fetchall())
 
     def resolve(self, text: str) -> str:
