@@ -255,20 +255,10 @@ def _session_fields(by: str, key: str, metas: dict[str, Any]) -> dict[str, Any]:
     return {"agent": meta.agent, "name": meta.name, "title": meta.title}
 
 
-def _money(cost: dict[str, float]) -> str:
-    return (
-        ", ".join(
-            f"${amount:,.2f}" if currency == "USD" else f"{amount:,.2f} {currency}"
-            for currency, amount in sorted(cost.items())
-        )
-        or "-"
-    )
-
-
 def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from acpctl.terminal.render import rich_console
+    from acpctl.terminal.render import money, rich_console
 
     console = rich_console()
     if not ordered:
@@ -289,7 +279,7 @@ def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict
                 f"{tokens.get('inputTokens', 0):,}",
                 f"{tokens.get('outputTokens', 0):,}",
                 f"{tokens.get('totalTokens', 0):,}",
-                _money(group["cost"]),
+                money(group["cost"]) or "-",
             ]
         )
     headers = [by.upper(), "SESSIONS", "TURNS", "INPUT", "OUTPUT", "TOTAL", "COST"]

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from acpctl import __version__
 from acpctl import protocol as acp
 from acpctl.store.sessions import SessionMeta, SessionStore, event_update
-from acpctl.terminal.render import STATUS_MARK, content_text, diff_lines
+from acpctl.terminal.render import STATUS_MARK, content_text, diff_lines, money
 
 STYLE = """
 :root { color-scheme: light dark; --fg: #1f2328; --bg: #fff; --muted: #656d76;
@@ -186,13 +186,6 @@ def _tool(tool: dict[str, Any]) -> str:
     )
 
 
-def _money(cost: dict[str, float]) -> str:
-    return ", ".join(
-        f"${amount:,.4f}" if currency == "USD" else f"{amount:,.4f} {currency}"
-        for currency, amount in cost.items()
-    )
-
-
 def export_html(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
     page = _Page()
     for event in store.iter_events(meta.id):
@@ -233,7 +226,7 @@ def export_html(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
             )
         )
     if page.cost:
-        facts.append(("cost", _money(page.cost)))
+        facts.append(("cost", money(page.cost, digits=4)))  # one session's: small sums
     rows = "".join(f"<dt>{_e(name)}</dt><dd>{_e(value)}</dd>" for name, value in facts)
     yield (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

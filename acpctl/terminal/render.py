@@ -42,6 +42,14 @@ def diff_lines(item: dict[str, Any]) -> list[str]:
     return list(difflib.unified_diff(old, new, fromfile=path, tofile=path, lineterm=""))
 
 
+def money(cost: dict[str, float], digits: int = 2) -> str:
+    """Amounts by currency, for people: $1.25, or 1.25 EUR."""
+    return ", ".join(
+        f"${amount:,.{digits}f}" if currency == "USD" else f"{amount:,.{digits}f} {currency}"
+        for currency, amount in sorted(cost.items())
+    )
+
+
 def wants_colour(out: TextIO) -> bool:
     """The conventions every output follows: NO_COLOR set (and not empty) turns colour
     off, else FORCE_COLOR set turns it on, else colour when the output is a terminal.
