@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from acpctl import paths
 from acpctl.files import atomic_write
@@ -230,21 +230,29 @@ def events_from(path: Path, offset: int) -> Iterator[tuple[dict[str, Any], int]]
     whole lines only (one still being written is left for the next reader), torn or
     corrupt ones skipped. For readers that follow a file as it grows."""
     try:
-        handle = path.open("rb")
-    except OSError:
+        handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
+    except (OSError, CorruptSession):
         return
     with handle:
         handle.seek(offset)
-        tail = b""
-        while chunk := handle.read(1 << 20):
-            data = tail + chunk
-            cut = data.rfind(b"\n") + 1
-            for line in data[:cut].split(b"\n")[:-1]:
-                offset += len(line) + 1
-                event = _parse_one(line)
-                if isinstance(event, dict):
-                    yield event, offset
-            tail = data[cut:]
+        for event, _, end in _whole_lines(handle, offset):
+            yield event, end
+
+
+def _whole_lines(handle: BinaryIO, offset: int) -> Iterator[tuple[dict[str, Any], bytes, int]]:
+    """(event, its line, where the line ends) from the handle's position, `offset`. Lines
+    are parsed a chunk at a time (_parse_lines); a line without its newline is one still
+    being written, or the torn end a crashed writer left: reading stops before it."""
+    while lines := handle.readlines(READ_CHUNK_BYTES):
+        torn = not lines[-1].endswith(b"\n")
+        if torn:
+            lines.pop()
+        for event, line in zip(_parse_lines(lines), lines, strict=True):
+            offset += len(line)
+            if isinstance(event, dict):
+                yield event, line, offset
+        if torn:
+            return
 
 
 def _parse_lines(lines: list[bytes]) -> list[Any]:
@@ -553,24 +561,15 @@ class SessionStore:
             yield event
 
     def _iter_lines(self, session_id: str) -> Iterator[tuple[dict[str, Any], bytes]]:
-        """(event, its line) in order. Lines are parsed a chunk at a time, as one JSON
-        array (one call into the C parser, not one a line); a chunk holding a line that
-        is not one JSON value is parsed line by line, skipping that line."""
+        """(event, its line) in order, from the start (see _whole_lines)."""
         path = self.session_dir(session_id) / EVENTS_FILE
         try:
             handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             return
         with handle:
-            while lines := handle.readlines(READ_CHUNK_BYTES):
-                torn = not lines[-1].endswith(b"\n")  # the writer died mid-append
-                if torn:
-                    lines.pop()
-                for event, line in zip(_parse_lines(lines), lines, strict=True):
-                    if isinstance(event, dict):
-                        yield event, line
-                if torn:
-                    return
+            for event, line, _ in _whole_lines(handle, 0):
+                yield event, line
 
     def delete(self, session_id: str) -> bool:
         directory = self.session_dir(session_id)
