@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rawpeer import Peer, as_installed, now
 
-from tests.model_stub import ModelStub
+from tests.model_stub import ModelStub, write_pi_models
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_NPM = ROOT / "bench" / "npm"
@@ -102,21 +102,7 @@ async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, f
 
 def pi_home(root: Path, stub: ModelStub) -> Path:
     agent = root / ".pi" / "agent"
-    agent.mkdir(parents=True)
-    (agent / "models.json").write_text(
-        json.dumps(
-            {
-                "providers": {
-                    "stub": {
-                        "baseUrl": stub.url,
-                        "api": "anthropic-messages",
-                        "apiKey": "bench",
-                        "models": [{"id": "stub-model", "reasoning": True, "input": ["text"]}],
-                    }
-                }
-            }
-        )
-    )
+    write_pi_models(agent, stub.url, "stub-model")
     # pi-acp passes no provider or model: both bridges start pi on these defaults.
     (agent / "settings.json").write_text(
         json.dumps({"defaultProvider": "stub", "defaultModel": "stub-model"})

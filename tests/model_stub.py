@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Block = dict[str, Any]  # {"type": "text"|"thinking"|"tool_use", ...}
@@ -40,6 +41,15 @@ class ApiError:
 
     def body(self) -> dict[str, Any]:
         return {"type": "error", "error": {"type": self.type, "message": self.message}}
+
+
+def write_pi_models(agent_dir: Path, url: str, *model_ids: str) -> None:
+    """pi's models.json (in `~/.pi/agent`) with one provider, `stub`, at this stand-in's
+    url, offering these models (reasoning, text in)."""
+    models = [{"id": model, "reasoning": True, "input": ["text"]} for model in model_ids]
+    provider = {"baseUrl": url, "api": "anthropic-messages", "apiKey": "test", "models": models}
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"stub": provider}}))
 
 
 class ModelStub:

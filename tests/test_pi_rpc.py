@@ -15,7 +15,7 @@ from acp import RequestError, text_block
 
 from tests.acp_peer import connect, initialized
 from tests.conftest import run_cli, write_executable
-from tests.model_stub import ModelStub, text, thinking, tool_use
+from tests.model_stub import ModelStub, text, thinking, tool_use, write_pi_models
 from tests.npm_agents import npm_bin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.npm]
@@ -30,23 +30,7 @@ def pi(home: Path) -> Iterator[ModelStub]:
         (pi_home / ".pi" / "agent" / "prompts" / "review.md").write_text(
             "---\ndescription: Review the code\n---\nReview $ARGUMENTS carefully.\n"
         )
-        (pi_home / ".pi" / "agent" / "models.json").write_text(
-            json.dumps(
-                {
-                    "providers": {
-                        "stub": {
-                            "baseUrl": stub.url,
-                            "api": "anthropic-messages",
-                            "apiKey": "test",
-                            "models": [
-                                {"id": "stub-model", "reasoning": True, "input": ["text"]},
-                                {"id": "stub-large", "reasoning": True, "input": ["text"]},
-                            ],
-                        }
-                    }
-                }
-            )
-        )
+        write_pi_models(pi_home / ".pi" / "agent", stub.url, "stub-model", "stub-large")
         assert (
             run_cli(
                 "agents",

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.model_stub import ApiError, ModelStub
+from tests.model_stub import ApiError, ModelStub, write_pi_models
 from tests.npm_agents import npm_bin, npm_package, package_command
 
 CORPUS = Path(__file__).resolve().parent
@@ -113,18 +113,7 @@ def _claude(package: str) -> Callable[[Path, str], list[str]]:
 
 def _pi(home: Path, url: str) -> list[str]:
     pi_home = home / "pi-home"
-    (pi_home / ".pi" / "agent").mkdir(parents=True, exist_ok=True)
-    models = {
-        "providers": {
-            "stub": {
-                "baseUrl": url,
-                "api": "anthropic-messages",
-                "apiKey": "test",
-                "models": [{"id": "stub-model", "reasoning": True, "input": ["text"]}],
-            }
-        }
-    }
-    (pi_home / ".pi" / "agent" / "models.json").write_text(json.dumps(models))
+    write_pi_models(pi_home / ".pi" / "agent", url, "stub-model")
     return [
         "--kind",
         "pi-rpc",
