@@ -160,6 +160,14 @@ async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> Pro
     )
 
 
+def _initialize_params(capabilities: JsonObject) -> JsonObject:
+    return {
+        "protocolVersion": acp.PROTOCOL_VERSION,
+        "clientCapabilities": capabilities,
+        "clientInfo": {"name": "acpctl-doctor", "version": "1"},
+    }
+
+
 async def _converse_acp(
     conversation: Conversation, probe: ProbeResult, cwd: str, timeout: float
 ) -> None:
@@ -167,12 +175,8 @@ async def _converse_acp(
     initialize = conversation.send(
         jsonrpc.request,
         acp.INITIALIZE,
-        {
-            "protocolVersion": acp.PROTOCOL_VERSION,
-            # so that agents name their terminal sign-in (claude-agent-acp's /login)
-            "clientCapabilities": {"auth": {"terminal": True}},
-            "clientInfo": {"name": "acpctl-doctor", "version": "1"},
-        },
+        # so that agents name their terminal sign-in (claude-agent-acp's /login)
+        _initialize_params({"auth": {"terminal": True}}),
     )
     try:
         answer = await conversation.answer(initialize, timeout)
@@ -232,14 +236,7 @@ async def _converse_turn(
     conversation: Conversation, turn: TurnResult, cwd: str, timeout: float
 ) -> None:
     steps: list[tuple[str, JsonObject]] = [
-        (
-            acp.INITIALIZE,
-            {
-                "protocolVersion": acp.PROTOCOL_VERSION,
-                "clientCapabilities": {},
-                "clientInfo": {"name": "acpctl-doctor", "version": "1"},
-            },
-        ),
+        (acp.INITIALIZE, _initialize_params({})),
         (acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []}),
     ]
     for method, params in steps:
