@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 DEMO = [sys.executable, "-m", "acpctl.demo_agent"]
-ACPCTL = [sys.executable, "-m", "acpctl", "run", "--acp", "--agent", "demo"]
+# What editors launch: the console script beside the interpreter (`acpctl install` writes
+# its path), else `python -m acpctl`.
+_SCRIPT = Path(sys.executable).parent / "acpctl"
+ACPCTL_COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "acpctl"]
+ACPCTL = [*ACPCTL_COMMAND, "run", "--acp", "--agent", "demo"]
 LIMIT = 64 * 1024 * 1024
 
 

@@ -6,7 +6,9 @@ noisy machine hits them alike: the demo agent direct, `acpctl run --acp --no-his
 (a median over its samples); the table shows the min and the median over repetitions, and
 the ratio of the medians to direct.
 
-Measures: spawn to initialize; a short prompt turn (the path users hit: recording the
+Measures: spawn to initialize, of the demo agent and of an agent that takes 0.3 s to start
+(most real agents take longer than acpctl's own start-up: there acpctl adds the delay before
+it spawns the agent, and one hop); a short prompt turn (the path users hit: recording the
 prompt, the updates, the turn's end); a trivial request's round trip; and notifications per
 second while 1, 10 and 50 sessions stream at once on one connection.
 
@@ -19,12 +21,13 @@ import argparse
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL, DEMO, Peer, now, private_home
+from rawpeer import ACPCTL, ACPCTL_COMMAND, DEMO, Peer, now, private_home
 
 CONFIGS = {
     "direct": DEMO,
@@ -50,6 +53,15 @@ async def spawn_to_initialize(argv: list[str], _: argparse.Namespace) -> float:
     elapsed = now() - begin
     await peer.close()
     return elapsed
+
+
+# The demo agent after 0.3 s of sleep, configured in acpctl as "slow".
+SLOW_START = ["/bin/sh", "-c", f"sleep 0.3; exec {' '.join(DEMO)}"]
+
+
+async def spawn_slow_agent_to_initialize(argv: list[str], args: argparse.Namespace) -> float:
+    slow = SLOW_START if argv == DEMO else [a if a != "demo" else "slow" for a in argv]
+    return await spawn_to_initialize(slow, args)
 
 
 async def prompt_turn(argv: list[str], args: argparse.Namespace) -> float:
@@ -110,6 +122,7 @@ def streaming(sessions: int) -> Callable[[list[str], argparse.Namespace], Awaita
 
 MEASURES: list[tuple[str, Callable[[list[str], argparse.Namespace], Awaitable[float]], str]] = [
     ("spawn to initialize response", spawn_to_initialize, "ms"),
+    ("spawn to initialize, agent starting in 0.3 s", spawn_slow_agent_to_initialize, "ms"),
     ("short prompt turn, p50", prompt_turn, "ms"),
     ("round trip of a request, p50", round_trip, "ms"),
     ("notifications/s, 1 session streaming", streaming(1), "/s"),
@@ -122,6 +135,7 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, list[float]]] = {
         label: {config: [] for config in CONFIGS} for label, _, _ in MEASURES
     }
+    subprocess.run([*ACPCTL_COMMAND, "agents", "add", "slow", "--", *SLOW_START], check=True)
     order = list(CONFIGS)
     for rep in range(args.reps):
         for label, measure, _ in MEASURES:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from acpctl.errors import AcpctlError, UsageError, report
 
+# typing's own import costs 3 ms before the agent is spawned; mypy reads this name as
+# typing.TYPE_CHECKING.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
 

@@ -8,21 +8,23 @@ copied out of it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-from pathlib import Path
 
 from acpctl import paths, processes
 
 FILE_NAME = "spawn-hints.json"
 
 
-def _path() -> Path:
-    return paths.state_dir() / FILE_NAME
+def _path() -> str:
+    # A string path: pathlib is not imported before the spawn.
+    return os.path.join(paths.state_dir_name(), FILE_NAME)
 
 
 def _read() -> dict[str, list[str]]:
     try:
-        hints = json.loads(_path().read_bytes())
+        with open(_path(), "rb") as file:
+            hints = json.loads(file.read())
     except (OSError, ValueError):
         return {}
     if not isinstance(hints, dict):
@@ -57,6 +59,8 @@ def discard(popen: subprocess.Popen[bytes]) -> None:
 
 def remember(agent: str | None, argv: list[str] | None) -> None:
     """What the next start under this name may spawn early (None: nothing)."""
+    from pathlib import Path
+
     from acpctl.files import atomic_write
 
     hints = _read()
@@ -69,6 +73,6 @@ def remember(agent: str | None, argv: list[str] | None) -> None:
         hints[key] = argv
     try:
         paths.ensure_private_dir(paths.state_dir())
-        atomic_write(_path(), json.dumps(hints, indent=1).encode(), sync=False)
+        atomic_write(Path(_path()), json.dumps(hints, indent=1).encode(), sync=False)
     except OSError:
         pass  # a hint is worth no error
