@@ -27,13 +27,10 @@ def _refuse_constant(name: str) -> Any:
 
 # One decoder: json.loads with hooks would build a new one for every line.
 _DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_refuse_constant)
-_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
-
-
-def scan_value(text: str, start: int) -> tuple[Any, int]:
-    """The JSON value that begins exactly at `start` in `text`, and where it ends (raises
-    StopIteration when none begins there, ValueError for one that is malformed)."""
-    return _SCAN(text, start)
+# scan_value(text, start): the JSON value that begins exactly at `start` in `text`, and
+# where it ends (raises StopIteration when none begins there, ValueError for one that is
+# malformed). The decoder's own C scanner, not a wrapper: the store calls it once a line.
+scan_value: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def decode_text(text: str) -> Any:
@@ -41,7 +38,7 @@ def decode_text(text: str) -> Any:
     line that is one value, without decode()'s two regular expressions. Numbers that would
     become Infinity or NaN are refused."""
     try:
-        value, end = _SCAN(text, 0)
+        value, end = scan_value(text, 0)
     except StopIteration:  # leading blanks, or not JSON: decode() says which
         return _DECODER.decode(text)
     if end != len(text) and not text[end:].isspace():

@@ -63,7 +63,7 @@ async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
     out as their own bytes."""
     for sent, item in enumerate(store.iter_replay(session_id), 1):
         if isinstance(item, bytes):
-            out.write(item + b"\n")
+            out.write(item)
         else:
             out.send(
                 jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": item})

@@ -194,31 +194,33 @@ def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
 
 
 # An "agent" event line as HistoryWriter.agent_message writes it, around the message:
-# `{"ts":N,"type":"agent","message":` M `}`.
+# `{"ts":N,"type":"agent","message":` M `}` and a newline.
 _AGENT_HEAD = b'{"ts":'
 _AGENT_MIDDLE = b',"type":"agent","message":'
+_AGENT_TAIL = b"}\n"
 _TS_MAX = 32  # bytes a timestamp can take
+_MIDDLE_FROM = len(_AGENT_HEAD)
+_MIDDLE_TO = _MIDDLE_FROM + _TS_MAX + len(_AGENT_MIDDLE)
 
 
-def agent_message_bytes(event: dict[str, Any], line: bytes) -> bytes | None:
-    """The agent's notification inside an "agent" event, as the bytes it arrived as: when
+def agent_message_line(event: dict[str, Any], line: bytes) -> bytes | None:
+    """The agent's notification inside an "agent" event, as the line it arrived as: when
     the line (already parsed whole as `event`, exactly these three keys) has the writer's
     shape `{"ts":N,"type":"agent","message":M}`, everything between the middle and the
-    closing brace is M's JSON value (a number holds no such text)."""
+    closing brace is M's JSON value (a number holds no such text). Called for every line a
+    session/load replays: the cheapest tests come first."""
     if (
-        len(event) != 3
-        or event.get("type") != "agent"
-        or not isinstance(event.get("message"), dict)
+        event.get("type") != "agent"
+        or len(event) != 3
+        or not line.endswith(_AGENT_TAIL)
         or not line.startswith(_AGENT_HEAD)
+        or not isinstance(event.get("message"), dict)
     ):
         return None
-    middle = line.find(
-        _AGENT_MIDDLE, len(_AGENT_HEAD), len(_AGENT_HEAD) + _TS_MAX + len(_AGENT_MIDDLE)
-    )
-    body = line.rstrip(b"\r\n")
-    if middle < 0 or not body.endswith(b"}"):
+    middle = line.find(_AGENT_MIDDLE, _MIDDLE_FROM, _MIDDLE_TO)
+    if middle < 0:
         return None
-    return body[middle + len(_AGENT_MIDDLE) : -1]
+    return line[middle + len(_AGENT_MIDDLE) : -len(_AGENT_TAIL)] + b"\n"
 
 
 READ_CHUNK_BYTES = 1 << 20
@@ -541,11 +543,11 @@ class SessionStore:
 
     def iter_replay(self, session_id: str) -> Iterator[bytes | dict[str, Any]]:
         """What a session/load replays, in order: each stored agent notification for this
-        session as its own bytes (sent on without being encoded again), or a session/update
+        session as its own line (sent on without being encoded again), or a session/update
         payload to wrap (the user's prompts; notifications stored in another shape or under
         another session id of the agent's)."""
         for event, line in self._iter_lines(session_id):
-            message = agent_message_bytes(event, line)
+            message = agent_message_line(event, line)
             if message is not None:
                 params = event["message"].get("params")
                 if isinstance(params, dict) and params.get("sessionId") == session_id:
