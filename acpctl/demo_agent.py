@@ -9,7 +9,10 @@ more of the protocol, so editors, tests, `doctor` and the benchmarks can exercis
     title       a session_info_update with a title
     slow        a slow stream (20 chunks, 100 ms apart), good for trying cancel
     crash       dies in the middle of the turn (exit status 3)
-    flood N     N tiny message chunks as fast as possible (benchmarks)
+    flood N     N tiny message chunks as fast as possible, written as they are made
+                (benchmarks: a fast stream, which a relay can pass on while it flows)
+    burst N     the same N chunks in one write when all are made (benchmarks: a relay
+                can only start on them once the agent has finished)
 
 Two modes (`echo`, and `shout`, which answers in capitals) and one config option (`tone`:
 `plain`, or `excited`, which ends the answer with "!") let editors and tests exercise
@@ -35,6 +38,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
 
 MODES = (("echo", "Echo"), ("shout", "Shout"))
+FLOOD_WRITE_EVERY = 64  # chunks
 TONES = (("plain", "Plain"), ("excited", "Excited"))
 
 
@@ -149,9 +153,11 @@ class DemoAgent:
         cancelled.clear()
         text = _prompt_text(params.get("prompt", []))
         words = set(re.findall(r"[a-z]+", text.lower()))
-        if flood := re.search(r"\bflood (\d+)", text):
-            for _ in range(int(flood.group(1))):
+        if flood := re.search(r"\b(flood|burst) (\d+)", text):
+            for sent in range(1, int(flood.group(2)) + 1):
                 self.chunk(session_id, ".")
+                if flood.group(1) == "flood" and sent % FLOOD_WRITE_EVERY == 0:
+                    await asyncio.sleep(0)  # the output is written once a loop turn
             return {"stopReason": acp.END_TURN}
         self.extras(session_id, text, words)
         if "edit" in words:

@@ -90,9 +90,13 @@ async def round_trip(argv: list[str], args: argparse.Namespace) -> float:
     return statistics.median(times)
 
 
-def streaming(sessions: int) -> Callable[[list[str], argparse.Namespace], Awaitable[float]]:
+def streaming(
+    sessions: int, word: str = "flood"
+) -> Callable[[list[str], argparse.Namespace], Awaitable[float]]:
     async def measure(argv: list[str], args: argparse.Namespace) -> float:
-        """Notifications per second while `sessions` sessions stream at once."""
+        """Notifications per second while `sessions` sessions stream at once: the demo
+        agent writes its chunks as it makes them ("flood"), or all in one write at the end
+        of the turn ("burst", which a relay cannot overlap with the agent's work)."""
         peer = await started(argv)
         ids = [await new_session(peer) for _ in range(sessions)]
         each = args.chunks // sessions
@@ -100,7 +104,7 @@ def streaming(sessions: int) -> Callable[[list[str], argparse.Namespace], Awaita
         pending = {
             peer.send(
                 "session/prompt",
-                {"sessionId": sid, "prompt": [{"type": "text", "text": f"flood {each}"}]},
+                {"sessionId": sid, "prompt": [{"type": "text", "text": f"{word} {each}"}]},
             )
             for sid in ids
         }
@@ -128,6 +132,7 @@ MEASURES: list[tuple[str, Callable[[list[str], argparse.Namespace], Awaitable[fl
     ("notifications/s, 1 session streaming", streaming(1), "/s"),
     ("notifications/s, 10 sessions streaming", streaming(10), "/s"),
     ("notifications/s, 50 sessions streaming", streaming(50), "/s"),
+    ("notifications/s, 1 session, all in one write", streaming(1, "burst"), "/s"),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from typing import Any
 
 from acpctl import jsonrpc
@@ -38,6 +39,42 @@ def test_an_oversized_line_is_skipped_whole() -> None:
     items = read_all(b"1\n" + b"y" * 5000 + b"\n2\n", max_line=1000)
     assert items[0] == (1, b"1") and items[2] == (2, b"2")
     assert isinstance(items[1], BadLine) and "exceeds" in items[1].error.message
+
+
+def expected_lines(data: bytes, max_line: int) -> list[bytes | None]:
+    """What read_lines must give, whatever the reads: every line, None for one too long,
+    and a last line without its newline at the end."""
+    *lines, last = data.split(b"\n")
+    if last:
+        lines.append(last)
+    return [line if len(line) <= max_line else None for line in lines]
+
+
+def test_lines_come_whole_however_the_reads_cut_them() -> None:
+    """Reads that end anywhere: inside a line, on its newline, inside a line too long
+    (skipped whole, to its newline), several lines at once."""
+
+    async def read(pieces: list[bytes], max_line: int) -> list[bytes | None]:
+        reader = asyncio.StreamReader()
+
+        async def feed() -> None:
+            for piece in pieces:
+                reader.feed_data(piece)
+                await asyncio.sleep(0)  # the reader takes this piece alone
+            reader.feed_eof()
+
+        feeding = asyncio.create_task(feed())
+        lines = [line async for batch in jsonrpc.read_lines(reader, max_line) for line in batch]
+        await feeding
+        return lines
+
+    generator = random.Random(16)
+    for _ in range(300):
+        lines = [b"x" * generator.choice([0, 1, 5, 20, 40, 41, 90]) for _ in range(12)]
+        data = b"\n".join(lines) + generator.choice([b"", b"\n"])
+        cuts = sorted(generator.sample(range(1, len(data)), min(len(data) - 1, 6)))
+        pieces = [data[a:b] for a, b in itertools.pairwise([0, *cuts, len(data)])]
+        assert asyncio.run(read(pieces, 40)) == expected_lines(data, 40), pieces
 
 
 def test_pending_requests() -> None:

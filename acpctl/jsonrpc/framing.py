@@ -52,7 +52,7 @@ async def read_lines(
 
     Batches let the consumer do per-batch work (flushing history, draining output) once per
     read instead of once per message."""
-    pending = bytearray()
+    pending = bytearray()  # a line's start from earlier reads
     skipping = False
     while True:
         chunk = await reader.read(READ_CHUNK)
@@ -60,21 +60,23 @@ async def read_lines(
             if pending and not skipping:
                 yield [bytes(pending)]
             return
-        batch: list[bytes | None] = []
-        start = 0
-        while True:
-            newline = chunk.find(b"\n", start)
-            if newline < 0:
-                break
-            if skipping:
+        # split() cuts the whole chunk in C; the last piece is the start of a line still
+        # coming (empty when the chunk ended with a newline).
+        pieces = chunk.split(b"\n")
+        rest = pieces.pop()
+        if pieces:
+            if skipping:  # the first piece ends the line being skipped
+                del pieces[0]
                 skipping = False
-            else:
-                line = bytes(pending + chunk[start:newline]) if pending else chunk[start:newline]
-                pending.clear()
-                batch.append(line if len(line) <= max_line else None)
-            start = newline + 1
+            elif pending:
+                pending += pieces[0]
+                pieces[0] = bytes(pending)
+            pending.clear()
+        batch: list[bytes | None] = [*pieces]
+        if max(map(len, pieces), default=0) > max_line:
+            batch = [line if len(line) <= max_line else None for line in pieces]
         if not skipping:
-            pending += chunk[start:]
+            pending += rest
             if len(pending) > max_line:
                 pending.clear()
                 skipping = True
