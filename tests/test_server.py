@@ -83,6 +83,39 @@ def test_a_prompt_is_relayed_and_recorded(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
+def test_updates_sent_with_a_new_sessions_answer_reach_the_editor_after_it(
+    tmp_path: Path,
+) -> None:
+    """An agent that announces its commands in the same write as its session/new answer:
+    acpctl routes that update before the editor has the answer, and must not relay it
+    first (an editor drops updates for a session it does not know)."""
+    agent = FakeAgent()
+    answer = agent._answer
+
+    async def answer_then_announce(msg_id: int, method: str, params: Any) -> None:
+        await answer(msg_id, method, params)
+        if method == acp.SESSION_NEW:  # the first session is agent-1
+            agent.update(
+                "agent-1", {"sessionUpdate": acp.AVAILABLE_COMMANDS_UPDATE, "availableCommands": []}
+            )
+
+    agent._answer = answer_then_announce  # type: ignore[method-assign]
+
+    async def scenario(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        h.send(jsonrpc.request(99, acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))
+        await h.editor.response(99)
+        await asyncio.sleep(0.05)
+        kinds = [
+            "answer" if m.get("id") == 99 else m["params"]["update"]["sessionUpdate"]
+            for m in h.editor.messages
+            if m.get("id") == 99 or m.get("method") == acp.SESSION_UPDATE
+        ]
+        assert kinds == ["answer", acp.AVAILABLE_COMMANDS_UPDATE]
+
+    run(tmp_path, scenario, agent)
+
+
 def test_unsafe_agent_session_ids_never_become_paths(tmp_path: Path) -> None:
     agent = FakeAgent()
 

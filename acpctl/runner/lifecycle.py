@@ -70,7 +70,7 @@ class SessionLifecycle:
                 client_id, agent_id, cwd, _directories(params)
             ),
         )
-        return await self.backend.call(acp.SESSION_NEW, params, on_response=register)
+        return self._announce(await self.backend.call(acp.SESSION_NEW, params, register))
 
     async def fork(self, params: JsonObject) -> JsonObject:
         """The agent's fork when it has one; else acpctl's: the history copied, and a fresh
@@ -83,10 +83,13 @@ class SessionLifecycle:
                 parent, uuid.uuid4().hex, None, cwd, _directories(params)
             )
             record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
+            record.unannounced = []  # the fork is new to the editor too
             self.sessions.add(record)
             async with record.lock:
                 result, note = await self.attacher.attach(record)
-            return jsonrpc.result(None, {"sessionId": record.id, **with_note(result, note)})
+            return self._announce(
+                jsonrpc.result(None, {"sessionId": record.id, **with_note(result, note)})
+            )
         register = self._registering(
             params,
             lambda client_id, agent_id: self.recorder.fork(
@@ -96,7 +99,7 @@ class SessionLifecycle:
         async with parent.lock:
             await self.attacher.attach(parent)
             future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
-        return await future
+        return self._announce(await future)
 
     def _registering(self, params: JsonObject, open_history: OpenHistory) -> ResponseHook:
         """The hook that registers the session a session/new or fork answer names. It runs
@@ -111,11 +114,25 @@ class SessionLifecycle:
             agent_id = result["sessionId"]
             client_id = self._client_id(agent_id)
             meta, writer = open_history(client_id, agent_id)
-            self._add(SessionRecord(meta=meta, writer=writer, attach_params=attach_params), result)
+            record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params)
+            # Updates the agent sends right behind its answer (claude-agent-acp's commands)
+            # are routed before the answer reaches the editor: held until it has.
+            record.unannounced = []
+            self._add(record, result)
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
 
         return register
+
+    def _announce(self, response: JsonObject) -> JsonObject:
+        """Returns the answer that names a new session; what the agent said about the
+        session meanwhile is relayed in the next turn of the loop, once this answer is on
+        its way (it is written in this one)."""
+        result = response.get("result")
+        record = self.sessions.get(result.get("sessionId")) if isinstance(result, dict) else None
+        if record is not None:
+            asyncio.get_running_loop().call_soon(record.announced, self.out.write)
+        return response
 
     def _client_id(self, agent_id: str) -> str:
         """The id the editor knows a new session by: the agent's own, unless it cannot name

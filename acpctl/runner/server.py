@@ -355,9 +355,13 @@ class AcpServer:
         if self.debug:
             self.log.debug("-> %s session=%s", message.get("method"), record.id)
         if record.id == agent_session and params is message["params"]:
-            self.out.write(raw + b"\n")
+            line = raw + b"\n"
         else:
-            self.out.send({**message, "params": {**params, "sessionId": record.id}})
+            line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})
+        if record.unannounced is None:
+            self.out.write(line)
+        else:
+            record.unannounced.append(line)
 
     def _sessionless_notification(self, message: JsonObject, params: Any, raw: bytes) -> None:
         if message.get("method") == acp.CANCEL_REQUEST and isinstance(params, dict):

@@ -32,6 +32,9 @@ class SessionRecord:
     active: int = 0  # prompts running or waiting
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while active == 0
     heard: float = 0.0  # when the agent last said something about it (the watchdog's clock)
+    # What the agent said about a new session before the editor got the answer naming it:
+    # relayed right after that answer (None once it is sent).
+    unannounced: list[bytes] | None = None
     state: SessionState = field(init=False)
 
     def __post_init__(self) -> None:
@@ -45,6 +48,12 @@ class SessionRecord:
     @property
     def agent_session_id(self) -> str | None:
         return self.meta.agent_session_id
+
+    def announced(self, write: Callable[[bytes], None]) -> None:
+        """The editor has the answer that names this session: what was held goes now."""
+        held, self.unannounced = self.unannounced, None
+        for line in held or ():
+            write(line)
 
     def to_agent(self, params: JsonObject) -> JsonObject:
         """`params` with the agent's id for this session."""

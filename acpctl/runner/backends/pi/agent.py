@@ -205,8 +205,9 @@ class PiRpcBackend:
             self.store.discard_backend_dir(session_id, BACKEND_DIR)
             raise
         self.sessions[session.id] = session
-        described = await session.describe()
-        self.spawn(session.introduce())  # runs after the answer: the session is known then
+        described, commands = await asyncio.gather(session.describe(), session.commands())
+        # After the answer, once the editor knows the session.
+        asyncio.get_running_loop().call_soon(session.introduce, commands)
         return {"sessionId": session.id, **described}
 
     async def _resume(self, params: JsonObject) -> JsonObject:
@@ -238,7 +239,7 @@ class PiRpcBackend:
             self.log.warning("session %s: pi did not start: %s", session.id, exc.message)
             return
         session.emit({"sessionUpdate": acp.CONFIG_OPTION_UPDATE, **described})
-        await session.introduce()
+        session.introduce(await session.commands())
 
     def _session(self, params: JsonObject) -> PiSession:
         session = self.sessions.get(str(params.get("sessionId")))

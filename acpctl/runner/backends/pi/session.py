@@ -106,13 +106,22 @@ class PiSession:
         self._took_state(await child.command("get_state"))
         return {"configOptions": pt.config_options(self.pi_state, self.models)}
 
-    async def introduce(self) -> None:
+    async def commands(self) -> Any:
+        """pi's answer to get_commands, None when it has none. Asked beside get_available_
+        models, before session/new answers: pi answers one command at a time, and a first
+        prompt sent the moment the session is known would otherwise wait behind it."""
+        child = await self.ensure_child()
+        try:
+            return await child.command("get_commands")
+        except RpcError as exc:
+            self.backend.log.info("pi: get_commands failed: %s", exc.message)
+            return None
+
+    def introduce(self, commands: Any) -> None:
         """After the session is known to the editor: pi's commands, and its name if pi has
         one."""
-        if self.child is None:
-            return
-        with contextlib.suppress(RpcError):
-            self.emit(pt.available_commands(await self.child.command("get_commands")))
+        if commands is not None:
+            self.emit(pt.available_commands(commands))
         name = self.pi_state.get("sessionName")
         if isinstance(name, str) and name:
             self._retitle(name)
