@@ -2,9 +2,11 @@
 from tests/npm) and the same stand-in for the model API (tests/model_stub.py) on 127.0.0.1.
 
 Rows: initialize; session/new; turn 1 (sent as soon as session/new answers) to its first
-chunk and to its end; turn 2 to its end; the bridge process's RSS after turn 2 (the bridge
-only, not pi); turn 1 of another session sent 3 s after it opened, as a person would; and
-session/load of the stored session in a new process. The two bridges are interleaved in
+chunk and to its end, and from sending session/new to turn 1's end (what a person waits
+for their first answer: a bridge may answer session/new before pi has finished starting,
+and turn 1 then pays the rest); turn 2 to its end; the bridge process's RSS after turn 2
+(the bridge only, not pi); turn 1 of another session sent 3 s after it opened, as a person
+would; and session/load of the stored session in a new process. The two bridges are interleaved in
 every repetition (A B, then B A); min and median.
 
     python bench/pi.py [--reps 5]
@@ -81,6 +83,7 @@ async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, f
     times["session/new"] = now() - begin
     session = new["result"]["sessionId"]
     times["turn 1: first chunk"], times["turn 1: end"] = await chunk_then_end(peer, session, "one")
+    times["session/new sent to turn 1's end"] = times["session/new"] + times["turn 1: end"]
     _, times["turn 2: end"] = await chunk_then_end(peer, session, "two")
     times["bridge RSS (MiB)"] = psutil.Process(peer.process.pid).memory_info().rss / MiB
     # As a person types: the first prompt some seconds after the session opened.
