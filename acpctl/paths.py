@@ -30,45 +30,50 @@ def _path(name: str) -> Path:
     return Path(name)
 
 
-def _override(variable: str) -> Path | None:
-    value = os.environ.get(variable)
-    return _path(value).expanduser() if value else None
+# The three per-user directories: (acpctl's override, the XDG variable, its default under
+# $HOME, platformdirs' function).
+_CONFIG = ("ACPCTL_CONFIG_DIR", "XDG_CONFIG_HOME", ".config", "user_config_dir")
+_DATA = ("ACPCTL_DATA_DIR", "XDG_DATA_HOME", ".local/share", "user_data_dir")
+_STATE = ("ACPCTL_STATE_DIR", "XDG_STATE_HOME", ".local/state", "user_state_dir")
+
+
+def _directory(kind: tuple[str, str, str, str]) -> str:
+    """acpctl's override, else platformdirs' answer. On Linux that answer is a rule simple
+    enough to follow without platformdirs' 10 ms of imports, which every command and
+    `run --acp` (before it spawns the agent) would pay: $XDG_*_HOME when it is an absolute
+    path, else the default under an absolute $HOME (tests/test_paths.py holds the two to
+    the same answer). Anything else is platformdirs' to decide."""
+    override, xdg_variable, under_home, platformdirs_function = kind
+    if value := os.environ.get(override):
+        return os.path.expanduser(value)
+    if sys.platform == "linux":
+        xdg = os.environ.get(xdg_variable, "")
+        if os.path.isabs(xdg):
+            return os.path.join(xdg, APP_NAME)
+        home = os.environ.get("HOME", "")
+        if os.path.isabs(home):
+            return os.path.join(home, under_home, APP_NAME)
+    import platformdirs
+
+    return str(getattr(platformdirs, platformdirs_function)(APP_NAME))
 
 
 def config_dir() -> Path:
-    import platformdirs
-
-    return _override("ACPCTL_CONFIG_DIR") or _path(platformdirs.user_config_dir(APP_NAME))
+    return _path(_directory(_CONFIG))
 
 
 def data_dir() -> Path:
-    import platformdirs
-
-    return _override("ACPCTL_DATA_DIR") or _path(platformdirs.user_data_dir(APP_NAME))
+    return _path(_directory(_DATA))
 
 
 def state_dir() -> Path:
-    return _path(state_dir_name())
+    return _path(_directory(_STATE))
 
 
 def state_dir_name() -> str:
-    """state_dir() as a string, and on Linux without platformdirs' 10 ms of imports:
-    platformdirs' rule there is $XDG_STATE_HOME when it is an absolute path, else
-    ~/.local/state with an absolute $HOME (tests/test_paths.py holds the two to the same
-    answer). Anything else is platformdirs' to decide."""
-    override = os.environ.get("ACPCTL_STATE_DIR")
-    if override:
-        return os.path.expanduser(override)
-    if sys.platform == "linux":
-        xdg_state = os.environ.get("XDG_STATE_HOME", "")
-        if os.path.isabs(xdg_state):
-            return os.path.join(xdg_state, APP_NAME)
-        home = os.environ.get("HOME", "")
-        if os.path.isabs(home):
-            return os.path.join(home, ".local", "state", APP_NAME)
-    import platformdirs
-
-    return platformdirs.user_state_dir(APP_NAME)
+    """state_dir() as a string: `run --acp` reads its spawn hint there before it spawns
+    the agent, without importing pathlib."""
+    return _directory(_STATE)
 
 
 def config_file() -> Path:
@@ -76,7 +81,8 @@ def config_file() -> Path:
 
 
 def sessions_dir() -> Path:
-    return _override("ACPCTL_SESSION_DIR") or data_dir() / "sessions"
+    value = os.environ.get("ACPCTL_SESSION_DIR")
+    return _path(value).expanduser() if value else data_dir() / "sessions"
 
 
 def agents_dir() -> Path:

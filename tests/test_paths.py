@@ -3,6 +3,7 @@ before it spawns the agent computed without importing platformdirs (issue 16).""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,11 @@ import pytest
 
 from acpctl import paths
 
+XDG_VARIABLES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
 LINUX_CASES = [
-    {"XDG_STATE_HOME": "/x/state", "HOME": "/home/u"},
-    {"XDG_STATE_HOME": "relative/state", "HOME": "/home/u"},  # not absolute: ignored
-    {"XDG_STATE_HOME": "", "HOME": "/home/u/"},
+    {"XDG_CONFIG_HOME": "/x/config", "XDG_DATA_HOME": "/x/data", "XDG_STATE_HOME": "/x/state"},
+    {"XDG_CONFIG_HOME": "rel/c", "XDG_DATA_HOME": "rel/d", "XDG_STATE_HOME": "rel/s"},
+    {"XDG_CONFIG_HOME": "", "XDG_DATA_HOME": "", "XDG_STATE_HOME": "", "HOME": "/home/u/"},
     {"HOME": "/"},
     {"HOME": "/home/with space"},
 ]
@@ -23,32 +25,48 @@ LINUX_CASES = [
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the shortcut is taken on Linux only")
 @pytest.mark.parametrize("env", LINUX_CASES)
-def test_the_state_directory_is_platformdirs_answer(
+def test_the_directories_are_platformdirs_answers(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("ACPCTL_STATE_DIR", raising=False)
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    for variable in (*XDG_VARIABLES, "ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", "/home/u")
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
-    assert paths.state_dir() == Path(platformdirs.user_state_dir(paths.APP_NAME))
+    app = paths.APP_NAME
+    assert paths.config_dir() == Path(platformdirs.user_config_dir(app))
+    assert paths.data_dir() == Path(platformdirs.user_data_dir(app))
+    assert paths.state_dir() == Path(platformdirs.user_state_dir(app))
+    assert paths.sessions_dir() == Path(platformdirs.user_data_dir(app)) / "sessions"
 
 
-def test_the_override_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("ACPCTL_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_STATE_HOME", "/elsewhere")
+def test_the_overrides_win(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("config", "data", "state"):
+        monkeypatch.setenv(f"ACPCTL_{name.upper()}_DIR", str(tmp_path / name))
+        monkeypatch.setenv(f"XDG_{name.upper()}_HOME", "/elsewhere")
+    monkeypatch.setenv("ACPCTL_SESSION_DIR", "~/sessions")
+    assert paths.config_dir() == tmp_path / "config"
+    assert paths.data_dir() == tmp_path / "data"
     assert paths.state_dir() == tmp_path / "state"
     assert paths.state_dir_name() == str(tmp_path / "state")
+    assert paths.sessions_dir() == Path.home() / "sessions"
 
 
 def test_the_spawn_path_imports_nothing_heavy() -> None:
     """What `run --acp` imports before it spawns the agent: no platformdirs, pathlib or
-    typing (12 to 15 ms together, which editors would wait for at initialize)."""
+    typing (12 to 15 ms together, which editors would wait for at initialize); and on Linux
+    no command imports platformdirs to find acpctl's directories."""
     code = (
         "import sys\n"
         "import acpctl.__main__, acpctl.runner.main, acpctl.runner.spawn_hint\n"
-        "print(' '.join(m for m in ('platformdirs', 'pathlib', 'typing') if m in sys.modules))"
+        "print(' '.join(m for m in ('platformdirs', 'pathlib', 'typing') if m in sys.modules))\n"
+        "from acpctl import paths\n"
+        "paths.config_dir(), paths.data_dir(), paths.state_dir()\n"
+        "print('platformdirs' in sys.modules)"
     )
-    imported = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert imported == []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACPCTL_", "XDG_"))}
+    imported, platformdirs_imported = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split("\n")[:2]
+    assert imported == ""
+    assert platformdirs_imported == str(sys.platform != "linux")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import uuid
 from collections.abc import Awaitable, Callable
 
 from acpctl import jsonrpc
@@ -80,7 +79,7 @@ class SessionLifecycle:
         await self.ensure_agent()
         if not self._agent_can("fork"):
             meta, writer = self.recorder.fork(
-                parent, uuid.uuid4().hex, None, cwd, _directories(params)
+                parent, _fresh_id(), None, cwd, _directories(params)
             )
             record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
             record.unannounced = []  # the fork is new to the editor too
@@ -142,7 +141,7 @@ class SessionLifecycle:
             or self.store.exists(agent_id)
             or self.sessions.get(agent_id) is not None
         ):
-            return uuid.uuid4().hex
+            return _fresh_id()
         return agent_id
 
     def _add(self, record: SessionRecord, result: JsonObject) -> None:
@@ -340,3 +339,11 @@ def _attach_params(params: JsonObject) -> JsonObject:
     if isinstance(params.get("additionalDirectories"), list):
         attach["additionalDirectories"] = params["additionalDirectories"]
     return attach
+
+
+def _fresh_id() -> str:
+    """A new session id of acpctl's. uuid is imported here, not at the top: with the
+    platform module it brings, it costs `run --acp` 3 ms before it can answer initialize."""
+    import uuid
+
+    return uuid.uuid4().hex
