@@ -63,13 +63,18 @@ class SessionLifecycle:
     async def new(self, params: JsonObject) -> JsonObject:
         cwd = _absolute_cwd(params)
         await self.ensure_agent()
+        opened: list[SessionRecord] = []
         register = self._registering(
             params,
             lambda client_id, agent_id: self.recorder.create(
                 client_id, agent_id, cwd, _directories(params)
             ),
+            opened,
         )
-        return self._announce(await self.backend.call(acp.SESSION_NEW, params, register))
+        try:
+            return await self.backend.call(acp.SESSION_NEW, params, register)
+        finally:
+            self._announce(opened)
 
     async def fork(self, params: JsonObject) -> JsonObject:
         """The agent's fork when it has one; else acpctl's: the history copied, and a fresh
@@ -78,32 +83,38 @@ class SessionLifecycle:
         parent = await self._open(params)
         await self.ensure_agent()
         if not self._agent_can("fork"):
-            meta, writer = self.recorder.fork(
-                parent, _fresh_id(), None, cwd, _directories(params)
-            )
+            meta, writer = self.recorder.fork(parent, _fresh_id(), None, cwd, _directories(params))
             record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
             record.unannounced = []  # the fork is new to the editor too
             self.sessions.add(record)
-            async with record.lock:
-                result, note = await self.attacher.attach(record)
-            return self._announce(
-                jsonrpc.result(None, {"sessionId": record.id, **with_note(result, note)})
-            )
+            try:
+                async with record.lock:
+                    result, note = await self.attacher.attach(record)
+                return jsonrpc.result(None, {"sessionId": record.id, **with_note(result, note)})
+            finally:
+                self._announce([record])
+        opened: list[SessionRecord] = []
         register = self._registering(
             params,
             lambda client_id, agent_id: self.recorder.fork(
                 parent, client_id, agent_id, cwd, _directories(params)
             ),
+            opened,
         )
-        async with parent.lock:
-            await self.attacher.attach(parent)
-            future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
-        return self._announce(await future)
+        try:
+            async with parent.lock:
+                await self.attacher.attach(parent)
+                future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
+            return await future
+        finally:
+            self._announce(opened)
 
-    def _registering(self, params: JsonObject, open_history: OpenHistory) -> ResponseHook:
-        """The hook that registers the session a session/new or fork answer names. It runs
-        in the agent's read loop, before the agent's next message is routed, so updates
-        sent right after the answer already find their session."""
+    def _registering(
+        self, params: JsonObject, open_history: OpenHistory, opened: list[SessionRecord]
+    ) -> ResponseHook:
+        """The hook that registers the session a session/new or fork answer names (and adds
+        it to `opened`). It runs in the agent's read loop, before the agent's next message
+        is routed, so updates sent right after the answer already find their session."""
         attach_params = _attach_params(params)
 
         def register(response: JsonObject) -> None:
@@ -118,20 +129,19 @@ class SessionLifecycle:
             # are routed before the answer reaches the editor: held until it has.
             record.unannounced = []
             self._add(record, result)
+            opened.append(record)
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
 
         return register
 
-    def _announce(self, response: JsonObject) -> JsonObject:
-        """Returns the answer that names a new session; what the agent said about the
-        session meanwhile is relayed in the next turn of the loop, once this answer is on
-        its way (it is written in this one)."""
-        result = response.get("result")
-        record = self.sessions.get(result.get("sessionId")) if isinstance(result, dict) else None
-        if record is not None:
-            asyncio.get_running_loop().call_soon(record.announced, self.out.write)
-        return response
+    def _announce(self, opened: list[SessionRecord]) -> None:
+        """Called as the answer naming these new sessions is returned (it is written in this
+        turn of the event loop): what the agent said about them meanwhile is relayed in the
+        next. Also when the request failed or was cancelled, so nothing stays held."""
+        loop = asyncio.get_running_loop()
+        for record in opened:
+            loop.call_soon(record.announced, self.out.write)
 
     def _client_id(self, agent_id: str) -> str:
         """The id the editor knows a new session by: the agent's own, unless it cannot name
