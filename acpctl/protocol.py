@@ -9,7 +9,6 @@ that this table does not cover, or puts an id somewhere the table does not map.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 # The highest protocol version acpctl's own handlers implement.
@@ -117,20 +116,41 @@ class Handling(Enum):
     NOT_RELAYED = "not relayed"  # meaningless through acpctl; answered with an error
 
 
-@dataclass(frozen=True)
 class Method:
     """One method: who sends it, what acpctl does, why, and where ids sit in it.
 
     Paths are dotted keys into params (requests, notifications) or the result;
-    `[]` steps into every element of an array."""
+    `[]` steps into every element of an array. A plain class, not a dataclass: `run --acp`
+    reads this module while the editor waits for `initialize`, before its server is
+    imported, and importing dataclasses costs 8 ms there."""
 
-    sender: str  # "client", "agent" or "either"
-    handling: Handling
-    why: str
-    session_ids: tuple[str, ...] = ()  # session ids in params
-    request_ids: tuple[str, ...] = ()  # ids of requests on the other hop, in params
-    result_session_ids: tuple[str, ...] = ()  # session ids in the result
-    notification: bool = False
+    __slots__ = (
+        "handling",
+        "notification",
+        "request_ids",
+        "result_session_ids",
+        "sender",
+        "session_ids",
+        "why",
+    )
+
+    def __init__(
+        self,
+        sender: str,
+        handling: Handling,
+        why: str,
+        session_ids: tuple[str, ...] = (),
+        request_ids: tuple[str, ...] = (),
+        result_session_ids: tuple[str, ...] = (),
+        notification: bool = False,
+    ) -> None:
+        self.sender = sender  # "client", "agent" or "either"
+        self.handling = handling
+        self.why = why
+        self.session_ids = session_ids  # session ids in params
+        self.request_ids = request_ids  # ids of requests on the other hop, in params
+        self.result_session_ids = result_session_ids  # session ids in the result
+        self.notification = notification
 
 
 _SESSION = ("sessionId",)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import subprocess
 
     from acpctl.config import AgentSpec
+    from acpctl.runner.initialize import Exchange
 
 TTY_HINT = (
     "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
@@ -130,9 +131,21 @@ def serve(agent: str | None, history: bool) -> int:
                 popen = processes.spawn(argv, spec.env)
         spawn_hint.remember(agent, wanted)
 
+    exchanged: Exchange | None = None
+    if popen is not None:
+        # The server is imported in a thread while the editor's initialize goes to the
+        # agent and its answer back (runner/initialize.py).
+        from acpctl.runner import initialize
+
+        try:
+            exchanged = initialize.exchange(popen, "acpctl.runner.connection")
+        except BaseException:  # Ctrl-C: the agent, in a session of its own, goes too
+            processes.kill_group(popen.pid)
+            raise
+
     from acpctl.runner.connection import run_connection
 
-    run_connection(spec.name, spec.kind, argv, spec.env, popen, history, silence_s)
+    run_connection(spec.name, spec.kind, argv, spec.env, popen, history, silence_s, exchanged)
     return 0
 
 

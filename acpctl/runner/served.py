@@ -1,6 +1,6 @@
-"""What acpctl serves from its own store whatever the agent supports: the capabilities it
-adds for that, session/list (newest first, paged with an opaque cursor), and the replay of
-a session/load; and what it reads of the agent's capabilities."""
+"""What acpctl serves from its own store whatever the agent supports: session/list (newest
+first, paged with an opaque cursor) and the replay of a session/load; and what it reads of
+the agent's capabilities. The capabilities it adds for them are in runner/initialize.py."""
 
 from __future__ import annotations
 
@@ -16,28 +16,6 @@ from acpctl.store.sessions import SessionMeta, SessionStore
 
 LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512
-SESSION_CAPABILITIES_SERVED = ("list", "resume", "close", "delete", "fork")
-
-
-def capabilities(agent: Any) -> JsonObject:
-    """The agent's capabilities plus load, list, resume, close, delete and fork."""
-    capabilities = dict(agent) if isinstance(agent, dict) else {}
-    capabilities["loadSession"] = True
-    session_caps = capabilities.get("sessionCapabilities")
-    session_caps = dict(session_caps) if isinstance(session_caps, dict) else {}
-    for name in SESSION_CAPABILITIES_SERVED:
-        if not isinstance(session_caps.get(name), dict):
-            session_caps[name] = {}
-    capabilities["sessionCapabilities"] = session_caps
-    return capabilities
-
-
-def negotiated_version(offered: Any) -> Any:
-    """The protocol version to speak: the lower of what the peer offers and what acpctl's
-    own handlers implement (a non-integer is passed on for the peer to refuse)."""
-    if isinstance(offered, int) and not isinstance(offered, bool):
-        return min(offered, acp.PROTOCOL_VERSION)
-    return offered
 
 
 def agent_can(agent: JsonObject, capability: str) -> bool:

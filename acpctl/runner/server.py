@@ -25,7 +25,7 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.runner import served
+from acpctl.runner import initialize
 from acpctl.runner.attach import Attacher
 from acpctl.runner.backends import Backend
 from acpctl.runner.endpoint import Answer, EditorEndpoint, LineOutput
@@ -256,6 +256,11 @@ class AcpServer:
 
     # == connection-level methods ======================================================
 
+    async def start_agent(self) -> None:
+        """Start the agent before the editor asks anything of it (at start-up)."""
+        await self.backend.ensure_running()
+        self._update_run_record()
+
     async def _ensure_agent(self) -> None:
         if self.backend.initialize_params is None:
             raise RpcError(acp.INVALID_REQUEST, "initialize must be called first")
@@ -264,10 +269,7 @@ class AcpServer:
 
     async def initialize(self, params: JsonObject) -> JsonObject:
         # Both sides speak the version acpctl's own handlers implement, at most.
-        params = {
-            **params,
-            "protocolVersion": served.negotiated_version(params.get("protocolVersion")),
-        }
+        params = initialize.to_agent(params)
         self.backend.initialize_params = params
         await self.backend.ensure_running()
         self._update_run_record()
@@ -279,14 +281,7 @@ class AcpServer:
         self.backend.agent_capabilities = (
             dict(capabilities) if isinstance(capabilities, dict) else {}
         )
-        return {
-            **response,
-            "result": {
-                **result,
-                "protocolVersion": served.negotiated_version(result.get("protocolVersion")),
-                "agentCapabilities": served.capabilities(capabilities),
-            },
-        }
+        return {**response, "result": initialize.to_editor(result)}
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
         return await self._login_state(acp.AUTHENTICATE, params, replayed=params)

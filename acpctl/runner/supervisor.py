@@ -47,8 +47,10 @@ class AgentProcess:
         env: dict[str, str],
         cwd: str | None = None,
         popen: subprocess.Popen[bytes] | None = None,
+        read: bytes = b"",
     ) -> None:
         self.argv = argv
+        self.read = read  # read from popen's stdout before attach(): served first
         self.env = env
         self.cwd = cwd
         self.popen = popen
@@ -72,6 +74,7 @@ class AgentProcess:
         self.log = log
         widen_pipe(self.popen.stdout.fileno())
         self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        self.stdout.feed_data(self.read)
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self.stdout), self.popen.stdout
         )

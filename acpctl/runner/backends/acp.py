@@ -17,6 +17,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, PendingRequests, ResponseHook, RpcError
 from acpctl.runner.backends import AgentEvents
+from acpctl.runner.initialize import AGENT_REQUEST_ID, Exchange
 from acpctl.runner.supervisor import AgentProcess, RestartPolicy
 
 
@@ -27,6 +28,7 @@ class AcpBackend:
         env: dict[str, str],
         log: logging.Logger,
         prespawned: AgentProcess | None = None,
+        exchanged: Exchange | None = None,
     ) -> None:
         self.prespawned = prespawned
         self.argv = argv
@@ -40,7 +42,18 @@ class AcpBackend:
         self.initialize_params: JsonObject | None = None
         self.authenticate_params: JsonObject | None = None
         self.restarts = RestartPolicy()
-        self.pending: PendingRequests[int] = PendingRequests(itertools.count(1))
+        self.pending: PendingRequests[int] = PendingRequests(itertools.count(AGENT_REQUEST_ID))
+        # An initialize `exchanged` sent before the server was up (runner/initialize.py):
+        # answered to the editor already, or the agent's answer still to come as request 1.
+        self._sent_initialize: JsonObject | None = None
+        self._early_initialize: asyncio.Future[JsonObject] | None = None
+        if exchanged is not None and exchanged.sent is not None:
+            if exchanged.agent_capabilities is not None:
+                self.initialize_params = exchanged.sent
+                self.agent_capabilities = exchanged.agent_capabilities
+                self.pending = PendingRequests(itertools.count(AGENT_REQUEST_ID + 1))
+            else:
+                self._sent_initialize = exchanged.sent
         self._starting: asyncio.Lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._stopping = False
@@ -65,6 +78,9 @@ class AcpBackend:
             self.process = process
             self.generation += 1
             self.alive = True
+            if self._sent_initialize is not None and self.generation == 1:
+                msg_id, self._early_initialize = self.pending.register(acp.INITIALIZE)
+                assert msg_id == AGENT_REQUEST_ID
             self._reader = asyncio.create_task(self._read(process, self.generation))
             if self.initialize_params is not None and self.generation > 1:
                 await self._replay_handshake()
@@ -125,6 +141,10 @@ class AcpBackend:
             future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
             future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR, "agent is not running"))
             return future
+        if self._early_initialize is not None and method == acp.INITIALIZE:
+            early, self._early_initialize = self._early_initialize, None
+            if params == self._sent_initialize:  # the editor's, sent already: its answer
+                return early
         msg_id, future = self.pending.register(method, on_response)
         self.process.write(jsonrpc.encode(jsonrpc.request(msg_id, method, params)))
         return future
