@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from acpctl.paths import PRIVATE_FILE_MODE
@@ -17,6 +16,10 @@ def atomic_write(
 ) -> None:
     """Write a temp file beside `path`, fsync it (unless sync=False), give it `mode`, rename
     it over `path`, then fsync the directory so the rename itself is durable."""
+    # Imported here: tempfile (with random and hashlib) costs `run --acp` 5 ms before it
+    # can answer initialize, and this module is imported on the way.
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

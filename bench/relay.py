@@ -6,9 +6,10 @@ noisy machine hits them alike: the demo agent direct, `acpctl run --acp --no-his
 (a median over its samples); the table shows the min and the median over repetitions, and
 the ratio of the medians to direct.
 
-Measures: spawn to initialize, of the demo agent and of an agent that takes 0.3 s to start
+Measures: spawn to initialize, of the demo agent, of an agent that takes 0.3 s to start
 (most real agents take longer than acpctl's own start-up: there acpctl adds the delay before
-it spawns the agent, and one hop); a short prompt turn (the path users hit: recording the
+it spawns the agent, and one hop) and of one that answers at once (a shell script: what a
+native agent is like); a short prompt turn (the path users hit: recording the
 prompt, the updates, the turn's end); a trivial request's round trip; and notifications per
 second while 1, 10 and 50 sessions stream at once on one connection.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -59,9 +61,26 @@ async def spawn_to_initialize(argv: list[str], _: argparse.Namespace) -> float:
 SLOW_START = ["/bin/sh", "-c", f"sleep 0.3; exec {' '.join(DEMO)}"]
 
 
+# An agent that answers initialize at once and reads the rest: configured as "instant".
+INSTANT_ANSWER = (
+    "#!/bin/sh\nread line\n"
+    """echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{}}}'\n"""
+    "exec cat > /dev/null\n"
+)
+
+
+def agent_named(argv: list[str], name: str, direct: list[str]) -> list[str]:
+    """The demo agent's command line changed for the agent `name`: `direct` for the agent
+    run directly, else acpctl's with `--agent name`."""
+    return direct if argv == DEMO else [a if a != "demo" else name for a in argv]
+
+
 async def spawn_slow_agent_to_initialize(argv: list[str], args: argparse.Namespace) -> float:
-    slow = SLOW_START if argv == DEMO else [a if a != "demo" else "slow" for a in argv]
-    return await spawn_to_initialize(slow, args)
+    return await spawn_to_initialize(agent_named(argv, "slow", SLOW_START), args)
+
+
+async def spawn_instant_agent_to_initialize(argv: list[str], args: argparse.Namespace) -> float:
+    return await spawn_to_initialize(agent_named(argv, "instant", [str(args.instant)]), args)
 
 
 async def prompt_turn(argv: list[str], args: argparse.Namespace) -> float:
@@ -127,6 +146,7 @@ def streaming(
 MEASURES: list[tuple[str, Callable[[list[str], argparse.Namespace], Awaitable[float]], str]] = [
     ("spawn to initialize response", spawn_to_initialize, "ms"),
     ("spawn to initialize, agent starting in 0.3 s", spawn_slow_agent_to_initialize, "ms"),
+    ("spawn to initialize, agent answering at once", spawn_instant_agent_to_initialize, "ms"),
     ("short prompt turn, p50", prompt_turn, "ms"),
     ("round trip of a request, p50", round_trip, "ms"),
     ("notifications/s, 1 session streaming", streaming(1), "/s"),
@@ -141,6 +161,11 @@ async def main(args: argparse.Namespace) -> None:
         label: {config: [] for config in CONFIGS} for label, _, _ in MEASURES
     }
     subprocess.run([*ACPCTL_COMMAND, "agents", "add", "slow", "--", *SLOW_START], check=True)
+    args.instant = Path(os.environ["ACPCTL_STATE_DIR"]).parent / "instant-agent.sh"
+    args.instant.write_text(INSTANT_ANSWER)
+    args.instant.chmod(0o755)
+    add_instant = [*ACPCTL_COMMAND, "agents", "add", "instant", "--", str(args.instant)]
+    subprocess.run(add_instant, check=True)
     order = list(CONFIGS)
     for rep in range(args.reps):
         for label, measure, _ in MEASURES:

@@ -31,18 +31,25 @@ def initializes(log: Path) -> list[dict[str, Any]]:
     return [m for m in messages if m.get("method") == "initialize"]
 
 
-def test_a_fast_agent_is_answered_before_the_server_is_up(home: Path, tmp_path: Path) -> None:
-    log = tmp_path / "read.log"
+def instant_agent(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A shell script that answers initialize at once and notes what it reads in a log;
+    returns the script and the log."""
+    log = tmp_path / f"{name}.log"
     answer = {
         "jsonrpc": "2.0",
         "id": 1,  # acpctl's first request to an agent
-        "result": {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "sh"}},
+        "result": {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": name}},
     }
     agent = write_executable(
-        tmp_path / "agent.sh",
+        tmp_path / f"{name}.sh",
         f"#!/bin/sh\nread line\necho \"$line\" >> {log}\necho '{json.dumps(answer)}'\n"
         f"exec cat >> {log}\n",
     )
+    return agent, log
+
+
+def test_a_fast_agent_is_answered_before_the_server_is_up(home: Path, tmp_path: Path) -> None:
+    agent, log = instant_agent(tmp_path, "sh")
     assert run_cli("agents", "add", "fast", "--", str(agent)).returncode == 0
 
     async def scenario() -> None:
@@ -58,6 +65,30 @@ def test_a_fast_agent_is_answered_before_the_server_is_up(home: Path, tmp_path: 
     asyncio.run(scenario())
     assert RELAYED_EARLY in run_log(home)
     assert [m["params"] for m in initializes(log)] == [{"protocolVersion": 1, "x": [1]}]
+    asyncio.run(scenario())  # spawned from the hint this time
+    assert len(initializes(log)) == 2
+
+
+def test_a_stale_hint_is_ended_unasked_and_the_right_agent_answers(
+    home: Path, tmp_path: Path
+) -> None:
+    """The agent spawned last under a name is started before acpctl has resolved the
+    name, but asked nothing until it has: when the configuration changed meanwhile, the
+    right agent answers, and the stale one is ended unasked."""
+    first, first_log = instant_agent(tmp_path, "first")
+    second, second_log = instant_agent(tmp_path, "second")
+
+    async def answered_by() -> str:
+        async with raw_editor("--agent", "a") as editor:
+            response = await editor.call("initialize", {"protocolVersion": 1})
+            return str(response["result"]["agentInfo"]["name"])
+
+    assert run_cli("agents", "add", "a", "--", str(first)).returncode == 0
+    assert asyncio.run(answered_by()) == "first"
+    assert run_cli("agents", "add", "a", "--", str(second)).returncode == 0
+    assert asyncio.run(answered_by()) == "second"  # the hint was the first
+    assert len(initializes(second_log)) == 1
+    assert len(initializes(first_log)) == 1  # from the first run only
 
 
 @pytest.mark.parametrize("script", ["banner", "error", "notify", "slow"])
