@@ -132,6 +132,26 @@ def test_anything_else_is_left_to_the_server(home: Path, tmp_path: Path, script:
         assert RELAYED_EARLY not in run_log(home)
 
 
+def test_an_initialize_json_cannot_carry_is_the_servers_to_refuse(
+    home: Path, tmp_path: Path
+) -> None:
+    agent, log = instant_agent(tmp_path, "sh")
+    assert run_cli("agents", "add", "fast", "--", str(agent)).returncode == 0
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "fast") as editor:
+            editor.write(
+                b'{"jsonrpc":"2.0","id":99,"method":"initialize","params":{"protocolVersion":1,'
+                b'"x":1e999}}\n'
+            )
+            refused = await editor.wait_for(lambda m: m.get("id") == 99)
+            assert "out of range" in refused["error"]["message"]
+            assert "result" in await editor.call("initialize", {"protocolVersion": 1})
+
+    asyncio.run(scenario())
+    assert len(initializes(log)) == 1  # only the second reached the agent
+
+
 def test_other_first_messages_and_pipelined_ones_go_to_the_server(home: Path) -> None:
     async def scenario() -> None:
         async with raw_editor("--agent", "demo") as editor:

@@ -13,6 +13,7 @@ an initialize already sent is the backend's first request (id 1), whose answer i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -163,12 +164,14 @@ def _relayed(state: Exchange, line: bytes, agent: _LineReader, agent_in: int) ->
     ):
         return False
     params = to_agent(request["params"])
+    outgoing = _encode(
+        {"jsonrpc": "2.0", "id": AGENT_REQUEST_ID, "method": acp.INITIALIZE, "params": params}
+    )
+    if outgoing is None:  # the server says what is wrong with it
+        return False
     try:
-        outgoing = _encode(
-            {"jsonrpc": "2.0", "id": AGENT_REQUEST_ID, "method": acp.INITIALIZE, "params": params}
-        )
         os.write(agent_in, outgoing)  # a few hundred bytes: a pipe takes them whole
-    except (ValueError, OSError):  # NaN in it, or the agent gone: the server says so
+    except OSError:  # the agent is gone: the server reports it
         return False
     state.sent = params
     banners: list[bytes] = []  # lines that are not JSON: the server logs them
@@ -180,9 +183,12 @@ def _relayed(state: Exchange, line: bytes, agent: _LineReader, agent_in: int) ->
                 continue
             result = answer.get("result") if isinstance(answer, dict) else None
             if isinstance(result, dict) and answer.get("id") == AGENT_REQUEST_ID:
-                reply = _reply(answer, request["id"], result)
+                reply = _encode(
+                    {**answer, "jsonrpc": "2.0", "id": request["id"], "result": to_editor(result)}
+                )
                 if reply is not None:
-                    _write_all(1, reply)
+                    with contextlib.suppress(OSError):  # the editor is gone: the server sees
+                        _write_all(1, reply)  # its end of input next
                     capabilities = result.get("agentCapabilities")
                     state.agent_capabilities = (
                         dict(capabilities) if isinstance(capabilities, dict) else {}
@@ -193,13 +199,6 @@ def _relayed(state: Exchange, line: bytes, agent: _LineReader, agent_in: int) ->
         return False
     finally:
         agent.unread(banners)
-
-
-def _reply(answer: JsonObject, editor_id: Any, result: JsonObject) -> bytes | None:
-    try:
-        return _encode({**answer, "jsonrpc": "2.0", "id": editor_id, "result": to_editor(result)})
-    except ValueError:
-        return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -222,7 +221,11 @@ def _is_id(value: Any) -> bool:
     return value is None or (isinstance(value, int | str) and not isinstance(value, bool))
 
 
-def _encode(message: Any) -> bytes:
-    """jsonrpc.encode's line."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _encode(message: Any) -> bytes | None:
+    """jsonrpc.encode's line; None for what JSON cannot carry (NaN, Infinity) or what is
+    nested too deeply: the server's own parser then says what is wrong."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, RecursionError):
+        return None
     return text.encode() + b"\n"
