@@ -24,7 +24,6 @@ import copy
 import dataclasses
 import logging
 import os
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -146,9 +145,8 @@ class Recorder:
             for option in params.get("options") or []
             if isinstance(option, dict)
         ]
-        event = {"ts": round(time.time(), 3), "type": "permission", "options": options}
-        event["toolCall"] = {k: tool[k] for k in ("toolCallId", "title", "kind") if k in tool}
-        record.writer.append(event)
+        tool_call = {k: tool[k] for k in ("toolCallId", "title", "kind") if k in tool}
+        record.writer.event("permission", options=options, toolCall=tool_call)
         self._dirty[record.id] = record.writer
 
     def permission_outcome(self, record: SessionRecord, response: JsonObject) -> None:
@@ -157,8 +155,7 @@ class Recorder:
         outcome = result.get("outcome") if isinstance(result, dict) else None
         if not isinstance(outcome, dict):
             outcome = {"outcome": "error"}
-        event = {"ts": round(time.time(), 3), "type": "permission_outcome", "outcome": outcome}
-        record.writer.append(event)
+        record.writer.event("permission_outcome", outcome=outcome)
         self._dirty[record.id] = record.writer
 
     def batch_end(self) -> None:

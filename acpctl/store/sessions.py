@@ -325,8 +325,12 @@ class HistoryWriter:
             json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         )
 
+    def event(self, kind: str, **fields: Any) -> None:
+        """An event of this `type`, stamped now (the module docstring lists the kinds)."""
+        self.append({"ts": round(time.time(), 3), "type": kind, **fields})
+
     def update(self, update: Any) -> None:
-        self.append({"ts": round(time.time(), 3), "type": "update", "update": update})
+        self.event("update", update=update)
 
     def agent_message(self, raw: bytes) -> None:
         """A session/update notification as the agent sent it (one valid JSON line). The
@@ -341,13 +345,10 @@ class HistoryWriter:
         self._buffer += (self._head, raw, b"}\n")
 
     def turn_end(self, stop_reason: str, usage: dict[str, Any] | None = None) -> None:
-        event = {"ts": round(time.time(), 3), "type": "turn_end", "stopReason": stop_reason}
-        if usage:
-            event["usage"] = usage
-        self.append(event)
+        self.event("turn_end", stopReason=stop_reason, **({"usage": usage} if usage else {}))
 
     def turn_error(self, message: str) -> None:
-        self.append({"ts": round(time.time(), 3), "type": "turn_error", "message": message})
+        self.event("turn_error", message=message)
 
     def flush(self) -> None:
         """Write what is buffered. On a failed write (a full disk) the part of it that
@@ -458,8 +459,8 @@ class SessionStore:
         if last != b"\n":  # the parent's torn last line stays a fragment readers skip
             writer.write_through(b"\n")
         # Where the copy ends: what came before is the parent's (usage is not counted twice)
-        marker = {"ts": round(time.time(), 3), "type": "fork", "parentId": parent_id}
-        writer.write_through(json.dumps(marker).encode() + b"\n")
+        writer.event("fork", parentId=parent_id)
+        writer.flush()
         return writer
 
     def open_writer(self, session_id: str) -> HistoryWriter:
