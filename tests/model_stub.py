@@ -52,6 +52,11 @@ def write_pi_models(agent_dir: Path, url: str, *model_ids: str) -> None:
     (agent_dir / "models.json").write_text(json.dumps({"providers": {"stub": provider}}))
 
 
+def pi_on_stub(binary: Path, model: str) -> list[str]:
+    """pi's command line in RPC mode on the stand-in's provider (see write_pi_models)."""
+    return [str(binary), "--mode", "rpc", "--provider", "stub", "--model", model, "--no-themes"]
+
+
 class ModelStub:
     def __init__(self, default_reply: str = "Hello from the stand-in model.") -> None:
         self.default_reply = default_reply

@@ -15,7 +15,7 @@ from acp import RequestError, text_block
 
 from tests.acp_peer import connect, initialized
 from tests.conftest import run_cli, write_executable
-from tests.model_stub import ModelStub, text, thinking, tool_use, write_pi_models
+from tests.model_stub import ModelStub, pi_on_stub, text, thinking, tool_use, write_pi_models
 from tests.npm_agents import npm_bin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.npm]
@@ -41,14 +41,7 @@ def pi(home: Path) -> Iterator[ModelStub]:
                 "--env",
                 f"HOME={pi_home}",
                 "--",
-                str(binary),
-                "--mode",
-                "rpc",
-                "--provider",
-                "stub",
-                "--model",
-                "stub-model",
-                "--no-themes",
+                *pi_on_stub(binary, "stub-model"),
             ).returncode
             == 0
         )

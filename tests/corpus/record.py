@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.model_stub import ApiError, ModelStub, write_pi_models
+from tests.model_stub import ApiError, ModelStub, pi_on_stub, write_pi_models
 from tests.npm_agents import npm_bin, npm_package, package_command
 
 CORPUS = Path(__file__).resolve().parent
@@ -119,14 +119,7 @@ def _pi(home: Path, url: str) -> list[str]:
         "pi-rpc",
         *_env_args({"HOME": str(pi_home)}),
         "--",
-        str(npm_bin("pi")),
-        "--mode",
-        "rpc",
-        "--provider",
-        "stub",
-        "--model",
-        "stub-model",
-        "--no-themes",
+        *pi_on_stub(npm_bin("pi"), "stub-model"),
     ]
 
 
