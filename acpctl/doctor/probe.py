@@ -251,7 +251,7 @@ async def _converse_turn(
         method, params = message.get("method"), message.get("params")
         if method == acp.SESSION_UPDATE and isinstance(params, dict):
             update = params.get("update")
-            if isinstance(update, dict) and update.get("sessionUpdate") == "agent_message_chunk":
+            if isinstance(update, dict) and update.get("sessionUpdate") == acp.AGENT_MESSAGE_CHUNK:
                 if turn.first_chunk is None:
                     turn.first_chunk = time.monotonic() - sent
                 content = update.get("content")

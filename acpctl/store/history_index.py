@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import paths
+from acpctl import protocol as acp
 from acpctl.store.index import (
     INDEX_DIR,
     SCANNED_TABLE,
@@ -131,15 +132,15 @@ class _Reading:
     def update(self, update: dict[str, Any], ts: float) -> None:
         kind = update.get("sessionUpdate")
         content = update.get("content")
-        if kind in ("user_message_chunk", "agent_message_chunk"):
+        if kind in (acp.USER_MESSAGE_CHUNK, acp.AGENT_MESSAGE_CHUNK):
             if isinstance(content, dict) and isinstance(content.get("text"), str):
-                role = "prompt" if kind == "user_message_chunk" else "answer"
+                role = "prompt" if kind == acp.USER_MESSAGE_CHUNK else "answer"
                 self.add_text(role, content["text"], ts)
-        elif kind in ("tool_call", "tool_call_update") and isinstance(update.get("title"), str):
+        elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE) and isinstance(update.get("title"), str):
             self.flush()
             self.text_kind = ""
             self.docs.append((update["title"], self.session, self.turn, "tool", ts))
-        elif kind == "usage_update":
+        elif kind == acp.USAGE_UPDATE:
             self.cost(update.get("cost"), ts)
 
     def cost(self, cost: Any, ts: float) -> None:
