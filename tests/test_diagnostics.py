@@ -31,6 +31,9 @@ def test_the_last_api_error_of_a_real_claude_transcript(tmp_path: Path) -> None:
     said = transcripts.last_api_error({"HOME": str(tmp_path)}, SESSION)
     assert said is not None and said.startswith("401 invalid x-api-key (attempt 4 of 10, next")
     assert transcripts.last_api_error({"HOME": str(tmp_path)}, "another-session") is None
+    # An id from the wire names its own transcript only, even one that reads as a pattern.
+    for pattern in ("*", SESSION[:4] + "*", "[" + SESSION[0] + "]" + SESSION[1:]):
+        assert transcripts.last_api_error({"HOME": str(tmp_path)}, pattern) is None
 
 
 def test_claude_config_dir_a_big_transcript_and_a_torn_line(tmp_path: Path) -> None:

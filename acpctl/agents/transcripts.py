@@ -6,6 +6,7 @@ with subtype `api_error` (seen with claude-agent-acp 0.23.1 and 0.101.0; tests/c
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Mapping
@@ -19,7 +20,8 @@ def last_api_error(env: Mapping[str, str], session_id: str) -> str | None:
     "401 invalid x-api-key (attempt 6 of 10, next in 19 s)"; None when it recorded none."""
     if not session_id or "/" in session_id or session_id.startswith("."):
         return None  # an id from the wire never becomes a path unchecked
-    for transcript in _claude_projects(env).glob(f"*/{session_id}.jsonl"):
+    # Escaped: an id like "*" must name its own file, not every session's.
+    for transcript in _claude_projects(env).glob(f"*/{glob.escape(session_id)}.jsonl"):
         error = _last_error(transcript)
         if error is not None:
             return error
