@@ -25,7 +25,8 @@ class RunRecord:
     """<state>/runs/<pid>.json, rewritten when sessions open or close, removed on exit."""
 
     def __init__(self, agent: str, command: list[str], log_file: Path) -> None:
-        self.path = paths.ensure_private_dir(paths.runs_dir()) / f"{os.getpid()}.json"
+        paths.ensure_private_dir(paths.runs_dir())
+        self.path = path_of(os.getpid())
         self.data: dict[str, Any] = {
             "pid": os.getpid(),
             "agent": agent,
@@ -50,6 +51,11 @@ class RunRecord:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def path_of(pid: int) -> Path:
+    """Where the run with this pid keeps its record."""
+    return paths.runs_dir() / f"{pid}.json"
 
 
 def live_runs() -> list[dict[str, Any]]:

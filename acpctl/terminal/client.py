@@ -26,6 +26,7 @@ from acpctl import protocol as acp
 from acpctl.agents import discovery, transcripts
 from acpctl.errors import UsageError
 from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
+from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
@@ -151,7 +152,7 @@ class RelayConnection:
         """The run log of the child `run --acp`, from its run record."""
         with contextlib.suppress(OSError, ValueError, AttributeError):
             assert self.process is not None
-            record = json.loads((paths.runs_dir() / f"{self.process.pid}.json").read_text())
+            record = json.loads(runs.path_of(self.process.pid).read_text())
             return str(record["log"])
         return "acpctl logs"
 
