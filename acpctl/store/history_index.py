@@ -37,7 +37,13 @@ from acpctl.store.index import (
     record_scan,
     scanned_at,
 )
-from acpctl.store.sessions import EVENTS_FILE, SessionStore, event_update, events_from
+from acpctl.store.sessions import (
+    EVENTS_FILE,
+    TURN_ENDS,
+    SessionStore,
+    event_update,
+    events_from,
+)
 
 HISTORY_FILE = "history.sqlite3"
 SCHEMA_VERSION = 2
@@ -112,7 +118,7 @@ class _Reading:
         if kind == "fork":  # what came before is the parent's, searched and counted there
             self.text, self.docs, self.usage = [], [], {}
             return
-        if kind in ("turn_end", "turn_error"):
+        if kind in TURN_ENDS:
             self.flush()
             self.text_kind = ""
             row = self.day(ts)

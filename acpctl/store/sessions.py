@@ -59,6 +59,8 @@ except ImportError:  # Windows: no advisory locks; one writer per session is ass
 
 SESSION_FILE = "session.json"
 EVENTS_FILE = "events.jsonl"
+# The event types that end a turn (HistoryWriter.turn_end and turn_error).
+TURN_ENDS = ("turn_end", "turn_error")
 # Grows by a byte at every metadata write and deletion: the listing index rescans the
 # store only when its size (or the store directory's own mtime) has changed.
 CHANGES_FILE = ".changes"

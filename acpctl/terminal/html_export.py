@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 
 from acpctl import __version__
 from acpctl import protocol as acp
-from acpctl.store.sessions import SessionMeta, SessionStore, event_update
+from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
 from acpctl.terminal.render import STATUS_MARK, content_text, diff_lines, money
 
 STYLE = """
@@ -193,7 +193,7 @@ def export_html(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
         update = event_update(event)
         if update is not None:
             page.update(update)
-        elif kind in ("turn_end", "turn_error"):
+        elif kind in TURN_ENDS:
             page.end_turn(event)
         elif kind == "permission":
             page.permission(event)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from acpctl import protocol as acp
-from acpctl.store.sessions import SessionMeta, SessionStore, event_update
+from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
 from acpctl.terminal.render import DIM, YELLOW, Renderer, content_text, diff_lines
 
 
@@ -29,7 +29,7 @@ class EventView:
         style = self.renderer.style
         if update is not None:
             self.renderer.update(update)
-        elif kind in ("turn_end", "turn_error"):
+        elif kind in TURN_ENDS:
             self.renderer.finish(None)
             detail = event.get("stopReason") or f"error: {event.get('message')}"
             self.out.write(style(f"[{detail}]", DIM) + "\n\n")

@@ -9,13 +9,18 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from acpctl.store.sessions import EVENTS_FILE, SessionMeta, SessionStore, events_from
+from acpctl.store.sessions import (
+    EVENTS_FILE,
+    TURN_ENDS,
+    SessionMeta,
+    SessionStore,
+    events_from,
+)
 from acpctl.terminal.render import DIM
 from acpctl.terminal.transcript import EventView
 
 POLL_S = 0.2
 LIVE_CHECK_S = 1.0
-TURN_ENDS = ("turn_end", "turn_error")
 
 
 def last_turn_start(store: SessionStore, session_id: str) -> int:
