@@ -130,6 +130,26 @@ def test_orphaned_agent_is_found_and_ended(home: Path) -> None:
             orphan.kill()
 
 
+def test_an_agent_acpctl_marked_is_its_orphan_whatever_the_state_path_looks_like(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark an agent carries and the home doctor compares it with come from one
+    function: a state directory given with a trailing slash must not hide its orphans."""
+    from acpctl.runner import runs
+
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(home / "state") + "/")
+    spawn = "from acpctl import processes; print(processes.spawn(['sleep', '300'], {}).pid)"
+    orphan = int(
+        subprocess.run(
+            [sys.executable, "-c", spawn], capture_output=True, text=True, check=True
+        ).stdout
+    )  # its acpctl has exited
+    try:
+        assert orphan in {process.pid for process in runs.orphans()}
+    finally:
+        os.kill(orphan, 9)
+
+
 def test_editor_entry_pointing_at_a_moved_acpctl(home: Path) -> None:
     settings = home / ".config" / "zed" / "settings.json"
     settings.parent.mkdir(parents=True)

@@ -96,7 +96,7 @@ def orphans() -> list[psutil.Process]:
 
     found = []
     me = os.getpid()
-    home = str(paths.state_dir())
+    home = paths.state_dir_name()  # as processes.spawn marks them
     for process in psutil.process_iter(["pid"]):
         try:
             environ = process.environ()
