@@ -1,6 +1,7 @@
-"""JSON text as acpctl reads it: one decoder, faster than json.loads line by line, that
-refuses what JSON cannot carry (NaN, Infinity, numbers out of range). Free of asyncio, so
-the store and the commands that read it start quickly."""
+"""JSON text as acpctl reads and writes it: one decoder, faster than json.loads line by
+line, that refuses what JSON cannot carry (NaN, Infinity, numbers out of range), and the
+one way a message becomes a line. Free of asyncio, so the store, the commands that read it
+and `run --acp` before its server is up use it without that import."""
 
 from __future__ import annotations
 
@@ -44,3 +45,11 @@ def decode_text(text: str) -> Any:
     if end != len(text) and not text[end:].isspace():
         return _DECODER.decode(text)  # raises: extra data
     return value
+
+
+def encode(message: Any) -> bytes:
+    """One line of JSON; never NaN or Infinity, which JSON cannot carry (ValueError)."""
+    return (
+        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        + b"\n"
+    )

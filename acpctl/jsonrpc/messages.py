@@ -1,10 +1,11 @@
-"""JSON-RPC 2.0 messages: their types, constructors, the error type, and encoding."""
+"""JSON-RPC 2.0 messages: their types, constructors, the error type, and encoding (the
+line itself is jsontext.encode)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from acpctl.jsontext import encode as encode  # a message's line: named here with the rest
 from acpctl.protocol import INTERNAL_ERROR
 
 JsonObject = dict[str, Any]
@@ -51,14 +52,6 @@ def error(msg_id: MessageId, code: int, message: str, data: Any = None) -> JsonO
 
 def error_response(msg_id: MessageId, exc: RpcError) -> JsonObject:
     return {"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()}
-
-
-def encode(message: Any) -> bytes:
-    """One line of JSON; never NaN or Infinity, which JSON cannot carry (ValueError)."""
-    return (
-        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        + b"\n"
-    )
 
 
 def unwrap(response: JsonObject) -> Any:

@@ -20,6 +20,7 @@ import select
 import sys
 import threading
 
+from acpctl import jsontext
 from acpctl import protocol as acp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without typing's import (mypy reads it so)
@@ -222,10 +223,9 @@ def _is_id(value: Any) -> bool:
 
 
 def _encode(message: Any) -> bytes | None:
-    """jsonrpc.encode's line; None for what JSON cannot carry (NaN, Infinity) or what is
+    """The message's line; None for what JSON cannot carry (NaN, Infinity) or what is
     nested too deeply: the server's own parser then says what is wrong."""
     try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return jsontext.encode(message)
     except (ValueError, RecursionError):
         return None
-    return text.encode() + b"\n"
