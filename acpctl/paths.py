@@ -70,14 +70,26 @@ def state_dir() -> Path:
     return _path(_directory(_STATE))
 
 
+# The three as strings: `run --acp` reads its spawn hint, and checks what the hint was
+# resolved from, before it spawns the agent, without importing pathlib.
+def config_dir_name() -> str:
+    return _directory(_CONFIG)
+
+
+def data_dir_name() -> str:
+    return _directory(_DATA)
+
+
 def state_dir_name() -> str:
-    """state_dir() as a string: `run --acp` reads its spawn hint there before it spawns
-    the agent, without importing pathlib."""
     return _directory(_STATE)
 
 
 def config_file() -> Path:
-    return config_dir() / "config.toml"
+    return _path(config_file_name())
+
+
+def config_file_name() -> str:
+    return os.path.join(config_dir_name(), "config.toml")
 
 
 def sessions_dir() -> Path:
@@ -87,7 +99,20 @@ def sessions_dir() -> Path:
 
 def agents_dir() -> Path:
     """Agents that `acpctl agents install` installed, one directory per registry id."""
-    return data_dir() / "agents"
+    return _path(agents_dir_name())
+
+
+def agents_dir_name() -> str:
+    return os.path.join(data_dir_name(), "agents")
+
+
+def registry_dir() -> Path:
+    """The cached copy of the ACP registry, and where it came from."""
+    return _path(registry_dir_name())
+
+
+def registry_dir_name() -> str:
+    return os.path.join(data_dir_name(), "registry")
 
 
 def logs_dir() -> Path:

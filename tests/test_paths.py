@@ -59,6 +59,7 @@ def test_the_spawn_path_imports_nothing_heavy() -> None:
     code = (
         "import sys\n"
         "import acpctl.__main__, acpctl.runner.main, acpctl.runner.spawn_hint\n"
+        "acpctl.runner.spawn_hint.resolution_inputs(), acpctl.runner.spawn_hint.read(None)\n"
         "print(' '.join(m for m in ('platformdirs', 'pathlib', 'typing') if m in sys.modules))\n"
         "from acpctl import paths\n"
         "paths.config_dir(), paths.data_dir(), paths.state_dir()\n"

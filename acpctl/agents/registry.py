@@ -25,17 +25,13 @@ SNAPSHOT = Path(__file__).parent / "registry.json"
 SCHEMA_DIR = Path(__file__).parent / "registry_schema"
 
 
-def cache_dir() -> Path:
-    return paths.data_dir() / "registry"
-
-
 def cached_document() -> Path:
-    return cache_dir() / "registry.json"
+    return paths.registry_dir() / "registry.json"
 
 
 def _source_file() -> Path:
     """Where the cached copy came from: URL, ETag, Last-Modified, when fetched."""
-    return cache_dir() / "source.json"
+    return paths.registry_dir() / "source.json"
 
 
 def load() -> tuple[dict[str, Any], str]:
@@ -107,7 +103,7 @@ def update(origin: str | None, timeout: float = FETCH_TIMEOUT_S) -> UpdateResult
         validate(document)
     except AcpctlError as exc:
         raise AcpctlError(f"{origin}: {exc.message}; the registry copy is unchanged") from None
-    paths.ensure_private_dir(cache_dir())
+    paths.ensure_private_dir(paths.registry_dir())
     atomic_write(cached_document(), json.dumps(document, indent=1).encode())
     now = time.time()
     _save_source(
@@ -165,5 +161,5 @@ def _fetch(url: str, known: dict[str, Any], timeout: float) -> tuple[bytes, dict
 
 
 def _save_source(record: dict[str, Any]) -> None:
-    paths.ensure_private_dir(cache_dir())
+    paths.ensure_private_dir(paths.registry_dir())
     atomic_write(_source_file(), json.dumps(record, indent=1).encode())

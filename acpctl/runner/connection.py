@@ -32,11 +32,15 @@ def run_connection(
     history: bool,
     silence_s: float = SILENCE_WARNING_S,
     exchanged: Exchange | None = None,
+    hinted: bool = False,
 ) -> None:
     """`popen`: the agent, when it was spawned before this module was imported;
-    `exchanged`: what was read from it and the editor meanwhile (runner/initialize.py)."""
+    `exchanged`: what was read from it and the editor meanwhile (runner/initialize.py);
+    `hinted`: the agent came from its spawn hint, unresolved (runner/spawn_hint.py)."""
     log, log_path = open_log(name)
     log.info("acpctl run --acp: agent %s (%s), log %s", name, " ".join(argv), log_path)
+    if hinted:
+        log.info("agent started from its spawn hint: nothing it was resolved from has changed")
     if exchanged is not None and exchanged.agent_capabilities is not None:
         log.info("initialize relayed before the server started")
     record = RunRecord(name, argv, log_path)

@@ -13,10 +13,9 @@ from acpctl.errors import AcpctlError, UsageError, report
 # typing.TYPE_CHECKING.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import subprocess
-
     from acpctl.config import AgentSpec
     from acpctl.runner.initialize import Exchange
+    from acpctl.runner.spawn_hint import Hint
 
 TTY_HINT = (
     "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
@@ -110,26 +109,31 @@ def serve(agent: str | None, history: bool) -> int:
     from acpctl.runner import spawn_hint
 
     # Spawn first, import the rest while the agent boots: editors time initialize. The
-    # last run's command line goes even before the agent is resolved; it is kept only if
-    # resolving gives the same one. (pi-rpc agents are started per session.)
-    hinted = spawn_hint.spawn(agent)
-    try:
-        spec, argv, silence_s = _resolve(agent)
-    except BaseException:
-        if hinted is not None:
-            spawn_hint.discard(hinted[1])
-        raise
-    wanted = argv if spec.kind == "acp" and not spec.env else None
-    popen: subprocess.Popen[bytes] | None = None
-    if hinted is not None and hinted[0] == wanted:
-        popen = hinted[1]
+    # last run's agent goes even before anything is resolved; when nothing it was resolved
+    # from has changed, nothing is (runner/spawn_hint.py). (pi-rpc agents are started per
+    # session.)
+    inputs = spawn_hint.resolution_inputs()
+    hint = spawn_hint.read(agent)
+    popen = spawn_hint.spawn(hint) if hint is not None else None
+    hinted = hint is not None and popen is not None and hint.inputs == inputs
+    if hint is not None and hinted:
+        name, kind, argv, env, silence_s = hint.name, "acp", hint.argv, {}, hint.silence_s
     else:
-        if hinted is not None:
-            spawn_hint.discard(hinted[1])
-        if spec.kind == "acp":
+        try:
+            spec, argv, silence_s = _resolve(agent)
+        except BaseException:
+            if popen is not None:
+                spawn_hint.discard(popen)
+            raise
+        name, kind, env = spec.name, spec.kind, spec.env
+        resolved = _hint_for(spec, argv, silence_s, inputs)
+        if popen is not None and not (resolved and hint and resolved.argv == hint.argv):
+            spawn_hint.discard(popen)
+            popen = None
+        if popen is None and kind == "acp":
             with contextlib.suppress(OSError):  # spawned again, and reported, at initialize
-                popen = processes.spawn(argv, spec.env)
-        spawn_hint.remember(agent, wanted)
+                popen = processes.spawn(argv, env)
+        spawn_hint.remember(agent, resolved)
 
     exchanged: Exchange | None = None
     if popen is not None:
@@ -145,8 +149,37 @@ def serve(agent: str | None, history: bool) -> int:
 
     from acpctl.runner.connection import run_connection
 
-    run_connection(spec.name, spec.kind, argv, spec.env, popen, history, silence_s, exchanged)
+    run_connection(name, kind, argv, env, popen, history, silence_s, exchanged, hinted)
+    if hinted:
+        _check_hint(agent)
     return 0
+
+
+def _hint_for(
+    spec: AgentSpec, argv: list[str], silence_s: float, inputs: list[object]
+) -> Hint | None:
+    """What the next start under this name may spawn early: None for an agent with env of
+    its own (not copied out of config.toml) and for pi-rpc agents (started per session)."""
+    from acpctl.runner.spawn_hint import Hint
+
+    if spec.kind != "acp" or spec.env:
+        return None
+    return Hint(spec.name, argv, silence_s, inputs)
+
+
+def _check_hint(agent: str | None) -> None:
+    """The agent of a run started from its hint, resolved again now that the editor has
+    gone (off every path an editor waits on): a change its inputs did not show costs one
+    run, not every run."""
+    from acpctl.runner import spawn_hint
+
+    inputs = spawn_hint.resolution_inputs()
+    try:
+        spec, argv, silence_s = _resolve(agent)
+    except AcpctlError:
+        spawn_hint.remember(agent, None)
+        return
+    spawn_hint.remember(agent, _hint_for(spec, argv, silence_s, inputs))
 
 
 def _resolve(agent: str | None) -> tuple[AgentSpec, list[str], float]:
