@@ -9,6 +9,10 @@ and turn 1 then pays the rest); turn 2 to its end; the bridge process's RSS afte
 would; and session/load of the stored session in a new process. The two bridges are interleaved in
 every repetition (A B, then B A); min and median.
 
+Then pi alone, no bridge: its RPC mode asked what a bridge asks before it answers
+session/new (get_state, get_available_models, get_commands), and turn 1 sent the moment
+the answers are in, or a second later: what pi's own start-up leaves to its first turn.
+
     python bench/pi.py [--reps 5]
 
 Installs pi-acp into bench/npm/node_modules (npm) and pi into tests/npm/node_modules on
@@ -103,6 +107,43 @@ async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, f
     return times
 
 
+async def pi_alone(pi: Path, env: dict[str, str], cwd: str, wait_s: float) -> float:
+    """pi's RPC mode asked what a bridge asks before answering session/new, then, after
+    `wait_s`, a prompt: the time from sending it to pi's agent_end."""
+    process = await asyncio.create_subprocess_exec(
+        str(pi),
+        "--mode",
+        "rpc",
+        cwd=cwd,
+        env={**os.environ, **env},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        limit=2**24,
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    async def until(kind: str, count: int = 1) -> None:
+        assert process.stdout is not None
+        while count:
+            line = await process.stdout.readline()
+            if not line:
+                raise RuntimeError("pi closed its output")
+            count -= json.loads(line).get("type") == kind
+
+    for command in ("get_state", "get_available_models", "get_commands"):
+        process.stdin.write(json.dumps({"id": command, "type": command}).encode() + b"\n")
+    await until("response", 3)
+    await asyncio.sleep(wait_s)
+    begin = now()
+    process.stdin.write(b'{"id": "turn", "type": "prompt", "message": "one"}\n')
+    await until("agent_end")
+    elapsed = now() - begin
+    process.stdin.close()
+    await process.wait()
+    return elapsed
+
+
 def pi_home(root: Path, stub: ModelStub) -> Path:
     agent = root / ".pi" / "agent"
     write_pi_models(agent, stub.url, "stub-model")
@@ -163,6 +204,11 @@ async def main(reps: int) -> None:
                 for label, value in (await one_run(bridges[name], env, str(work))).items():
                     results[name].setdefault(label, []).append(value)
             print(f"repetition {rep + 1} of {reps} done", file=sys.stderr)
+        alone: dict[str, list[float]] = {"at once": [], "1 s later": []}
+        for rep in range(reps):
+            for label in alone if rep % 2 == 0 else reversed(alone):
+                wait_s = 0.0 if label == "at once" else 1.0
+                alone[label].append(await pi_alone(pi_bin / "pi", env, str(work), wait_s))
     print(
         "| measure (min / median) | acpctl | pi-acp 0.0.24 | ratio of medians |\n|---|---|---|---|"
     )
@@ -177,6 +223,12 @@ async def main(reps: int) -> None:
                 cells.append(f"{min(values) * 1000:.0f} / {medians[-1] * 1000:.0f} ms")
         print(f"| {label} | {cells[0]} | {cells[1]} | {medians[0] / medians[1]:.2f}x |")
     print(f"\n{reps} repetitions, the bridges interleaved.")
+    print("\n| pi alone: turn 1, from prompt to agent_end (min / median) | time |\n|---|---|")
+    for label, values in alone.items():
+        print(
+            f"| sent {label} after its first answers | "
+            f"{min(values) * 1000:.0f} / {statistics.median(values) * 1000:.0f} ms |"
+        )
 
 
 if __name__ == "__main__":

@@ -115,9 +115,10 @@ def serve(agent: str | None, history: bool) -> int:
     inputs = spawn_hint.resolution_inputs()
     hint = spawn_hint.read(agent)
     popen = spawn_hint.spawn(hint) if hint is not None else None
-    hinted = hint is not None and popen is not None and hint.inputs == inputs
-    if hint is not None and hinted:
-        name, kind, argv, env, silence_s = hint.name, "acp", hint.argv, {}, hint.silence_s
+    trusted = hint if hint is not None and popen is not None and hint.inputs == inputs else None
+    if trusted is not None:
+        name, kind, argv, env = trusted.name, "acp", trusted.argv, {}
+        silence_s = trusted.silence_s
     else:
         try:
             spec, argv, silence_s = _resolve(agent)
@@ -149,6 +150,7 @@ def serve(agent: str | None, history: bool) -> int:
 
     from acpctl.runner.connection import run_connection
 
+    hinted = trusted is not None
     run_connection(name, kind, argv, env, popen, history, silence_s, exchanged, hinted)
     if hinted:
         _check_hint(agent)
