@@ -127,11 +127,10 @@ def logs(
 ) -> None:
     """Print (or follow) the logs of `acpctl run`: acpctl's own lines and agent stderr."""
     from acpctl import paths
+    from acpctl.runner.runlog import agent_of, run_logs
 
-    files = sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
+    files = run_logs()
     if agent:
-        from acpctl.runner.runlog import agent_of
-
         files = [p for p in files if agent_of(p) == agent]
     if run is not None:
         files = [p for p in files if p.stem.endswith(f"-{run}")]

@@ -605,7 +605,7 @@ def _log_lines(path: Path, zed: bool) -> Iterable[tuple[int, str]]:
 def check_incidents() -> list[Finding]:
     """What the protocol showed in recent runs: each agent's failed requests and the
     prompts it left silent, diagnosed from the errors and what its own log said."""
-    logs = sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
+    logs = runlog.run_logs()
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for log in logs[-LOG_FILES_SCANNED:]:
         records = incidents.read(incidents.path_for(log))

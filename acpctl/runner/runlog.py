@@ -30,6 +30,11 @@ class _PrivateRotatingHandler(logging.handlers.RotatingFileHandler):
         return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors="replace")
 
 
+def run_logs() -> list[Path]:
+    """Every run's log, oldest first."""
+    return sorted(paths.logs_dir().glob("*.log"), key=lambda p: p.stat().st_mtime)
+
+
 def agent_of(log: Path) -> str:
     """The agent a run log belongs to, from its name: <agent>-<time>-<pid>.log."""
     return log.name.rsplit("-", 2)[0]

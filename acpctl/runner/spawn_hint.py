@@ -72,6 +72,7 @@ def resolution_inputs() -> list[object]:
     changes when a command appears in it or goes."""
     package = os.path.dirname(acpctl.__file__)
     agents = paths.agents_dir_name()
+    registry = paths.registry_dir_name()
     try:
         installed = sorted(os.listdir(agents))
     except OSError:
@@ -80,8 +81,8 @@ def resolution_inputs() -> list[object]:
     watched = [
         paths.config_file_name(),
         paths.config_dir_name(),
-        paths.registry_dir_name(),
-        os.path.join(paths.registry_dir_name(), "registry.json"),
+        registry,
+        os.path.join(registry, "registry.json"),
         os.path.join(package, "agents", "registry.json"),
         os.path.join(package, "agents", "overlay.json"),
         agents,
@@ -171,9 +172,11 @@ def remember(agent: str | None, hint: Hint | None) -> None:
 
     hints = _read()
     key = agent or ""
-    wanted = None if hint is None else hint.as_json()
-    if hint is not None and not _settled(hint.inputs):
-        wanted = {**hint.as_json(), "inputs": []}  # a guess: no inputs compare equal
+    wanted = None
+    if hint is not None:
+        wanted = hint.as_json()
+        if not _settled(hint.inputs):
+            wanted["inputs"] = []  # a guess: no inputs compare equal
     if hints.get(key) == wanted:
         return
     if wanted is None:
