@@ -14,7 +14,6 @@ an initialize already sent is the backend's first request (id 1), whose answer i
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import sys
@@ -209,10 +208,10 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _json(line: bytes) -> Any:
-    if not line.strip():
-        return None
+    """The line's value as the server's parser reads it (jsonrpc.parse_line, whose package
+    imports asyncio); None for what it refuses (a UnicodeDecodeError is a ValueError)."""
     try:
-        return json.loads(line)
+        return jsontext.decode_text(line.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
 
