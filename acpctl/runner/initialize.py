@@ -65,6 +65,12 @@ def served_capabilities(agent: Any) -> JsonObject:
     return capabilities
 
 
+def agent_capabilities(result: JsonObject) -> JsonObject:
+    """The capabilities the agent gave in its initialize result, as it gave them."""
+    capabilities = result.get("agentCapabilities")
+    return dict(capabilities) if isinstance(capabilities, dict) else {}
+
+
 def to_editor(result: JsonObject) -> JsonObject:
     """The agent's initialize result as the editor gets it."""
     return {
@@ -189,10 +195,7 @@ def _relayed(state: Exchange, line: bytes, agent: _LineReader, agent_in: int) ->
                 if reply is not None:
                     with contextlib.suppress(OSError):  # the editor is gone: the server sees
                         _write_all(1, reply)  # its end of input next
-                    capabilities = result.get("agentCapabilities")
-                    state.agent_capabilities = (
-                        dict(capabilities) if isinstance(capabilities, dict) else {}
-                    )
+                    state.agent_capabilities = agent_capabilities(result)
                     return True
             banners.append(answer_line)  # not the answer looked for: the server routes it
             return False

@@ -277,10 +277,7 @@ class AcpServer:
         result = response.get("result")
         if not isinstance(result, dict):
             return response
-        capabilities = result.get("agentCapabilities")
-        self.backend.agent_capabilities = (
-            dict(capabilities) if isinstance(capabilities, dict) else {}
-        )
+        self.backend.agent_capabilities = initialize.agent_capabilities(result)
         return {**response, "result": initialize.to_editor(result)}
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
