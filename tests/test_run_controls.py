@@ -83,6 +83,20 @@ def test_names_find_sessions_and_forks_keep_the_original(home: Path) -> None:
 
 
 @pytest.mark.e2e
+def test_a_fork_named_like_its_parent_names_the_parent_it_came_from(home: Path) -> None:
+    """The parent is looked up once, before the fork: a name prefix that the fork's own
+    name also starts with names the parent, not two sessions."""
+    assert run_cli("run", "--agent", "demo", "--name", "refactor", "first").returncode == 0
+    fork = run_cli("sessions", "fork", "refac", "--name", "refactor-b", "--json")
+    assert fork.returncode == 0, fork.stderr
+    by_name = {s["name"]: s for s in sessions()}
+    assert json.loads(fork.stdout) == {
+        "id": by_name["refactor-b"]["id"],
+        "parentId": by_name["refactor"]["id"],
+    }
+
+
+@pytest.mark.e2e
 def test_mcp_servers_reach_the_agent(home: Path, tmp_path: Path) -> None:
     script = write_executable(
         tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"

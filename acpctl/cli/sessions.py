@@ -211,13 +211,15 @@ def fork(
 
     if name is not None:
         name = check_name(name)
+    # Looked up once, now: once the fork has its name, a prefix may name both.
+    parent = _resolve(_store(), session)
     try:
-        forked = client.fork(session, name)
+        forked = client.fork(parent, name)
     except RpcError as exc:
         typer.echo(f"acpctl: error: the fork failed: {exc.message}", err=True)
         raise typer.Exit(1) from exc
     if as_json:
-        typer.echo(json.dumps({"id": forked, "parentId": _resolve(_store(), session)}))
+        typer.echo(json.dumps({"id": forked, "parentId": parent}))
     else:
         typer.echo(forked)
 

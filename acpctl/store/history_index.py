@@ -222,12 +222,11 @@ class HistoryIndex:
                 "SELECT session, offset, turn, last_cost, currency FROM progress"
             )
         }
-        wanted = models
         read = 0
         with connection:
-            for gone in set(known) - set(wanted):
+            for gone in set(known) - set(models):
                 self._forget(connection, gone)
-            for sid, model in wanted.items():
+            for sid, model in models.items():
                 events = self.store.session_dir(sid) / EVENTS_FILE
                 try:
                     size = os.stat(events).st_size
