@@ -27,10 +27,11 @@ if TYPE_CHECKING:
     from tomlkit.toml_document import TOMLDocument
 
 AGENT_KINDS = ("acp", "pi-rpc")
+# How long a running prompt may go without a word from the agent before the log says so
+# (silence_warning_s; 0 turns the watchdog off).
+SILENCE_WARNING_S = 30.0
 
 
-# Plain classes, not dataclasses: `acpctl run --acp` reads these before it spawns the agent,
-# and importing dataclasses (with inspect) would add about 20 ms to every editor's start.
 class AgentSpec(NamedTuple):
     """How to launch one agent, from config.toml or the catalog."""
 
@@ -49,7 +50,7 @@ class Config:
         default_agent: str | None,
         package_runners: bool,
         agents: dict[str, AgentSpec],
-        silence_warning_s: float = 30.0,
+        silence_warning_s: float = SILENCE_WARNING_S,
     ) -> None:
         self.path = path
         self.text = text
@@ -113,7 +114,7 @@ def load(path: Path | None = None) -> Config:
     package_runners = plain.get("package_runners", False)
     if not isinstance(package_runners, bool):
         raise _fail(path, "package_runners must be true or false")
-    silence = plain.get("silence_warning_s", 30.0)
+    silence = plain.get("silence_warning_s", SILENCE_WARNING_S)
     if isinstance(silence, bool) or not isinstance(silence, (int, float)) or silence < 0:
         raise _fail(path, "silence_warning_s must be a number of seconds (0: never warn)")
     agents_table = plain.get("agents", {})

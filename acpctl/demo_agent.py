@@ -35,7 +35,9 @@ from typing import Any
 
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc.peer import Peer
+from acpctl.jsonrpc.streams import Output, open_input
 
 MODES = (("echo", "Echo"), ("shout", "Shout"))
 FLOOD_WRITE_EVERY = 64  # chunks
@@ -67,10 +69,10 @@ class DemoSession:
 
 
 class DemoAgent:
-    def __init__(self, output: jsonrpc.Output) -> None:
+    def __init__(self, output: Output) -> None:
         self.out = output
+        self.peer: Peer[int] = Peer(output.write)  # the editor, for requests of our own
         self.sessions: dict[str, DemoSession] = {}
-        self.pending: PendingRequests[int] = PendingRequests(itertools.count(1))
         self.tool_ids = itertools.count(1)
 
     # -- plumbing ---------------------------------------------------------------------
@@ -84,8 +86,7 @@ class DemoAgent:
         self.update(session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
 
     async def call_client(self, method: str, params: JsonObject) -> JsonObject:
-        msg_id, future = self.pending.register(method)
-        self.out.send(jsonrpc.request(msg_id, method, params))
+        future = self.peer.call(method, params)
         await self.out.drain()
         return await future
 
@@ -275,8 +276,7 @@ class DemoAgent:
             self.out.send(jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request"))
             return
         method = message.get("method")
-        if method is None:  # a response to one of our requests
-            self.pending.resolve(message.get("id"), message)
+        if method is None:  # an answer to nothing we asked
             return
         handlers = {
             acp.INITIALIZE: self.initialize,
@@ -326,19 +326,20 @@ def _prompt_text(blocks: Any) -> str:
 
 
 async def serve() -> None:
-    output = await jsonrpc.Output.open(sys.stdout.fileno())
-    reader = await jsonrpc.open_input(sys.stdin.fileno())
+    output = await Output.open(sys.stdout.fileno())
+    reader = await open_input(sys.stdin.fileno())
     agent = DemoAgent(output)
     tasks: set[asyncio.Task[None]] = set()
-    async for batch in jsonrpc.read_messages(reader):
-        for item in batch:
-            if isinstance(item, jsonrpc.BadLine):
-                output.send(jsonrpc.error_response(None, item.error))
-                continue
-            task = asyncio.create_task(agent.handle(item[0]))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        await output.drain()
+
+    def handle(message: Any, line: bytes) -> None:
+        task = asyncio.create_task(agent.handle(message))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def refuse(line: jsonrpc.BadLine) -> None:
+        output.send(jsonrpc.error_response(None, line.error))
+
+    await agent.peer.read(jsonrpc.read_messages(reader), handle, refuse, output.drain)
     for session in agent.sessions.values():
         session.cancelled.set()
 

@@ -11,6 +11,22 @@ from __future__ import annotations
 
 from enum import Enum
 
+from acpctl.jsonrpc.messages import (
+    INTERNAL_ERROR as INTERNAL_ERROR,
+)
+from acpctl.jsonrpc.messages import (
+    INVALID_PARAMS as INVALID_PARAMS,
+)
+from acpctl.jsonrpc.messages import (
+    INVALID_REQUEST as INVALID_REQUEST,
+)
+from acpctl.jsonrpc.messages import (
+    METHOD_NOT_FOUND as METHOD_NOT_FOUND,
+)
+from acpctl.jsonrpc.messages import (
+    PARSE_ERROR as PARSE_ERROR,
+)
+
 # The highest protocol version acpctl's own handlers implement.
 PROTOCOL_VERSION = 1
 
@@ -95,12 +111,7 @@ ALLOW_ALWAYS = "allow_always"
 REJECT_ONCE = "reject_once"
 REJECT_ALWAYS = "reject_always"
 
-# JSON-RPC and ACP error codes
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+# Error codes: JSON-RPC's own (named here too, as ACP uses them), then ACP's
 REQUEST_CANCELLED = -32800
 AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002

@@ -16,8 +16,13 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, PendingRequests, ResponseHook, RpcError
+from acpctl.config import SILENCE_WARNING_S
+from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
+from acpctl.jsonrpc.channel import MemoryChannel, memory_pair
+from acpctl.jsonrpc.pending import PendingRequests
 from acpctl.runner.backends import AgentEvents
+from acpctl.runner.context import Connection
+from acpctl.runner.handshake import Handshake
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.server import AcpServer
 from acpctl.store.sessions import SessionStore
@@ -34,9 +39,7 @@ class FakeAgent:
         self.events: AgentEvents | None = None
         self.generation = 0
         self.alive = False
-        self.agent_capabilities: JsonObject = {}
-        self.initialize_params: JsonObject | None = None
-        self.authenticate_params: JsonObject | None = None
+        self.handshake: Handshake | None = None
         self.capabilities = (
             {"sessionCapabilities": {"resume": {}}} if capabilities is None else capabilities
         )
@@ -57,8 +60,9 @@ class FakeAgent:
 
     # -- Backend -----------------------------------------------------------------------
 
-    def connect(self, events: AgentEvents) -> None:
+    def connect(self, events: AgentEvents, handshake: Handshake) -> None:
         self.events = events
+        self.handshake = handshake
 
     @property
     def pid(self) -> int | None:
@@ -161,22 +165,26 @@ class FakeAgent:
 
 
 class EditorSide:
-    """What the server wrote towards the editor, parsed back (every line must be JSON)."""
+    """The editor's end of an in-memory channel: what the server wrote, parsed back as it
+    arrives (every line must be JSON)."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel: MemoryChannel) -> None:
+        self.channel = channel
         self.messages: list[Any] = []
         self._changed = asyncio.Event()
+        self.reader = asyncio.ensure_future(self._read())
 
-    def send(self, message: Any) -> None:
-        self.write(jsonrpc.encode(message))
+    async def _read(self) -> None:
+        async for batch in self.channel.incoming():
+            for item in batch:
+                assert not isinstance(item, jsonrpc.BadLine), item
+                self.messages.append(json.loads(item[1]))
+            self._changed.set()
 
-    def write(self, data: bytes) -> None:
-        for line in data.splitlines():
-            self.messages.append(json.loads(line))
-        self._changed.set()
-
-    async def drain(self) -> None:
-        await asyncio.sleep(0)
+    async def settled(self) -> None:
+        """Until everything the server has written so far has been read."""
+        for _ in range(10):
+            await asyncio.sleep(0)
 
     async def response(self, msg_id: Any, timeout: float = 5.0) -> JsonObject:
         """The response with `msg_id`, once the server has sent it."""
@@ -215,15 +223,19 @@ class Harness:
         history: bool = True,
     ) -> None:
         self.agent = agent or FakeAgent()
-        self.editor = EditorSide()
+        server_end, editor_end = memory_pair()
+        self.editor = EditorSide(editor_end)
         self.store = SessionStore(root)
-        self.server = AcpServer(
+        log = logging.getLogger("tests.fake")
+        self.conn = Connection(
             self.agent,
             self.store,
-            Recorder(self.store, "fake", ["fake-agent"], logging.getLogger("tests.fake"), history),
-            logging.getLogger("tests.fake"),
-            self.editor,
+            Recorder(self.store, "fake", ["fake-agent"], log, history),
+            server_end,
+            log,
+            silence_s=SILENCE_WARNING_S,
         )
+        self.server = AcpServer(self.conn)
         self.ids = itertools.count(1)
 
     def send(self, message: Any) -> None:

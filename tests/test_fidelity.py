@@ -513,9 +513,9 @@ def test_logout_forgets_the_authenticate_replayed_after_a_restart(tmp_path: Path
     async def scenario(h: Harness) -> None:
         await h.result(acp.INITIALIZE, {"protocolVersion": 1})
         await h.result(acp.AUTHENTICATE, {"methodId": "key"})
-        assert agent.authenticate_params == {"methodId": "key"}
+        assert h.conn.handshake.authenticate_params == {"methodId": "key"}
         await h.result(acp.LOGOUT, {})
-        assert agent.authenticate_params is None
+        assert h.conn.handshake.authenticate_params is None
 
     run(tmp_path, scenario, agent)
 

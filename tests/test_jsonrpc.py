@@ -10,7 +10,8 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import BadLine, PendingRequests
+from acpctl.jsonrpc import BadLine
+from acpctl.jsonrpc.pending import PendingRequests
 
 
 def read_all(data: bytes, max_line: int = jsonrpc.MAX_LINE_BYTES) -> list[Any]:

@@ -45,7 +45,7 @@ def test_initialize_adds_what_acpctl_serves(tmp_path: Path) -> None:
         assert caps["loadSession"] is True
         assert set(caps["sessionCapabilities"]) == {"list", "resume", "close", "delete", "fork"}
         assert result["agentInfo"] == {"name": "fake"}
-        assert h.agent.agent_capabilities == {"sessionCapabilities": {"resume": {}}}
+        assert h.conn.handshake.capabilities == {"sessionCapabilities": {"resume": {}}}
 
     run(tmp_path, scenario)
 
@@ -178,6 +178,7 @@ def test_the_agents_requests_get_acpctl_ids_and_answers_go_back(tmp_path: Path) 
         h.agent.events.on_agent_notification(  # type: ignore[union-attr]
             jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": agent_id}), b""
         )
+        await h.editor.settled()
         assert h.editor.notifications(acp.CANCEL_REQUEST)[-1]["params"] == {
             "requestId": asked["id"]
         }
@@ -203,6 +204,7 @@ def test_cancel_settles_open_permission_requests(tmp_path: Path) -> None:
         answer = await answered
         assert answer["result"] == {"outcome": {"outcome": acp.CANCELLED}}
         assert h.agent.notifications[-1] == (acp.SESSION_CANCEL, {"sessionId": "agent-1"})
+        await h.editor.settled()
         assert h.editor.notifications(acp.CANCEL_REQUEST)[-1]["params"] == {
             "requestId": asked["id"]
         }
@@ -363,11 +365,11 @@ def test_invalid_messages_get_invalid_request(tmp_path: Path, message: Any, answ
 
 def test_bad_lines_get_parse_errors_and_serving_goes_on(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
-        reader = asyncio.StreamReader()
-        reader.feed_data(b"not json\n\xff\xfe\n" + b"[" * 100_000 + b"\n\n")
-        reader.feed_data(json.dumps(jsonrpc.request(1, acp.INITIALIZE, {})).encode() + b"\n")
-        reader.feed_eof()
-        await h.server.endpoint.serve(reader)
+        editor = h.editor.channel
+        editor.write(b"not json\n\xff\xfe\n" + b"[" * 100_000 + b"\n\n")
+        editor.write(json.dumps(jsonrpc.request(1, acp.INITIALIZE, {})).encode() + b"\n")
+        editor.close()
+        await h.server.endpoint.serve()
         errors = [m for m in h.editor.messages if m.get("id") is None]
         assert [e["error"]["code"] for e in errors] == [acp.PARSE_ERROR] * 3
         assert "nested too deeply" in errors[2]["error"]["message"]

@@ -1,87 +1,109 @@
-"""`acpctl run`: a terminal client for any agent; with --acp, the server editors launch."""
+"""`acpctl run`: a terminal client for any agent; with --acp, the server editors launch.
+
+The command's options come from one table, `runner.options.RUN_OPTIONS`, which the fast
+`run --acp` parser reads too."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import typer
 
-from acpctl.cli.completions import agent_option
+from acpctl.cli.completions import agent_names
 from acpctl.errors import UsageError
+from acpctl.runner.options import FLAG, RUN_OPTIONS, VALUES, RunOption, refuse_outside_acp
 
-FORMATS = ("text", "json", "quiet")
+PYTHON_TYPES: dict[str, Any] = {"str": str, "float": float, "path": Path}
+PROMPT_HELP = (
+    "The prompt (its words joined). `-` adds what comes on stdin, and with no prompt a piped "
+    "stdin is the prompt; no prompt on a terminal: a chat. With --acp: the agent's own "
+    "arguments (its terminal login)."
+)
 
 
-def run(
-    prompt: list[str] = typer.Argument(
-        None,
-        help="The prompt (its words joined). `-` adds what comes on stdin, and with no "
-        "prompt a piped stdin is the prompt; no prompt on a terminal: a chat.",
-        show_default=False,
-    ),
-    acp_mode: bool = typer.Option(False, "--acp", help="Serve ACP on stdio (for editors)."),
-    agent: str = agent_option(
-        None, "Agent name (default: configured default, else the built-in demo)."
-    ),
-    cwd: str = typer.Option(None, "--cwd", help="Working directory of the session."),
-    session: str = typer.Option(
-        None,
-        "--session",
-        help="Continue this stored session (an id, a name, or a unique prefix of either).",
-    ),
-    fork: bool = typer.Option(
-        False, "--fork", help="With --session: continue in a fork of it, leaving it as it is."
-    ),
-    name: str = typer.Option(None, "--name", help="Name the new (or forked) session."),
-    mode: str = typer.Option(None, "--mode", help="Set the session's mode first (an id or name)."),
-    model: str = typer.Option(None, "--model", help="Set the session's model first."),
-    config: list[str] = typer.Option(
-        None, "--config", help="Set a session config option first: KEY=VALUE (repeatable)."
-    ),
-    mcp_config: Path = typer.Option(
-        None,
-        "--mcp-config",
-        help="MCP servers for the session, from a JSON file (.mcp.json's mcpServers, or "
-        "Zed's context_servers).",
-    ),
-    continue_: bool = typer.Option(
-        False,
-        "--continue",
-        "-c",
-        help="Continue the newest session of this agent in this directory.",
-    ),
-    approve_all: bool = typer.Option(False, "--approve-all", help="Allow every tool call."),
-    approve_reads: bool = typer.Option(
-        False,
-        "--approve-reads",
-        help="Allow reads, deny the rest (the default without a terminal).",
-    ),
-    deny_all: bool = typer.Option(False, "--deny-all", help="Deny every tool call."),
-    output_format: str = typer.Option(
-        "text",
-        "--format",
-        click_type=click.Choice(FORMATS),
-        help="text, json (NDJSON of the updates) or quiet (the final text only).",
-    ),
-    timeout: float = typer.Option(
-        None, "--timeout", help="Cancel the turn after SECONDS (exit 3)."
-    ),
-    no_history: bool = typer.Option(
-        False, "--no-history", help="With --acp: do not record new sessions."
-    ),
-) -> None:
+def _annotation(option: RunOption) -> Any:
+    if option.takes == FLAG:
+        return bool
+    kind = PYTHON_TYPES[option.type]
+    return list[kind] if option.takes == VALUES else kind  # type: ignore[valid-type]
+
+
+def _typer_option(option: RunOption) -> Any:
+    extra: dict[str, Any] = {}
+    if option.choices:
+        extra["click_type"] = click.Choice(option.choices)
+    if option.name == "agent":
+        extra["autocompletion"] = agent_names
+    return typer.Option(option.default, *option.flags, help=option.help, **extra)
+
+
+def run(prompt: list[str] | None, **values: Any) -> None:
     """Talk to an agent from the shell, in the same sessions the editor sees.
 
     Exit codes: 0 end_turn, 1 error, 2 usage, 3 timeout, 4 refusal, 5 permission
     denied, 130 cancelled.
     """
-    if acp_mode:
-        from acpctl.runner.main import serve
+    if values["acp_mode"]:
+        from acpctl.runner import main as runner
 
-        raise typer.Exit(serve(agent, history=not no_history))
+        for option in RUN_OPTIONS:
+            if not option.with_acp and values[option.name] != option.default:
+                raise refuse_outside_acp(option)
+        if prompt:
+            raise typer.Exit(runner.login(values["agent"], prompt))
+        raise typer.Exit(runner.serve(values["agent"], history=not values["no_history"]))
+    raise typer.Exit(_terminal(prompt, **values))
+
+
+# typer reads the command's parameters from its signature: built here from the table.
+run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter(
+            "prompt",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Argument(None, help=PROMPT_HELP, show_default=False),
+            annotation=list[str],
+        ),
+        *(
+            inspect.Parameter(
+                option.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=_typer_option(option),
+                annotation=_annotation(option),
+            )
+            for option in RUN_OPTIONS
+        ),
+    ]
+)
+run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}  # type: ignore[attr-defined]
+
+
+def _terminal(
+    prompt: list[str] | None,
+    *,
+    agent: str | None,
+    cwd: str | None,
+    session: str | None,
+    fork: bool,
+    name: str | None,
+    mode: str | None,
+    model: str | None,
+    config: list[str] | None,
+    mcp_config: Path | None,
+    continue_: bool,
+    approve_all: bool,
+    approve_reads: bool,
+    deny_all: bool,
+    output_format: str,
+    timeout: float | None,
+    no_history: bool,
+    acp_mode: bool,
+) -> int:
     from acpctl.terminal.client import Options, main
 
     if sum((approve_all, approve_reads, deny_all)) > 1:
@@ -121,24 +143,23 @@ def run(
     directory = os.path.abspath(cwd or os.getcwd())
     if not os.path.isdir(directory):
         raise UsageError(f"--cwd {directory} is not a directory")
-    raise typer.Exit(
-        main(
-            Options(
-                agent=agent,
-                prompt=text,
-                cwd=directory,
-                session=session,
-                continue_=continue_,
-                policy=policy,
-                format=output_format,
-                timeout=timeout,
-                piped=piped or None,
-                mode=mode,
-                model=model,
-                config=pairs,
-                mcp_servers=servers,
-                name=name,
-                fork=fork,
-            )
+    return main(
+        Options(
+            agent=agent,
+            prompt=text,
+            cwd=directory,
+            session=session,
+            continue_=continue_,
+            policy=policy,
+            format=output_format,
+            timeout=timeout,
+            piped=piped or None,
+            mode=mode,
+            model=model,
+            config=pairs,
+            mcp_servers=servers,
+            name=name,
+            fork=fork,
+            history=not no_history,
         )
     )

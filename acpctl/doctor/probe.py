@@ -20,7 +20,9 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, PendingRequests
+from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc.peer import Peer
+from acpctl.jsonrpc.pending import Pending
 from acpctl.runner.supervisor import AgentProcess
 
 GARBAGE_SHOWN = 120
@@ -57,7 +59,7 @@ class TurnResult:
 
 
 class Conversation:
-    """A spawned agent: requests out, responses matched by id; for ACP agents, anything on
+    """A spawned agent, spoken to through a JSON-RPC peer; for ACP agents, anything on
     stdout that is not JSON is kept as evidence of a banner (pi may print a prelude)."""
 
     def __init__(
@@ -68,14 +70,16 @@ class Conversation:
         self.keep_garbage = keep_garbage
         # what the agent sends of its own (notifications, requests): dropped unless heard
         self.hear: Callable[[JsonObject], None] = lambda message: None
-        self.pending: PendingRequests[Any] = PendingRequests(ids)
+        self.peer: Peer[Any] = Peer(process.write, ids)
         self.exit_code: int | None = None
-        self.reader = asyncio.create_task(self._read())
-
-    def send(self, make: Any, method: str, params: Any) -> asyncio.Future[JsonObject]:
-        msg_id, future = self.pending.register(method)
-        self.process.write(jsonrpc.encode(make(msg_id, method, params)))
-        return future
+        self.reader = asyncio.create_task(
+            self.peer.read(
+                jsonrpc.read_messages(process.stdout),
+                self._heard,
+                self._garbage,
+                closed=self._exited,
+            )
+        )
 
     async def answer(
         self,
@@ -86,19 +90,17 @@ class Conversation:
         response = await asyncio.wait_for(future, max(timeout, 0.0))
         return None if response is _EXITED else response
 
-    async def _read(self) -> None:
-        async for batch in jsonrpc.read_messages(self.process.stdout):
-            for item in batch:
-                if isinstance(item, jsonrpc.BadLine):
-                    if self.keep_garbage:
-                        garbage = item.preview().strip()[:GARBAGE_SHOWN]
-                        self.probe.stdout_garbage.append(garbage)
-                elif isinstance(item[0], dict) and "method" not in item[0]:
-                    self.pending.resolve(item[0].get("id"), item[0])
-                elif isinstance(item[0], dict):
-                    self.hear(item[0])
+    def _heard(self, message: Any, line: bytes) -> None:
+        if isinstance(message, dict) and "method" in message:
+            self.hear(message)
+
+    def _garbage(self, line: jsonrpc.BadLine) -> None:
+        if self.keep_garbage:
+            self.probe.stdout_garbage.append(line.preview().strip()[:GARBAGE_SHOWN])
+
+    async def _exited(self) -> Callable[[Pending], JsonObject]:
         self.exit_code = await self.process.wait()
-        self.pending.fail_all(lambda _: _EXITED)
+        return lambda entry: _EXITED
 
 
 @contextlib.asynccontextmanager
@@ -172,8 +174,7 @@ async def _converse_acp(
     conversation: Conversation, probe: ProbeResult, cwd: str, timeout: float
 ) -> None:
     started = time.monotonic()
-    initialize = conversation.send(
-        jsonrpc.request,
+    initialize = conversation.peer.call(
         acp.INITIALIZE,
         # so that agents name their terminal sign-in (claude-agent-acp's /login)
         _initialize_params({"auth": {"terminal": True}}),
@@ -195,9 +196,7 @@ async def _converse_acp(
     result = answer.get("result")
     probe.result = result if isinstance(result, dict) else {}
     remaining = max(timeout - probe.seconds, 1.0)
-    new_session = conversation.send(
-        jsonrpc.request, acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []}
-    )
+    new_session = conversation.peer.call(acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []})
     try:
         session = await conversation.answer(new_session, remaining)
     except asyncio.TimeoutError:
@@ -259,10 +258,10 @@ async def _converse_turn(
                     turn.text += content["text"]
         elif "id" in message and method == acp.REQUEST_PERMISSION:
             refused = {"outcome": {"outcome": acp.CANCELLED}}
-            conversation.process.write(jsonrpc.encode(jsonrpc.result(message["id"], refused)))
+            conversation.peer.send(jsonrpc.result(message["id"], refused))
         elif "id" in message:
             error = jsonrpc.error(message["id"], acp.METHOD_NOT_FOUND, "not offered")
-            conversation.process.write(jsonrpc.encode(error))
+            conversation.peer.send(error)
 
     conversation.hear = hear
     prompt = {"sessionId": turn.session_id, "prompt": [{"type": "text", "text": TURN_PROMPT}]}
@@ -276,7 +275,7 @@ async def _step(
     conversation: Conversation, turn: TurnResult, method: str, params: JsonObject, timeout: float
 ) -> JsonObject | None:
     """One request's result; None when it failed (turn says how)."""
-    future = conversation.send(jsonrpc.request, method, params)
+    future = conversation.peer.call(method, params)
     try:
         answer = await conversation.answer(future, timeout)
     except asyncio.TimeoutError:
@@ -293,10 +292,6 @@ async def _step(
     return result if isinstance(result, dict) else {}
 
 
-def _pi_command(msg_id: Any, method: str, params: Any) -> JsonObject:
-    return {"id": msg_id, "type": method}
-
-
 async def probe_pi_rpc(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
     """pi's --mode rpc handshake: get_state, matched by id."""
     ids = (f"acpctl-doctor-{n}" for n in itertools.count(1))
@@ -307,7 +302,7 @@ async def probe_pi_rpc(argv: list[str], env: dict[str, str], timeout: float) -> 
 
 async def _converse_pi(conversation: Conversation, probe: ProbeResult, timeout: float) -> None:
     started = time.monotonic()
-    state = conversation.send(_pi_command, "get_state", None)
+    state = conversation.peer.command("get_state", {})
     try:
         message = await conversation.answer(state, timeout)
     except asyncio.TimeoutError:

@@ -1,5 +1,7 @@
-"""JSON-RPC 2.0 over stdio, kept free of ACP knowledge: messages, line framing with the one
-read loop, the pending-request table, and the asyncio ends of a pipe."""
+"""JSON-RPC 2.0 over byte streams, free of ACP knowledge: messages and their error codes,
+line framing with the one read loop (this package itself imports no asyncio), and, in their
+own modules, the pending-request table (`pending`), the peer (`peer`), the asyncio ends of a
+pipe (`streams`) and the server's side of a connection (`channel`)."""
 
 from acpctl.jsonrpc.framing import (
     MAX_LINE_BYTES,
@@ -10,8 +12,14 @@ from acpctl.jsonrpc.framing import (
     read_messages,
 )
 from acpctl.jsonrpc.messages import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
     JsonObject,
     MessageId,
+    ResponseHook,
     RpcError,
     encode,
     error,
@@ -23,18 +31,18 @@ from acpctl.jsonrpc.messages import (
     result,
     unwrap,
 )
-from acpctl.jsonrpc.pending import Pending, PendingRequests, ResponseHook
-from acpctl.jsonrpc.streams import Output, open_input
 
 __all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
     "MAX_LINE_BYTES",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
     "BadLine",
     "JsonObject",
     "Message",
     "MessageId",
-    "Output",
-    "Pending",
-    "PendingRequests",
     "ResponseHook",
     "RpcError",
     "encode",
@@ -43,7 +51,6 @@ __all__ = [
     "id_key",
     "is_id",
     "notification",
-    "open_input",
     "parse_line",
     "read_lines",
     "read_messages",

@@ -8,15 +8,16 @@ never ends the loop, and never raises.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from acpctl.jsonrpc.messages import RpcError, is_id
+from acpctl.jsonrpc.messages import PARSE_ERROR, RpcError, is_id
 from acpctl.jsontext import OutOfRange, decode_text
-from acpctl.protocol import PARSE_ERROR
+
+if TYPE_CHECKING:  # the loop is the caller's: this module needs no asyncio of its own
+    import asyncio
 
 # Lines above this are refused (with a parse error) instead of buffered without bound.
 MAX_LINE_BYTES = 64 * 1024 * 1024

@@ -1,15 +1,24 @@
-"""JSON-RPC 2.0 messages: their types, constructors, the error type, and encoding (the
-line itself is jsontext.encode)."""
+"""JSON-RPC 2.0 messages: their types, constructors, the error codes and type, and encoding
+(the line itself is jsontext.encode)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from acpctl.jsontext import encode as encode  # a message's line: named here with the rest
-from acpctl.protocol import INTERNAL_ERROR
 
 JsonObject = dict[str, Any]
 MessageId = int | str | None
+# Run as a response is read, before the peer's next message is routed.
+ResponseHook = Callable[[JsonObject], None]
+
+# JSON-RPC 2.0's own error codes (ACP's are in acpctl.protocol).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 
 
 class RpcError(Exception):

@@ -13,10 +13,9 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from acpctl.jsonrpc.messages import JsonObject
+from acpctl.jsonrpc.messages import JsonObject, ResponseHook
 
 IdT = TypeVar("IdT", bound=Hashable)
-ResponseHook = Callable[[JsonObject], None]
 
 
 @dataclass

@@ -5,33 +5,28 @@ options the user chose, with a note in `_meta` that the agent's context was lost
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.runner import served
-from acpctl.runner.backends import Backend
-from acpctl.runner.recorder import Recorder
-from acpctl.runner.session import SessionRecord, SessionTable
+from acpctl.runner.context import Connection
+from acpctl.runner.session import SessionRecord
 
 CONTEXT_LOST_NOTE = "the agent's context for this session could not be restored"
 
 
 class Attacher:
-    def __init__(
-        self, backend: Backend, table: SessionTable, recorder: Recorder, log: logging.Logger
-    ) -> None:
-        self.backend = backend
-        self.table = table
-        self.recorder = recorder
-        self.log = log
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.backend = conn.backend
+        self.table = conn.sessions
+        self.log = conn.log
 
     async def attach(self, record: SessionRecord) -> tuple[JsonObject, str | None]:
         """The session's state (modes, models, options) as the editor gets it, and a note
         when the agent's context was lost. Call with record.lock held."""
-        await self.backend.ensure_running()
+        await self.conn.start_agent()
         if record.generation == self.backend.generation:
             return record.state.as_result(), None
         result: Any = None
@@ -49,7 +44,7 @@ class Attacher:
         return record.state.as_result(), note
 
     async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
-        if not served.agent_can(self.backend.agent_capabilities, "resume"):
+        if not self.conn.handshake.agent_can("resume"):
             return False, None
         self.table.bind(record, agent_id)
         response = await self.backend.call(
@@ -61,7 +56,7 @@ class Attacher:
         return True, response["result"]
 
     async def _load(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
-        if not served.agent_can(self.backend.agent_capabilities, "load"):
+        if not self.conn.handshake.agent_can("load"):
             return False, None
         self.table.bind(record, agent_id)
         record.suppress_replay = True
@@ -113,7 +108,7 @@ class Attacher:
         if had_context:
             note = CONTEXT_LOST_NOTE
             self.log.warning("session %s: %s; started a fresh agent session", record.id, note)
-        self.recorder.save(record)
+        self.conn.recorder.save(record)
         return note
 
 

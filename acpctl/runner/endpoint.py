@@ -1,6 +1,6 @@
-"""The editor's end of `run --acp`: reads JSON-RPC from the editor, checks that each message
-is one, answers batches as arrays, and writes every reply. What a message means is the
-router's business (`runner.server.AcpServer`)."""
+"""The editor's end of `run --acp`: reads JSON-RPC from the editor's channel, checks that
+each message is one, answers batches as arrays, and writes every reply. What a message
+means is the router's business (`runner.server.AcpServer`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc.channel import Channel
 
 # Batch members routed between two turns of the event loop.
 BATCH_SLICE = 64
@@ -26,25 +27,17 @@ class Router(Protocol):
     def route_response(self, message: JsonObject) -> None: ...
 
 
-class LineOutput(Protocol):
-    """Where replies go (jsonrpc.Output on stdout; a list in the in-process tests)."""
-
-    def send(self, message: Any) -> None: ...
-    def write(self, data: bytes) -> None: ...
-    async def drain(self) -> None: ...
-
-
 class EditorEndpoint:
-    def __init__(self, output: LineOutput, log: logging.Logger, debug: bool) -> None:
-        self.out = output
+    def __init__(self, channel: Channel, log: logging.Logger, debug: bool) -> None:
+        self.out = channel
         self.log = log
         self.debug = debug
         self.router: Router | None = None
         self.tasks: set[asyncio.Future[Any]] = set()
 
-    async def serve(self, reader: asyncio.StreamReader) -> None:
+    async def serve(self) -> None:
         """Until the editor closes its end."""
-        async for batch in jsonrpc.read_messages(reader):
+        async for batch in self.out.incoming():
             for item in batch:
                 if isinstance(item, jsonrpc.BadLine):
                     self.out.send(jsonrpc.error_response(item.msg_id, item.error))

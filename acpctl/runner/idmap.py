@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from acpctl import jsonrpc
-from acpctl.jsonrpc import JsonObject, PendingRequests
+from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc.pending import PendingRequests
 
 
 @dataclass

@@ -7,8 +7,8 @@ A connection serves one agent: it lists and opens that agent's sessions only."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable
 
 from acpctl import jsonrpc
@@ -16,17 +16,9 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import served
 from acpctl.runner.attach import Attacher, with_note
-from acpctl.runner.backends import Backend
-from acpctl.runner.endpoint import LineOutput
-from acpctl.runner.recorder import Recorder
-from acpctl.runner.session import SessionRecord, SessionTable, not_found
-from acpctl.store.sessions import (
-    CorruptSession,
-    HistoryWriter,
-    SessionMeta,
-    SessionStore,
-    valid_session_id,
-)
+from acpctl.runner.context import Connection
+from acpctl.runner.session import SessionRecord, not_found
+from acpctl.store.sessions import CorruptSession, HistoryWriter, SessionMeta, valid_session_id
 
 # Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
 OpenHistory = Callable[[str, str], tuple[SessionMeta, HistoryWriter]]
@@ -38,24 +30,19 @@ AGENT_LIST_TIMEOUT_S = 10.0
 class SessionLifecycle:
     def __init__(
         self,
-        backend: Backend,
-        store: SessionStore,
-        recorder: Recorder,
-        sessions: SessionTable,
+        conn: Connection,
         attacher: Attacher,
-        out: LineOutput,
-        log: logging.Logger,
-        ensure_agent: Callable[[], Awaitable[None]],
         end_turns: Callable[[SessionRecord], Awaitable[None]],
     ) -> None:
-        self.backend = backend
-        self.store = store
-        self.recorder = recorder
-        self.sessions = sessions
+        self.conn = conn
+        self.backend = conn.backend
+        self.store = conn.store
+        self.recorder = conn.recorder
+        self.sessions = conn.sessions
+        self.out = conn.out
+        self.log = conn.log
+        self.ensure_agent = conn.ensure_agent
         self.attacher = attacher
-        self.out = out
-        self.log = log
-        self.ensure_agent = ensure_agent
         self.end_turns = end_turns
 
     # == new sessions ==================================================================
@@ -214,7 +201,7 @@ class SessionLifecycle:
         was installed, or in another client): loaded or resumed through the agent, its
         replay relayed and recorded, and recorded from then on."""
         await self.ensure_agent()
-        if not served.agent_can(self.backend.agent_capabilities, "load" if replay else "resume"):
+        if not self._agent_can("load" if replay else "resume"):
             raise not_found(session_id)
         cwd = _absolute_cwd(params)
         meta, writer = self.recorder.create(session_id, session_id, cwd, _directories(params))
@@ -314,7 +301,7 @@ class SessionLifecycle:
         self.recorder.close(record)
 
     def _agent_can(self, capability: str) -> bool:
-        return served.agent_can(self.backend.agent_capabilities, capability)
+        return self.conn.handshake.agent_can(capability)
 
     async def _agent_session_call(
         self, record: SessionRecord, capability: str, method: str
@@ -352,8 +339,5 @@ def _attach_params(params: JsonObject) -> JsonObject:
 
 
 def _fresh_id() -> str:
-    """A new session id of acpctl's. uuid is imported here, not at the top: with the
-    platform module it brings, it costs `run --acp` 3 ms before it can answer initialize."""
-    import uuid
-
+    """A new session id of acpctl's."""
     return uuid.uuid4().hex

@@ -1,6 +1,6 @@
 """What acpctl serves from its own store whatever the agent supports: session/list (newest
-first, paged with an opaque cursor) and the replay of a session/load; and what it reads of
-the agent's capabilities. The capabilities it adds for them are in runner/initialize.py."""
+first, paged with an opaque cursor) and the replay of a session/load. The capabilities it
+adds for them are in runner/handshake.py."""
 
 from __future__ import annotations
 
@@ -11,31 +11,14 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.runner.endpoint import LineOutput
+from acpctl.jsonrpc.channel import Channel
 from acpctl.store.sessions import SessionMeta, SessionStore
 
 LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512
 
 
-def agent_can(agent: JsonObject, capability: str) -> bool:
-    """Whether the agent's own capabilities offer `capability`: `load` (loadSession), or
-    a session capability (resume, list, fork, close, delete...)."""
-    if capability == "load":
-        return agent.get("loadSession") is True
-    session_caps = agent.get("sessionCapabilities")
-    return isinstance(session_caps, dict) and isinstance(session_caps.get(capability), dict)
-
-
-def queues_prompts(agent: JsonObject) -> bool:
-    """Whether the agent takes a prompt while one runs (claude-agent-acp says so in
-    `_meta.claudeCode.promptQueueing`); acpctl queues them itself for the others."""
-    meta = agent.get("_meta")
-    vendor = meta.get("claudeCode") if isinstance(meta, dict) else None
-    return isinstance(vendor, dict) and vendor.get("promptQueueing") is True
-
-
-async def replay(store: SessionStore, session_id: str, out: LineOutput) -> None:
+async def replay(store: SessionStore, session_id: str, out: Channel) -> None:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read. Stored agent notifications go
     out as their own bytes."""

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,18 +23,14 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.runner import initialize
 from acpctl.runner.attach import Attacher
-from acpctl.runner.backends import Backend
-from acpctl.runner.endpoint import Answer, EditorEndpoint, LineOutput
-from acpctl.runner.idmap import IdMap, ReverseRequest, map_at
-from acpctl.runner.incidents import Incidents
+from acpctl.runner.context import Connection
+from acpctl.runner.endpoint import Answer, EditorEndpoint
+from acpctl.runner.idmap import ReverseRequest, map_at
 from acpctl.runner.lifecycle import SessionLifecycle
-from acpctl.runner.recorder import Recorder
-from acpctl.runner.runs import RunRecord
-from acpctl.runner.session import SessionRecord, SessionTable
-from acpctl.runner.turns import SILENCE_WARNING_S, Turns
-from acpctl.store.sessions import CorruptSession, SessionStore
+from acpctl.runner.session import SessionRecord
+from acpctl.runner.turns import Turns
+from acpctl.store.sessions import CorruptSession
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
 SHUTDOWN_GRACE_S = 2.0
@@ -72,44 +66,23 @@ def _params_only(handler: Callable[[JsonObject], Awaitable[JsonObject]]) -> Hand
 
 
 class AcpServer:
-    def __init__(
-        self,
-        backend: Backend,
-        store: SessionStore,
-        recorder: Recorder,
-        log: logging.Logger,
-        output: LineOutput,
-        run_record: RunRecord | None = None,
-        incidents: Incidents | None = None,
-        silence_s: float = SILENCE_WARNING_S,
-    ) -> None:
-        self.backend = backend
-        self.incidents = incidents or Incidents(None, log)
-        self.store = store
-        self.recorder = recorder
-        self.log = log
-        self.out = output
-        self.run_record = run_record
-        self.debug = bool(os.environ.get("ACPCTL_DEBUG"))
-        self.endpoint = EditorEndpoint(output, log, self.debug)
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        # The parts read these often; they are the connection's, named here for brevity.
+        self.backend = conn.backend
+        self.store = conn.store
+        self.recorder = conn.recorder
+        self.log = conn.log
+        self.out = conn.out
+        self.sessions = conn.sessions
+        self.ids = conn.ids
+        self.incidents = conn.incidents
+        self.debug = conn.debug
+        self.endpoint = EditorEndpoint(conn.out, conn.log, conn.debug)
         self.endpoint.router = self
-        self.sessions = SessionTable(self._update_run_record)
-        self.ids = IdMap()
-        self.attacher = Attacher(backend, self.sessions, recorder, log)
-        self.turns = Turns(
-            backend, self.attacher, recorder, self.ids, output, log, self.incidents, silence_s
-        )
-        self.lifecycle = SessionLifecycle(
-            backend,
-            store,
-            recorder,
-            self.sessions,
-            self.attacher,
-            output,
-            log,
-            self._ensure_agent,
-            self.turns.end,
-        )
+        self.attacher = Attacher(conn)
+        self.turns = Turns(conn, self.attacher)
+        self.lifecycle = SessionLifecycle(conn, self.attacher, self.turns.end)
         self._closed = False
         lifecycle = self.lifecycle
         self.handlers: dict[str, Handler] = {
@@ -126,7 +99,7 @@ class AcpServer:
             acp.SESSION_PROMPT: self.prompt,
             **{method: functools.partial(self.setting, method) for method in SETTINGS_METHODS},
         }
-        backend.connect(self)
+        conn.backend.connect(self, conn.handshake)
 
     # == from the editor (Router) ======================================================
 
@@ -202,7 +175,7 @@ class AcpServer:
 
     async def _forward(self, method: str, params: Any, msg_id: Any) -> JsonObject:
         """Any other request: relay it, mapping the session id if it names one."""
-        await self._ensure_agent()
+        await self.conn.ensure_agent()
         if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
             future = self.backend.call(method, params)
         elif method in DETACHED_METHODS:
@@ -256,29 +229,12 @@ class AcpServer:
 
     # == connection-level methods ======================================================
 
-    async def start_agent(self) -> None:
-        """Start the agent before the editor asks anything of it (at start-up)."""
-        await self.backend.ensure_running()
-        self._update_run_record()
-
-    async def _ensure_agent(self) -> None:
-        if self.backend.initialize_params is None:
-            raise RpcError(acp.INVALID_REQUEST, "initialize must be called first")
-        await self.backend.ensure_running()
-        self._update_run_record()
-
     async def initialize(self, params: JsonObject) -> JsonObject:
         # Both sides speak the version acpctl's own handlers implement, at most.
-        params = initialize.to_agent(params)
-        self.backend.initialize_params = params
-        await self.backend.ensure_running()
-        self._update_run_record()
-        response = await self.backend.call(acp.INITIALIZE, params)
-        result = response.get("result")
-        if not isinstance(result, dict):
-            return response
-        self.backend.agent_capabilities = initialize.agent_capabilities(result)
-        return {**response, "result": initialize.to_editor(result)}
+        handshake = self.conn.handshake
+        to_agent = handshake.to_agent(params)
+        await self.conn.start_agent()
+        return handshake.to_editor(await self.backend.call(acp.INITIALIZE, to_agent))
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
         return await self._login_state(acp.AUTHENTICATE, params, replayed=params)
@@ -291,10 +247,10 @@ class AcpServer:
         self, method: str, params: JsonObject, replayed: JsonObject | None
     ) -> JsonObject:
         """Relay authenticate or logout; on success, what a restarted agent is sent."""
-        await self._ensure_agent()
+        await self.conn.ensure_agent()
         response = await self.backend.call(method, params)
         if "result" in response:
-            self.backend.authenticate_params = replayed
+            self.conn.handshake.logged_in(replayed)
         return response
 
     # == sessions ======================================================================
@@ -435,13 +391,9 @@ class AcpServer:
             self.ids.settle(editor_id, void)
             self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
         self.log.warning("%s; it will be restarted on the next request", description)
-        self._update_run_record()
+        self.conn.update_run_record()
 
-    # == bookkeeping and shutdown ======================================================
-
-    def _update_run_record(self) -> None:
-        if self.run_record is not None:
-            self.run_record.update(sessions=self.sessions.ids(), agentPid=self.backend.pid)
+    # == shutdown ======================================================================
 
     async def shutdown(self) -> None:
         """Settle prompts as cancelled, end the agent's process tree, flush history."""

@@ -15,7 +15,7 @@ from acpctl.runner.state import SessionState
 from acpctl.store.sessions import HistoryWriter, SessionMeta, valid_session_id
 
 
-@dataclass
+@dataclass(eq=False)  # compared, and hashed, by identity
 class SessionRecord:
     meta: SessionMeta
     writer: HistoryWriter
@@ -25,12 +25,6 @@ class SessionRecord:
     generation: int = 0  # the agent generation this session is attached to (0: none)
     suppress_replay: bool = False  # while the agent replays a session/load we asked for
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while attaching
-    # Prompts wait here, first in first out, unless the agent queues them itself.
-    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
-    prompts: set[asyncio.Future[JsonObject]] = field(default_factory=set)  # at the agent
-    cancels: int = 0  # bumped by session/cancel: prompts queued before it end cancelled
-    active: int = 0  # prompts running or waiting
-    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while active == 0
     heard: float = 0.0  # when the agent last said something about it (the watchdog's clock)
     # What the agent said about a new session before the editor got the answer naming it:
     # relayed right after that answer (None once it is sent).
@@ -39,7 +33,6 @@ class SessionRecord:
 
     def __post_init__(self) -> None:
         self.state = SessionState(self.meta.state)
-        self.idle.set()
 
     @property
     def id(self) -> str:

@@ -37,8 +37,8 @@ def widen_pipe(fd: int) -> None:
 class AgentProcess:
     """One agent child process: its pipes, a stderr pump into the run log, its teardown.
 
-    The process is spawned with plain subprocess (so `acpctl run --acp` can start the agent
-    before it has even imported asyncio) and its pipes are then adopted by the event loop.
+    The process is spawned with plain subprocess (processes.spawn: its own process group,
+    acpctl's marks) and its pipes are then adopted by the event loop.
     """
 
     def __init__(
@@ -46,19 +46,15 @@ class AgentProcess:
         argv: list[str],
         env: dict[str, str],
         cwd: str | None = None,
-        popen: subprocess.Popen[bytes] | None = None,
-        read: bytes = b"",
     ) -> None:
         self.argv = argv
-        self.read = read  # read from popen's stdout before attach(): served first
         self.env = env
         self.cwd = cwd
-        self.popen = popen
+        self.popen: subprocess.Popen[bytes] | None = None
         self.stdout = asyncio.StreamReader()  # replaced by attach()
         self.log = logging.getLogger(__name__)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._stdin: asyncio.WriteTransport | None = None
-        self._stdin_protocol: asyncio.BaseProtocol | None = None
         self._stderr_task: asyncio.Task[None] | None = None
         self._exited: asyncio.Future[int] | None = None
 
@@ -74,7 +70,6 @@ class AgentProcess:
         self.log = log
         widen_pipe(self.popen.stdout.fileno())
         self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-        self.stdout.feed_data(self.read)
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self.stdout), self.popen.stdout
         )
@@ -82,7 +77,7 @@ class AgentProcess:
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(stderr), self.popen.stderr
         )
-        self._stdin, self._stdin_protocol = await loop.connect_write_pipe(
+        self._stdin, _ = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, self.popen.stdin
         )
         self._exited = loop.run_in_executor(None, self.popen.wait)
@@ -117,8 +112,10 @@ class AgentProcess:
         assert self._exited is not None
         code = await asyncio.shield(self._exited)
         if self._stderr_task is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+            # asyncio.wait, not wait_for: terminate() may have cancelled the pump, and its
+            # cancellation must not become the caller's (the agent's reader would die
+            # before failing the requests that wait).
+            await asyncio.wait({self._stderr_task}, timeout=1.0)
         return code
 
     def describe_exit(self, code: int | None) -> str:

@@ -7,86 +7,86 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
+import weakref
 from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
-from acpctl.runner import served
 from acpctl.runner.attach import Attacher
-from acpctl.runner.backends import Backend
-from acpctl.runner.endpoint import LineOutput
-from acpctl.runner.idmap import IdMap
-from acpctl.runner.incidents import Incidents
-from acpctl.runner.recorder import Recorder
+from acpctl.runner.context import Connection
 from acpctl.runner.session import SessionRecord
 
 # How long a cancelled turn may take to end before a closing session ends it as cancelled.
 CLOSE_GRACE_S = 5.0
-# How long a running prompt may go without a word from the agent before the log says so
-# (config.toml's silence_warning_s; 0 turns the watchdog off).
-SILENCE_WARNING_S = 30.0
+
+
+class TurnQueue:
+    """One session's prompts: the running one and those waiting their turn."""
+
+    def __init__(self) -> None:
+        # Prompts wait here, first in first out, unless the agent queues them itself.
+        self.turn = asyncio.Lock()
+        self.prompts: set[asyncio.Future[JsonObject]] = set()  # at the agent
+        self.cancels = 0  # bumped by session/cancel: prompts queued before it end cancelled
+        self.active = 0  # prompts running or waiting
+        self.idle = asyncio.Event()  # set while active == 0
+        self.idle.set()
 
 
 class Turns:
-    def __init__(
-        self,
-        backend: Backend,
-        attacher: Attacher,
-        recorder: Recorder,
-        ids: IdMap,
-        out: LineOutput,
-        log: logging.Logger,
-        incidents: Incidents,
-        silence_s: float = SILENCE_WARNING_S,
-    ) -> None:
-        self.backend = backend
-        self.incidents = incidents
-        self.silence_s = silence_s
+    def __init__(self, conn: Connection, attacher: Attacher) -> None:
+        self.conn = conn
         self.attacher = attacher
-        self.recorder = recorder
-        self.ids = ids
-        self.out = out
-        self.log = log
+        # Each open session's queue, gone with its record.
+        self._queues: weakref.WeakKeyDictionary[SessionRecord, TurnQueue] = (
+            weakref.WeakKeyDictionary()
+        )
         # Prompts waiting their turn, by the editor's request id: a $/cancel_request for
         # one ends it there (the agent never saw it).
         self.waiting: dict[tuple[bool, Any], asyncio.Future[None]] = {}
+
+    def queue(self, record: SessionRecord) -> TurnQueue:
+        queue = self._queues.get(record)
+        if queue is None:
+            queue = self._queues[record] = TurnQueue()
+        return queue
 
     async def prompt(
         self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
     ) -> JsonObject:
         """One turn, answered with the agent's response (or `cancelled` when a cancel came
         while it waited its turn)."""
-        cancels = record.cancels
-        record.active += 1
-        record.idle.clear()
+        queue = self.queue(record)
+        cancels = queue.cancels
+        queue.active += 1
+        queue.idle.clear()
         try:
-            if served.queues_prompts(self.backend.agent_capabilities):
-                return await self._run(record, params, prompt, msg_id)
-            if not await self._my_turn(record, msg_id):
+            if self.conn.handshake.queues_prompts():
+                return await self._run(record, queue, params, prompt, msg_id)
+            if not await self._my_turn(queue, msg_id):
                 return jsonrpc.error(None, acp.REQUEST_CANCELLED, "request cancelled")
             try:
-                if record.cancels != cancels:
+                if queue.cancels != cancels:
                     return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
-                return await self._run(record, params, prompt, msg_id)
+                return await self._run(record, queue, params, prompt, msg_id)
             finally:
-                record.turn.release()
+                queue.turn.release()
         finally:
-            record.active -= 1
-            if not record.active:
-                record.idle.set()
+            queue.active -= 1
+            if not queue.active:
+                queue.idle.set()
 
-    async def _my_turn(self, record: SessionRecord, msg_id: Any) -> bool:
+    async def _my_turn(self, queue: TurnQueue, msg_id: Any) -> bool:
         """Wait for the session's turn (first in first out); False when the editor
         withdrew the request meanwhile."""
-        if not record.turn.locked():
-            await record.turn.acquire()
+        if not queue.turn.locked():
+            await queue.turn.acquire()
             return True
         key = jsonrpc.id_key(msg_id)
         withdrawn = self.waiting[key] = asyncio.get_running_loop().create_future()
-        acquiring = asyncio.ensure_future(record.turn.acquire())
+        acquiring = asyncio.ensure_future(queue.turn.acquire())
         try:
             await asyncio.wait({acquiring, withdrawn}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -110,14 +110,20 @@ class Turns:
         return True
 
     async def _run(
-        self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
+        self,
+        record: SessionRecord,
+        queue: TurnQueue,
+        params: JsonObject,
+        prompt: list[Any],
+        msg_id: Any,
     ) -> JsonObject:
+        conn = self.conn
         async with record.lock:
             await self.attacher.attach(record)
-            self.recorder.prompt(record, prompt)
-            future = self.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
-        self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
-        record.prompts.add(future)
+            conn.recorder.prompt(record, prompt)
+            future = conn.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
+        conn.ids.forwarded(msg_id, future, conn.backend.request_id_of(future))
+        queue.prompts.add(future)
         try:
             silent = await self._watch(record, future)
             response = future.result()
@@ -125,36 +131,37 @@ class Turns:
             future.cancel()  # as `await future` would: the turn is abandoned with us
             raise
         finally:
-            record.prompts.discard(future)
-        self.recorder.turn_end(record, response)
+            queue.prompts.discard(future)
+        conn.recorder.turn_end(record, response)
         if silent:
             result = response.get("result")
             stop = result.get("stopReason") if isinstance(result, dict) else "error"
-            self.incidents.add("silent_turn_end", session=record.id, stopReason=stop)
+            conn.incidents.add("silent_turn_end", session=record.id, stopReason=stop)
         return response
 
     async def _watch(self, record: SessionRecord, future: asyncio.Future[JsonObject]) -> bool:
         """Wait for the turn's answer; each time the agent has said nothing about the
         session for silence_s, say so in the log (an editor shows it in its agent log).
         Whether it went silent."""
-        if self.silence_s <= 0:
+        silence_s = self.conn.silence_s
+        if silence_s <= 0:
             await asyncio.wait({future})
             return False
         record.heard = time.monotonic()
-        deadline = record.heard + self.silence_s
+        deadline = record.heard + silence_s
         silent = False
         while not future.done():
             await asyncio.wait({future}, timeout=max(deadline - time.monotonic(), 0))
             if future.done():
                 break
             quiet = time.monotonic() - record.heard
-            if quiet < self.silence_s:  # it spoke meanwhile: wait from then
-                deadline = record.heard + self.silence_s
+            if quiet < silence_s:  # it spoke meanwhile: wait from then
+                deadline = record.heard + silence_s
                 continue
             silent = True
-            deadline = time.monotonic() + self.silence_s
-            said = self.incidents.silence(record.id, record.agent_session_id or "", quiet)
-            self.log.warning(
+            deadline = time.monotonic() + silence_s
+            said = self.conn.incidents.silence(record.id, record.agent_session_id or "", quiet)
+            self.conn.log.warning(
                 "the agent has said nothing for %.0f s in session %s%s; still waiting "
                 "(the editor's stop button cancels)",
                 quiet,
@@ -164,37 +171,39 @@ class Turns:
         return silent
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
-        record.cancels += 1  # the prompts waiting their turn end as cancelled
+        conn = self.conn
+        self.queue(record).cancels += 1  # the prompts waiting their turn end as cancelled
         async with record.lock:
-            if record.generation == self.backend.generation and self.backend.alive:
-                self.backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
+            if record.generation == conn.backend.generation and conn.backend.alive:
+                conn.backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
         # Permission requests of this session still open are settled as cancelled, and the
         # editor is told to drop its dialog.
         cancelled = jsonrpc.result(None, {"outcome": {"outcome": acp.CANCELLED}})
-        dialogs = self.ids.waiting(
+        dialogs = conn.ids.waiting(
             lambda request: request.session is record and request.method == acp.REQUEST_PERMISSION
         )
         for editor_id in dialogs:
-            request = self.ids.settle(editor_id, cancelled)
+            request = conn.ids.settle(editor_id, cancelled)
             if request is None:
                 continue
-            self.recorder.permission_outcome(record, cancelled)
-            if request.generation == self.backend.generation:
-                self.backend.send({**cancelled, "id": request.agent_id})
-            self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
+            conn.recorder.permission_outcome(record, cancelled)
+            if request.generation == conn.backend.generation:
+                conn.backend.send({**cancelled, "id": request.agent_id})
+            conn.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
 
     async def end(self, record: SessionRecord) -> None:
         """Before a session closes: cancel its running and waiting prompts and wait for
         them to answer; an agent that does not end the turn in time has it ended for it."""
-        if record.active == 0:
+        queue = self.queue(record)
+        if queue.active == 0:
             return
         await self.cancel(record, {"sessionId": record.id})
         try:
-            await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
+            await asyncio.wait_for(queue.idle.wait(), CLOSE_GRACE_S)
         except asyncio.TimeoutError:
-            self.log.warning("session %s: the agent did not end the cancelled turn", record.id)
-            for future in list(record.prompts):
+            self.conn.log.warning("session %s: the agent did not end the cancelled turn", record.id)
+            for future in list(queue.prompts):
                 if not future.done():
                     future.set_result(jsonrpc.result(None, {"stopReason": acp.CANCELLED}))
             with contextlib.suppress(asyncio.TimeoutError):  # one stuck attaching
-                await asyncio.wait_for(record.idle.wait(), CLOSE_GRACE_S)
+                await asyncio.wait_for(queue.idle.wait(), CLOSE_GRACE_S)

@@ -11,7 +11,6 @@ import asyncio
 import collections
 import contextlib
 import functools
-import itertools
 import json
 import os
 import signal
@@ -25,7 +24,9 @@ from acpctl import __version__, config, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.agents import discovery, transcripts
 from acpctl.errors import UsageError
-from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc.peer import Peer
+from acpctl.jsonrpc.pending import Pending
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
 from acpctl.store.index import SessionIndex
@@ -57,6 +58,7 @@ class Options:
     mcp_servers: list[JsonObject] = field(default_factory=list)
     name: str | None = None  # for a new (or forked) session
     fork: bool = False  # --session continues in a fork of the session
+    history: bool = True  # False: the child `run --acp` records no new session
 
 
 class RelayConnection:
@@ -67,17 +69,19 @@ class RelayConnection:
         self.renderer = renderer
         self.session_id: str | None = None
         self.process: asyncio.subprocess.Process | None = None
-        self.pending: PendingRequests[int] = PendingRequests(itertools.count(1))
+        self.peer: Peer[int] = Peer(self._write)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.turn: Turn | None = None  # the turn Ctrl-C applies to
         self.output_closed = False
         self.heard = 0.0  # when the agent last said something in our session
 
-    async def start(self, agent: str | None) -> None:
+    async def start(self, agent: str | None, history: bool = True) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
         if agent:
             argv += ["--agent", agent]
+        if not history:
+            argv.append("--no-history")
         self.process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -95,29 +99,30 @@ class RelayConnection:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def _send(self, message: JsonObject) -> None:
+    def _write(self, line: bytes) -> None:
         assert self.process is not None and self.process.stdin is not None
         if not self.process.stdin.is_closing():
-            self.process.stdin.write(jsonrpc.encode(message))
+            self.process.stdin.write(line)
 
     async def request(self, method: str, params: JsonObject) -> Any:
-        msg_id, future = self.pending.register(method)
-        self._send(jsonrpc.request(msg_id, method, params))
-        return jsonrpc.unwrap(await future)
+        return jsonrpc.unwrap(await self.peer.call(method, params))
 
     def notify(self, method: str, params: JsonObject) -> None:
-        self._send(jsonrpc.notification(method, params))
+        self.peer.notify(method, params)
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        async for batch in jsonrpc.read_messages(self.process.stdout):
-            for item in batch:
-                if not isinstance(item, jsonrpc.BadLine):
-                    self._route(item[0])
-        tail = "; ".join(self.stderr_tail) or "no output"
-        self.pending.fail_all(
-            lambda _: jsonrpc.error(None, acp.INTERNAL_ERROR, f"acpctl run --acp exited ({tail})")
+        await self.peer.read(
+            jsonrpc.read_messages(self.process.stdout), self._route, closed=self._exited
         )
+
+    async def _exited(self) -> Any:
+        tail = "; ".join(self.stderr_tail) or "no output"
+
+        def failed(entry: Pending) -> JsonObject:
+            return jsonrpc.error(None, acp.INTERNAL_ERROR, f"acpctl run --acp exited ({tail})")
+
+        return failed
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -128,15 +133,15 @@ class RelayConnection:
             if debug:
                 print(text, file=sys.stderr)
 
-    def _route(self, message: Any) -> None:
+    def _route(self, message: Any, line: bytes) -> None:
         if not isinstance(message, dict):
             return
         method = message.get("method")
         raw_params = message.get("params")
         params: JsonObject = raw_params if isinstance(raw_params, dict) else {}
         if method is None:
-            self.pending.resolve(message.get("id"), message)
-        elif "id" in message:
+            return  # an answer to nothing we asked
+        if "id" in message:
             self.heard = time.monotonic()
             self._spawn(self._answer(message["id"], method, params))
         elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
@@ -168,9 +173,9 @@ class RelayConnection:
 
     async def _answer(self, msg_id: Any, method: str, params: JsonObject) -> None:
         try:
-            self._send(jsonrpc.result(msg_id, await self.host.handle(method, params)))
+            self.peer.send(jsonrpc.result(msg_id, await self.host.handle(method, params)))
         except RpcError as exc:
-            self._send(jsonrpc.error_response(msg_id, exc))
+            self.peer.send(jsonrpc.error_response(msg_id, exc))
 
     async def close(self) -> None:
         await self.host.close()
@@ -376,7 +381,7 @@ async def run_terminal(
         else:  # at the chat prompt: leave, ending the relay cleanly first
             conn._spawn(_leave(conn))
 
-    await conn.start(agent_name)
+    await conn.start(agent_name, options.history)
     try:
         with status(f"starting {agent_name}..."):  # claude-agent-acp takes 5-10 s here
             await _initialize(conn, host)

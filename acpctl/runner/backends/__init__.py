@@ -1,8 +1,8 @@
-"""Backends: how acpctl talks to the real agent. `runner.main` builds one and hands it to
-the server, which sees every backend as one ACP agent through the interface below.
+"""Backends: how acpctl talks to the real agent. `runner.connection` builds one and hands
+it to the server, which sees every backend as one ACP agent through the interface below.
 
 To add a backend: implement `Backend` (requests out, the agent's messages in through the
-`AgentEvents` sink given to `connect`), and pick it in `runner.main.build_backend`.
+`AgentEvents` sink given to `connect`), and pick it in `runner.connection.build_backend`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 from typing import Any, Protocol
 
 from acpctl.jsonrpc import JsonObject, ResponseHook
+from acpctl.runner.handshake import Handshake
 
 
 class AgentEvents(Protocol):
@@ -27,13 +28,12 @@ class Backend(Protocol):
     # be attached again.
     generation: int
     alive: bool
-    # The agent's own capabilities (before the server adds what it serves itself).
-    agent_capabilities: JsonObject
-    # Replayed after a restart, as the editor first sent them.
-    initialize_params: JsonObject | None
-    authenticate_params: JsonObject | None
 
-    def connect(self, events: AgentEvents) -> None: ...
+    def connect(self, events: AgentEvents, handshake: Handshake) -> None:
+        """The server's sink for the agent's messages, and the connection's handshake,
+        which a restarted agent must accept before it is used."""
+        ...
+
     @property
     def pid(self) -> int | None: ...
     async def ensure_running(self) -> None: ...

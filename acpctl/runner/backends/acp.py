@@ -1,72 +1,54 @@
 """The native ACP backend: one agent process per connection, relayed as raw JSON.
 
 acpctl owns the ids on this hop: every request it sends gets a fresh integer id from the
-pending table, so the editor's ids and the agent's ids can never collide. Messages from the
-agent are parsed only to route them; notifications keep their original bytes.
+peer's pending table, so the editor's ids and the agent's ids can never collide. Messages
+from the agent are parsed only to route them; notifications keep their original bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, PendingRequests, ResponseHook, RpcError
+from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
+from acpctl.jsonrpc.peer import Peer
+from acpctl.jsonrpc.pending import Pending
 from acpctl.runner.backends import AgentEvents
-from acpctl.runner.initialize import AGENT_REQUEST_ID, Exchange
+from acpctl.runner.handshake import Handshake
 from acpctl.runner.supervisor import AgentProcess, RestartPolicy
 
 
 class AcpBackend:
-    def __init__(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        log: logging.Logger,
-        prespawned: AgentProcess | None = None,
-        exchanged: Exchange | None = None,
-    ) -> None:
-        self.prespawned = prespawned
+    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger) -> None:
         self.argv = argv
         self.env = env
         self.log = log
         self.events: AgentEvents | None = None
+        self.handshake = Handshake()  # the connection's, given by connect()
         self.process: AgentProcess | None = None
+        self.peer: Peer[int] | None = None
         self.generation = 0
         self.alive = False
-        self.agent_capabilities: JsonObject = {}
-        self.initialize_params: JsonObject | None = None
-        self.authenticate_params: JsonObject | None = None
         self.restarts = RestartPolicy()
-        self.pending: PendingRequests[int] = PendingRequests(itertools.count(AGENT_REQUEST_ID))
-        # An initialize `exchanged` sent before the server was up (runner/initialize.py):
-        # answered to the editor already, or the agent's answer still to come as request 1.
-        self._sent_initialize: JsonObject | None = None
-        self._early_initialize: asyncio.Future[JsonObject] | None = None
-        if exchanged is not None and exchanged.sent is not None:
-            if exchanged.agent_capabilities is not None:
-                self.initialize_params = exchanged.sent
-                self.agent_capabilities = exchanged.agent_capabilities
-                self.pending = PendingRequests(itertools.count(AGENT_REQUEST_ID + 1))
-            else:
-                self._sent_initialize = exchanged.sent
         self._starting: asyncio.Lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._stopping = False
         self._ending: asyncio.Future[None] | None = None
 
-    def connect(self, events: AgentEvents) -> None:
+    def connect(self, events: AgentEvents, handshake: Handshake) -> None:
         self.events = events
+        self.handshake = handshake
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def ensure_running(self) -> None:
-        """Start the agent, or restart it after a crash and replay initialize (and
-        authenticate) as the editor first sent them."""
+        """Start the agent, or restart it after a crash with the connection's handshake
+        replayed. A restarted agent that refuses the handshake is ended, not used: the
+        request that wanted it fails, and the next one tries again."""
         async with self._starting:
             if self.alive:
                 return
@@ -75,15 +57,13 @@ class AcpBackend:
             if self.generation > 0:
                 await self._restart_delay()
             process = await self._start()
-            self.process = process
+            peer: Peer[int] = Peer(process.write)
+            self.process, self.peer = process, peer
             self.generation += 1
+            self._reader = asyncio.create_task(self._read(process, peer, self.generation))
+            if self.generation > 1 and self.handshake.started:
+                await self._replay_handshake(process, peer)
             self.alive = True
-            if self._sent_initialize is not None and self.generation == 1:
-                msg_id, self._early_initialize = self.pending.register(acp.INITIALIZE)
-                assert msg_id == AGENT_REQUEST_ID
-            self._reader = asyncio.create_task(self._read(process, self.generation))
-            if self.initialize_params is not None and self.generation > 1:
-                await self._replay_handshake()
 
     async def _restart_delay(self) -> None:
         delay = self.restarts.next_delay()
@@ -94,11 +74,9 @@ class AcpBackend:
         self.log.info("restarting the agent")
 
     async def _start(self) -> AgentProcess:
-        process, self.prespawned = self.prespawned, None
+        process = AgentProcess(self.argv, self.env)
         try:
-            if process is None or process.popen is None:
-                process = AgentProcess(self.argv, self.env)
-                process.spawn()
+            process.spawn()
             await process.attach(self.log)
         except OSError as exc:
             raise RpcError(
@@ -106,11 +84,20 @@ class AcpBackend:
             ) from exc
         return process
 
-    async def _replay_handshake(self) -> None:
-        result = jsonrpc.unwrap(await self.call(acp.INITIALIZE, self.initialize_params))
-        self.agent_capabilities = result.get("agentCapabilities") or {}
-        if self.authenticate_params is not None:
-            jsonrpc.unwrap(await self.call(acp.AUTHENTICATE, self.authenticate_params))
+    async def _replay_handshake(self, process: AgentProcess, peer: Peer[int]) -> None:
+        try:
+            await self.handshake.replay(peer.call)
+        except RpcError as exc:
+            self.log.warning(
+                "the restarted agent refused the connection's handshake (%s); ending it",
+                exc.message,
+            )
+            await process.terminate()
+            raise RpcError(
+                acp.INTERNAL_ERROR,
+                f"the restarted agent refused initialize or authenticate: {exc.message}",
+                exc.data,
+            ) from exc
 
     async def stop(self) -> None:
         self._stopping = True
@@ -137,71 +124,86 @@ class AcpBackend:
 
         `on_response` runs in the read loop as soon as the response arrives, before any
         later message from the agent is routed (session/new relies on this)."""
-        if not self.alive or self.process is None:
+        if not self.alive or self.peer is None:
             future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
             future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR, "agent is not running"))
             return future
-        if self._early_initialize is not None and method == acp.INITIALIZE:
-            early, self._early_initialize = self._early_initialize, None
-            if params == self._sent_initialize:  # the editor's, sent already: its answer
-                return early
-        msg_id, future = self.pending.register(method, on_response)
-        self.process.write(jsonrpc.encode(jsonrpc.request(msg_id, method, params)))
-        return future
+        return self.peer.call(method, params, on_response)
 
     def request_id_of(self, future: asyncio.Future[JsonObject]) -> int | None:
-        return self.pending.id_of(future)
+        return self.peer.id_of(future) if self.peer is not None else None
 
     def notify(self, method: str, params: Any) -> None:
-        if self.alive and self.process is not None:
-            self.process.write(jsonrpc.encode(jsonrpc.notification(method, params)))
+        if self.alive and self.peer is not None:
+            self.peer.notify(method, params)
 
     def send(self, message: JsonObject) -> None:
-        if self.alive and self.process is not None:
-            self.process.write(jsonrpc.encode(message))
+        if self.alive and self.peer is not None:
+            self.peer.send(message)
 
     def settle_pending(self, method: str, response: JsonObject) -> None:
-        self.pending.settle(method, response)
+        if self.peer is not None:
+            self.peer.pending.settle(method, response)
 
     # -- receiving ----------------------------------------------------------------------
 
-    async def _read(self, process: AgentProcess, generation: int) -> None:
+    async def _read(self, process: AgentProcess, peer: Peer[int], generation: int) -> None:
+        """Read the agent until its stdout closes. Whatever ends the read, every request
+        still waiting is answered (the peer's rule), and the exit is reported."""
         assert self.events is not None, "connect() the backend to the server first"
-        unreadable: str | None = None
-        async for batch in jsonrpc.read_messages(process.stdout):
-            for item in batch:
-                if not isinstance(item, jsonrpc.BadLine):
-                    try:
-                        self._route(*item, generation)
-                    except Exception:  # a bug must not stop the agent's reader
-                        self.log.exception("internal error routing the agent's message")
-                elif not self._stopping and unreadable is None:
-                    unreadable = self._bad_line(item, process)
-            await self.events.on_agent_batch_end()
-        code = await process.wait()
-        self.alive = False
-        description = unreadable or process.describe_exit(code)
-        tail = list(process.stderr_tail)
-        if not self._stopping:
-            # An agent that ends with status 0 on its own is not a failure to warn about.
-            self.log.log(
-                logging.INFO if code == 0 and unreadable is None else logging.WARNING,
-                "%s%s",
-                description,
-                "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "",
-            )
-        self.pending.fail_all(
-            lambda entry: jsonrpc.error(
-                None,
-                acp.INTERNAL_ERROR,
-                f"{description} during {entry.method}",
-                {"exitStatus": code, "stderr": tail},
-            )
-        )
-        if not self._stopping:
-            self.events.on_agent_exit(description, generation)
+        events = self.events
+        unreadable: list[str] = []
+        exit_description: list[str] = []
 
-    def _bad_line(self, line: jsonrpc.BadLine, process: AgentProcess) -> str | None:
+        def bad_line(line: jsonrpc.BadLine) -> None:
+            if not self._stopping and not unreadable:
+                why = self._bad_line(line, process, peer)
+                if why is not None:
+                    unreadable.append(why)
+
+        async def exited() -> Any:
+            code = await process.wait()
+            description = unreadable[0] if unreadable else process.describe_exit(code)
+            tail = list(process.stderr_tail)
+            if not self._stopping:
+                # An agent that ends with status 0 on its own is not a failure to warn about.
+                self.log.log(
+                    logging.INFO if code == 0 and not unreadable else logging.WARNING,
+                    "%s%s",
+                    description,
+                    "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "",
+                )
+
+            def failed(entry: Pending) -> JsonObject:
+                return jsonrpc.error(
+                    None,
+                    acp.INTERNAL_ERROR,
+                    f"{description} during {entry.method}",
+                    {"exitStatus": code, "stderr": tail},
+                )
+
+            exit_description.append(description)
+            return failed
+
+        try:
+            await peer.read(
+                jsonrpc.read_messages(process.stdout),
+                lambda message, line: self._route(message, line, generation),
+                bad_line,
+                events.on_agent_batch_end,
+                exited,
+            )
+        finally:
+            if self.peer is peer:
+                self.alive = False
+        if not self._stopping:
+            events.on_agent_exit(
+                exit_description[0] if exit_description else "agent is not running", generation
+            )
+
+    def _bad_line(
+        self, line: jsonrpc.BadLine, process: AgentProcess, peer: Peer[int]
+    ) -> str | None:
         """Text that is not JSON (a banner) is logged and dropped. A message acpctl cannot
         read (too large, too deep, broken) may have been the answer a request waits for:
         the agent is ended, so that every waiting request fails now, and the next request
@@ -210,7 +212,7 @@ class AcpBackend:
         if line.whole:
             # A number out of range in one message: that message fails, the agent goes on.
             self.log.warning("agent sent a message acpctl cannot pass on: %s", line.error.message)
-            self.pending.resolve(
+            peer.pending.resolve(
                 line.msg_id, jsonrpc.error(line.msg_id, acp.INTERNAL_ERROR, line.error.message)
             )
             return None
@@ -235,13 +237,11 @@ class AcpBackend:
         if not isinstance(message, dict):
             self.log.warning("agent sent a JSON value that is not a message: %.200r", line)
             return
-        if "method" in message:
-            if "id" not in message:
-                self.events.on_agent_notification(message, line)
-            elif jsonrpc.is_id(message["id"]):
-                self.events.on_agent_request(message, generation)
-            else:
-                self.log.warning("agent sent a request with an invalid id: %.200r", line)
-            return
-        if self.pending.resolve(message.get("id"), message) is None:
+        if "method" not in message:
             self.log.warning("agent answered an unknown request id %r", message.get("id"))
+        elif "id" not in message:
+            self.events.on_agent_notification(message, line)
+        elif jsonrpc.is_id(message["id"]):
+            self.events.on_agent_request(message, generation)
+        else:
+            self.log.warning("agent sent a request with an invalid id: %.200r", line)

@@ -21,8 +21,15 @@ from acpctl.runner.backends import AgentEvents
 from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import PiChild, rpc_argv
 from acpctl.runner.backends.pi.session import PiSession
+from acpctl.runner.handshake import Handshake
 from acpctl.store.sessions import SessionStore, valid_session_id
 
+# What the pi bridge itself implements (acpctl adds what it serves from its store).
+AGENT_CAPABILITIES: JsonObject = {
+    "loadSession": False,
+    "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+    "sessionCapabilities": {"resume": {}, "close": {}, "fork": {}},
+}
 BACKEND_DIR = "pi"  # inside each session's directory of the store: pi's session files
 
 
@@ -37,13 +44,6 @@ class PiRpcBackend:
         self.events: AgentEvents | None = None
         self.generation = 0
         self.alive = False
-        self.initialize_params: JsonObject | None = None
-        self.authenticate_params: JsonObject | None = None
-        self.agent_capabilities: JsonObject = {
-            "loadSession": False,
-            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"resume": {}, "close": {}, "fork": {}},
-        }
         self.sessions: dict[str, PiSession] = {}
         self.dialogs: dict[int, tuple[PiChild, JsonObject]] = {}
         self._dialog_ids = itertools.count(1)
@@ -62,7 +62,8 @@ class PiRpcBackend:
 
     pid = None  # no process for the connection: each session has its own
 
-    def connect(self, events: AgentEvents) -> None:
+    def connect(self, events: AgentEvents, handshake: Handshake) -> None:
+        # pi's processes are per session and need no ACP handshake of their own.
         self.events = events
 
     async def ensure_running(self) -> None:
@@ -167,7 +168,7 @@ class PiRpcBackend:
     async def _initialize(self, params: JsonObject) -> JsonObject:
         return {
             "protocolVersion": acp.PROTOCOL_VERSION,
-            "agentCapabilities": self.agent_capabilities,
+            "agentCapabilities": AGENT_CAPABILITIES,
             "authMethods": [],
             "agentInfo": {"name": "pi", "title": "pi (through acpctl)"},
         }

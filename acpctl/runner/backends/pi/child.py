@@ -12,7 +12,9 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, PendingRequests, RpcError
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc.peer import Peer
+from acpctl.jsonrpc.pending import Pending
 from acpctl.runner.supervisor import AgentProcess
 
 HANDSHAKE_TIMEOUT_S = 30.0
@@ -33,8 +35,10 @@ class PiChild:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log: logging.Logger) -> None:
         self.process = AgentProcess(argv, env, cwd=cwd)
         self.log = log
-        self.pending: PendingRequests[str] = PendingRequests(
-            f"acpctl-{n}" for n in itertools.count(1)
+        self.peer: Peer[str] = Peer(
+            self.process.write,
+            (f"acpctl-{n}" for n in itertools.count(1)),
+            lambda message: message.get("type") == "response",
         )
         self.listener: asyncio.Queue[Any] | None = None
         self.exit_code: int | None = None
@@ -99,15 +103,13 @@ class PiChild:
         return self.exit_code is None and self.process.returncode is None
 
     def send(self, message: JsonObject) -> None:
-        self.process.write(jsonrpc.encode(message))
+        self.peer.send(message)
 
     async def command(self, kind: str, **fields: Any) -> Any:
         """Send a command; its data, or RpcError with pi's error."""
         if not self.alive:
             raise RpcError(acp.INTERNAL_ERROR, "pi is not running", {"stderr": self.stderr_tail()})
-        msg_id, future = self.pending.register(kind)
-        self.send({"id": msg_id, "type": kind, **fields})
-        response = await future
+        response = await self.peer.command(kind, fields)
         if not response.get("success"):
             raise RpcError(acp.INTERNAL_ERROR, str(response.get("error") or f"{kind} failed"))
         return response.get("data")
@@ -119,19 +121,23 @@ class PiChild:
         return self.listener
 
     async def _read(self) -> None:
-        async for batch in jsonrpc.read_messages(self.process.stdout):
-            for item in batch:
-                if isinstance(item, jsonrpc.BadLine):
-                    self._bad_line(item)
-                    continue
-                message = item[0]
-                if not isinstance(message, dict):
-                    continue
-                is_response = message.get("type") == "response"
-                if is_response and self.pending.resolve(message.get("id"), message):
-                    continue  # a command's answer; everything else is the turn's
-                if self.listener is not None:
-                    self.listener.put_nowait(message)
+        try:
+            await self.peer.read(
+                jsonrpc.read_messages(self.process.stdout),
+                self._hear,
+                self._bad_line,
+                closed=self._exited,
+            )
+        finally:
+            if self.listener is not None:
+                self.listener.put_nowait(EXITED)
+
+    def _hear(self, message: Any, line: bytes) -> None:
+        """Everything but a command's answer is the running turn's."""
+        if isinstance(message, dict) and self.listener is not None:
+            self.listener.put_nowait(message)
+
+    async def _exited(self) -> Any:
         self.exit_code = await self.process.wait()
         tail = self.stderr_tail()
         self.log.warning(
@@ -139,11 +145,11 @@ class PiChild:
             self.exit_code,
             "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "",
         )
-        self.pending.fail_all(
-            lambda _: {"success": False, "error": f"pi exited with status {self.exit_code}"}
-        )
-        if self.listener is not None:
-            self.listener.put_nowait(EXITED)
+
+        def failed(entry: Pending) -> JsonObject:
+            return {"success": False, "error": f"pi exited with status {self.exit_code}"}
+
+        return failed
 
     def _bad_line(self, line: jsonrpc.BadLine) -> None:
         """pi may print a prelude before its JSON: text is logged and dropped. A message it

@@ -1,0 +1,65 @@
+"""One connection's state, owned in one place: the backend and the handshake it replays,
+the store and the recorder, the sessions open on the connection and the request ids across
+both hops, the editor's channel, the log, the incidents and the limits.
+
+The server and its parts (lifecycle, turns, attach) each take this one object, so what a
+connection knows is written once and read by whoever needs it."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from acpctl import protocol as acp
+from acpctl.jsonrpc import RpcError
+from acpctl.jsonrpc.channel import Channel
+from acpctl.runner.backends import Backend
+from acpctl.runner.handshake import Handshake
+from acpctl.runner.idmap import IdMap
+from acpctl.runner.incidents import Incidents
+from acpctl.runner.recorder import Recorder
+from acpctl.runner.runs import RunRecord
+from acpctl.runner.session import SessionTable
+from acpctl.store.sessions import SessionStore
+
+
+class Connection:
+    def __init__(
+        self,
+        backend: Backend,
+        store: SessionStore,
+        recorder: Recorder,
+        channel: Channel,
+        log: logging.Logger,
+        *,
+        incidents: Incidents | None = None,
+        run_record: RunRecord | None = None,
+        silence_s: float,
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.recorder = recorder
+        self.out = channel
+        self.log = log
+        self.incidents = incidents or Incidents(None, log)
+        self.run_record = run_record
+        self.silence_s = silence_s  # config.toml's silence_warning_s (0: no watchdog)
+        self.debug = bool(os.environ.get("ACPCTL_DEBUG"))
+        self.handshake = Handshake()
+        self.sessions = SessionTable(self.update_run_record)
+        self.ids = IdMap()
+
+    def update_run_record(self) -> None:
+        if self.run_record is not None:
+            self.run_record.update(sessions=self.sessions.ids(), agentPid=self.backend.pid)
+
+    async def start_agent(self) -> None:
+        """The agent running (started, or restarted with the handshake replayed)."""
+        await self.backend.ensure_running()
+        self.update_run_record()
+
+    async def ensure_agent(self) -> None:
+        """As start_agent, for a request that needs the editor's initialize first."""
+        if not self.handshake.started:
+            raise RpcError(acp.INVALID_REQUEST, "initialize must be called first")
+        await self.start_agent()

@@ -1,0 +1,112 @@
+"""The handshake of one connection: `initialize` on both hops (the version, the
+capabilities acpctl adds), a successful `authenticate`, and what the agent said it can do.
+
+The connection owns one Handshake; the backend replays it to every restarted agent, and a
+restarted agent that refuses it is not used. The agent's capabilities are read here and
+nowhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject, RpcError
+
+# What acpctl serves from its store whatever the agent supports.
+SESSION_CAPABILITIES_SERVED = ("list", "resume", "close", "delete", "fork")
+
+Call = Callable[[str, Any], Awaitable[JsonObject]]
+
+
+def negotiated_version(offered: Any) -> Any:
+    """The protocol version to speak: the lower of what the peer offers and what acpctl's
+    own handlers implement (a non-integer is passed on for the peer to refuse)."""
+    if isinstance(offered, int) and not isinstance(offered, bool):
+        return min(offered, acp.PROTOCOL_VERSION)
+    return offered
+
+
+def served_capabilities(agent: Any) -> JsonObject:
+    """The agent's capabilities plus load, list, resume, close, delete and fork, which
+    acpctl serves from its store."""
+    capabilities = dict(agent) if isinstance(agent, dict) else {}
+    capabilities["loadSession"] = True
+    session_caps = capabilities.get("sessionCapabilities")
+    session_caps = dict(session_caps) if isinstance(session_caps, dict) else {}
+    for name in SESSION_CAPABILITIES_SERVED:
+        if not isinstance(session_caps.get(name), dict):
+            session_caps[name] = {}
+    capabilities["sessionCapabilities"] = session_caps
+    return capabilities
+
+
+class Handshake:
+    def __init__(self) -> None:
+        # As the editor sent them (the version capped): replayed after a restart.
+        self.initialize_params: JsonObject | None = None
+        self.authenticate_params: JsonObject | None = None
+        self.capabilities: JsonObject = {}  # the agent's own, before acpctl adds its own
+
+    @property
+    def started(self) -> bool:
+        """Whether the editor has sent initialize."""
+        return self.initialize_params is not None
+
+    def to_agent(self, params: JsonObject) -> JsonObject:
+        """The editor's initialize params as the agent gets them (kept for replays)."""
+        self.initialize_params = {
+            **params,
+            "protocolVersion": negotiated_version(params.get("protocolVersion")),
+        }
+        return self.initialize_params
+
+    def to_editor(self, response: JsonObject) -> JsonObject:
+        """The agent's initialize answer as the editor gets it; its capabilities kept."""
+        result = response.get("result")
+        if not isinstance(result, dict):
+            return response
+        self._absorb(result)
+        return {
+            **response,
+            "result": {
+                **result,
+                "protocolVersion": negotiated_version(result.get("protocolVersion")),
+                "agentCapabilities": served_capabilities(result.get("agentCapabilities")),
+            },
+        }
+
+    def logged_in(self, params: JsonObject | None) -> None:
+        """A successful authenticate (params) or logout (None): what a restart replays."""
+        self.authenticate_params = params
+
+    async def replay(self, call: Call) -> None:
+        """Initialize (and authenticate) a restarted agent as the editor first did. Raises
+        RpcError when the agent refuses either: it must not be used then."""
+        assert self.initialize_params is not None
+        result = jsonrpc.unwrap(await call(acp.INITIALIZE, self.initialize_params))
+        if not isinstance(result, dict):
+            raise RpcError(acp.INTERNAL_ERROR, "initialize answered without a result object")
+        self._absorb(result)
+        if self.authenticate_params is not None:
+            jsonrpc.unwrap(await call(acp.AUTHENTICATE, self.authenticate_params))
+
+    def _absorb(self, result: JsonObject) -> None:
+        capabilities = result.get("agentCapabilities")
+        self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+
+    def agent_can(self, capability: str) -> bool:
+        """Whether the agent's own capabilities offer `capability`: `load` (loadSession), or
+        a session capability (resume, list, fork, close, delete...)."""
+        if capability == "load":
+            return self.capabilities.get("loadSession") is True
+        session_caps = self.capabilities.get("sessionCapabilities")
+        return isinstance(session_caps, dict) and isinstance(session_caps.get(capability), dict)
+
+    def queues_prompts(self) -> bool:
+        """Whether the agent takes a prompt while one runs (claude-agent-acp says so in
+        `_meta.claudeCode.promptQueueing`); acpctl queues them itself for the others."""
+        meta = self.capabilities.get("_meta")
+        vendor = meta.get("claudeCode") if isinstance(meta, dict) else None
+        return isinstance(vendor, dict) and vendor.get("promptQueueing") is True
