@@ -35,6 +35,46 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield root
 
 
+@pytest.fixture(autouse=True)
+def _tiers_hold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a process is marked e2e or npm: the fast tier starts none."""
+    if request.node.get_closest_marker("e2e") or request.node.get_closest_marker("npm"):
+        return
+
+    def refuse(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: mark it e2e, or run it in-process"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+
+
+def cli(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """acpctl's command line run in this process (as `acpctl ARGS` would run), its output
+    captured: the fast tier's way to test a command. `env` replaces the environment for
+    the call."""
+    from click.testing import CliRunner
+
+    from acpctl.cli import main
+
+    saved = dict(os.environ)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    try:
+        with CliRunner().isolation(input=input) as (stdout, stderr, _):
+            code = main(list(args))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["acpctl", *args], code, out, err)
+
+
 def acpctl_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "acpctl", *args]
 

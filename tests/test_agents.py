@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, write_executable
+from tests.conftest import cli, write_executable
 
 
 def _path_with(directory: Path) -> dict[str, str]:
@@ -17,13 +17,13 @@ def _path_with(directory: Path) -> dict[str, str]:
 
 
 def test_version_names_acpctl_and_python(home: Path) -> None:
-    result = run_cli("--version")
+    result = cli("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("acpctl 0.") and "Python 3." in result.stdout
 
 
 def test_list_json_with_empty_home(home: Path) -> None:
-    result = run_cli("agents", "list", "--json")
+    result = cli("agents", "list", "--json")
     assert result.returncode == 0, result.stderr
     agents = {a["name"]: a for a in json.loads(result.stdout)}
     assert {"claude", "codex", "gemini", "goose", "pi", "demo"} <= set(agents)
@@ -34,13 +34,14 @@ def test_list_json_with_empty_home(home: Path) -> None:
     assert not (home / "config" / "config.toml").exists()  # listing writes nothing
 
 
+@pytest.mark.e2e
 def test_discovery_finds_binaries_and_probes_versions(home: Path, tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     write_executable(bin_dir / "goose", "#!/bin/sh\necho 'goose 1.9.3'\n")
     write_executable(bin_dir / "opencode", "#!/bin/sh\nsleep 30\n")  # hangs
     write_executable(bin_dir / "kimi", "#!/bin/sh\nprintf '\\377\\376garbage'\n")
-    result = run_cli("agents", "list", "--json", env=_path_with(bin_dir))
+    result = cli("agents", "list", "--json", env=_path_with(bin_dir))
     assert result.returncode == 0, result.stderr
     agents = {a["name"]: a for a in json.loads(result.stdout)}
     assert agents["goose"]["found"] and agents["goose"]["version"] == "1.9.3"
@@ -52,6 +53,7 @@ def test_discovery_finds_binaries_and_probes_versions(home: Path, tmp_path: Path
     assert agents["claude"]["found"] is False and agents["claude"]["install"]
 
 
+@pytest.mark.e2e
 def test_versions_from_package_json_or_probed_once_and_cached(home: Path, tmp_path: Path) -> None:
     """Issue 16: an npm agent's version comes from its package.json (it is never run); a
     probe's answer is cached until the executable changes, or `--refresh`."""
@@ -69,7 +71,7 @@ def test_versions_from_package_json_or_probed_once_and_cached(home: Path, tmp_pa
     goose = write_executable(bin_dir / "goose", f"#!/bin/sh\necho probe >> {ran}\necho 1.9.3\n")
 
     def listed(*flags: str) -> dict[str, dict[str, object]]:
-        result = run_cli("agents", "list", "--json", *flags, env=_path_with(bin_dir))
+        result = cli("agents", "list", "--json", *flags, env=_path_with(bin_dir))
         assert result.returncode == 0, result.stderr
         return {a["name"]: a for a in json.loads(result.stdout)}
 
@@ -84,25 +86,26 @@ def test_versions_from_package_json_or_probed_once_and_cached(home: Path, tmp_pa
     assert ran.read_text().splitlines() == ["probe"] * 3
 
 
+@pytest.mark.e2e
 def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path: Path) -> None:
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("# my agents\npackage_runners = false  # keep npx out\n")
     agent = write_executable(tmp_path / "my-goose", "#!/bin/sh\necho v2.0.1\n")
-    result = run_cli(
+    result = cli(
         "agents", "add", "goose", "--env", "TOKEN=s3cret", "--", str(agent), "acp", "--flag"
     )
     assert result.returncode == 0, result.stderr
     text = config.read_text()
     assert text.startswith("# my agents\npackage_runners = false  # keep npx out\n")
-    shown = json.loads(run_cli("agents", "show", "goose", "--json").stdout)
+    shown = json.loads(cli("agents", "show", "goose", "--json").stdout)
     assert shown["source"] == "config" and shown["command"] == [str(agent), "acp", "--flag"]
     assert shown["version"] == "2.0.1"
     assert shown["env"] == ["TOKEN"]  # names only: values may be secrets
-    assert run_cli("agents", "default", "goose").returncode == 0
-    listed = json.loads(run_cli("agents", "list", "--json").stdout)
+    assert cli("agents", "default", "goose").returncode == 0
+    listed = json.loads(cli("agents", "list", "--json").stdout)
     assert next(a for a in listed if a["name"] == "goose")["default"] is True
-    assert run_cli("agents", "remove", "goose").returncode == 0
+    assert cli("agents", "remove", "goose").returncode == 0
     after = config.read_text()
     assert after.startswith("# my agents\npackage_runners = false  # keep npx out\n")
     assert "goose" not in after
@@ -110,7 +113,7 @@ def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path:
 
 
 def test_unknown_agent_exits_2_listing_known_names(home: Path) -> None:
-    result = run_cli("agents", "show", "nosuch")
+    result = cli("agents", "show", "nosuch")
     assert result.returncode == 2
     assert "unknown agent 'nosuch'" in result.stderr and "claude" in result.stderr
     assert "Traceback" not in result.stderr
@@ -121,7 +124,7 @@ def test_broken_config_exits_2_with_line_and_column(home: Path) -> None:
     config.parent.mkdir(parents=True)
     broken = 'default_agent = "x"\n[agents.a\ncommand = 1\n'
     config.write_text(broken)
-    result = run_cli("agents", "add", "b", "--", "/bin/true")
+    result = cli("agents", "add", "b", "--", "/bin/true")
     assert result.returncode == 2
     assert str(config) in result.stderr and "line 2" in result.stderr
     assert "column" in result.stderr
@@ -132,16 +135,16 @@ def test_invalid_config_values_are_explained(home: Path) -> None:
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('[agents.x]\ncommand = "x"\nkind = "grpc"\n')
-    result = run_cli("agents", "list", "--json")
+    result = cli("agents", "list", "--json")
     assert result.returncode == 2 and "kind must be one of acp, pi-rpc" in result.stderr
 
 
 def test_missing_and_non_executable_commands(home: Path, tmp_path: Path) -> None:
     not_exec = tmp_path / "agent.sh"
     not_exec.write_text("#!/bin/sh\n")
-    assert run_cli("agents", "add", "a", "--", str(not_exec)).returncode == 0
-    assert run_cli("agents", "add", "b", "--", "no-such-agent-binary").returncode == 0
-    agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json").stdout)}
+    assert cli("agents", "add", "a", "--", str(not_exec)).returncode == 0
+    assert cli("agents", "add", "b", "--", "no-such-agent-binary").returncode == 0
+    agents = {a["name"]: a for a in json.loads(cli("agents", "list", "--json").stdout)}
     assert agents["a"]["found"] is False and "not executable" in agents["a"]["reason"]
     assert agents["b"]["found"] is False and "not found" in agents["b"]["reason"]
 
@@ -151,12 +154,12 @@ def test_package_runner_fallback_is_opt_in(home: Path, tmp_path: Path) -> None:
     bin_dir.mkdir()
     write_executable(bin_dir / "npx", "#!/bin/sh\nexit 0\n")
     env = _path_with(bin_dir)
-    agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json", env=env).stdout)}
+    agents = {a["name"]: a for a in json.loads(cli("agents", "list", "--json", env=env).stdout)}
     assert agents["claude"]["found"] is False
     config = home / "config" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("package_runners = true\n")
-    agents = {a["name"]: a for a in json.loads(run_cli("agents", "list", "--json", env=env).stdout)}
+    agents = {a["name"]: a for a in json.loads(cli("agents", "list", "--json", env=env).stdout)}
     # the registry's package, at the registry's version
     from acpctl.agents import catalog
 
@@ -202,9 +205,9 @@ def test_parse_version(output: str, expected: str | None) -> None:
 
 def test_agents_add_refuses_a_split_name_and_warns_of_a_missing_command(home: Path) -> None:
     """Issue 17: `agents add bad name -- x` stored "name" as the command."""
-    split = run_cli("agents", "add", "bad", "name", "--", "x")
+    split = cli("agents", "add", "bad", "name", "--", "x")
     assert split.returncode == 2 and "'name' stands between the name and --" in split.stderr
-    missing = run_cli("agents", "add", "z", "--", "/nonexistent/bin", "--flag", "--", "more")
+    missing = cli("agents", "add", "z", "--", "/nonexistent/bin", "--flag", "--", "more")
     assert missing.returncode == 0 and "/nonexistent/bin is not found" in missing.stderr
     config = (home / "config" / "config.toml").read_text()
     assert 'args = ["--flag", "--", "more"]' in config

@@ -12,7 +12,7 @@ from pathlib import Path
 import json5
 import pytest
 
-from tests.conftest import ROOT, acpctl_argv, run_cli
+from tests.conftest import ROOT, acpctl_argv, cli, run_cli
 
 GOLDEN = ROOT / "tests" / "golden"
 
@@ -39,7 +39,7 @@ def test_zed_install_is_idempotent_and_backed_up(home: Path) -> None:
     original = (GOLDEN / "zed_default.json").read_bytes()
     settings.write_bytes(original)
     settings.chmod(0o640)
-    first = run_cli("install", "zed")
+    first = cli("install", "zed")
     assert first.returncode == 0, first.stderr
     assert "added" in first.stdout
     entry = json5.loads(settings.read_text())["agent_servers"]["Demo (acpctl)"]
@@ -50,14 +50,15 @@ def test_zed_install_is_idempotent_and_backed_up(home: Path) -> None:
     assert len(backups) == 1 and backups[0].read_bytes() == original
     assert not (settings.parent / "settings_backup.json").exists()
     after_first = settings.read_bytes()
-    second = run_cli("install", "zed")
+    second = cli("install", "zed")
     assert second.returncode == 0 and "unchanged" in second.stdout
     assert settings.read_bytes() == after_first  # byte-identical, no new backup
     assert len(list(settings.parent.glob("settings.json.acpctl-*.bak"))) == 1
-    assert run_cli("uninstall", "zed").returncode == 0
+    assert cli("uninstall", "zed").returncode == 0
     assert json5.loads(settings.read_text()) == {**json5.loads(original), "agent_servers": {}}
 
 
+@pytest.mark.e2e
 def test_entries_carry_no_env_and_env_an_older_acpctl_wrote_is_removed(
     home: Path, tmp_path: Path
 ) -> None:
@@ -66,21 +67,21 @@ def test_entries_carry_no_env_and_env_an_older_acpctl_wrote_is_removed(
     settings = zed_settings(home)
     settings.write_text('{\n  "agent_servers": {\n    "x": {"type": "registry"}\n  }\n}\n')
     add_agents(tmp_path, "mine", env="ANTHROPIC_API_KEY=sk-secret-1")
-    assert run_cli("install", "zed", "--agent", "mine").returncode == 0
+    assert cli("install", "zed", "--agent", "mine").returncode == 0
     assert "sk-secret" not in settings.read_text() and '"env"' not in settings.read_text()
     # As acpctl 0.1 wrote it:
     document = json5.loads(settings.read_text())
     document["agent_servers"]["mine (acpctl)"]["env"] = {"ANTHROPIC_API_KEY": "sk-secret-1"}
     settings.write_text(json.dumps(document, indent=2))
-    report = json.loads(run_cli("doctor", "--json").stdout)
+    report = json.loads(cli("doctor", "--json").stdout)
     (finding,) = [f for f in report if "carries" in f["message"]]
     assert finding["status"] == "problem" and "secrets (ANTHROPIC_API_KEY)" in finding["message"]
     assert "sk-secret" not in json.dumps(report)  # names only
-    result = run_cli("install", "zed", "--agent", "mine")
+    result = cli("install", "zed", "--agent", "mine")
     assert "updated (env)" in result.stdout
     servers = json5.loads(settings.read_text())["agent_servers"]
     assert "env" not in servers["mine (acpctl)"] and "x" in servers
-    assert run_cli("uninstall", "zed", "--agent", "mine").returncode == 0
+    assert cli("uninstall", "zed", "--agent", "mine").returncode == 0
     assert settings.read_text().count("registry") == 1
 
 
@@ -88,7 +89,7 @@ def test_unparsable_file_is_refused_and_untouched(home: Path) -> None:
     settings = zed_settings(home)
     broken = b'{\n  "theme": "x",\n  "agent_servers": {\n    "a": 1\n    "b": 2\n  }\n}\n'
     settings.write_bytes(broken)
-    result = run_cli("install", "zed")
+    result = cli("install", "zed")
     assert result.returncode == 2
     assert f"{settings}:5:5" in result.stderr and "not changed" in result.stderr
     assert settings.read_bytes() == broken
@@ -98,7 +99,7 @@ def test_unparsable_file_is_refused_and_untouched(home: Path) -> None:
 def test_non_object_container_is_refused(home: Path) -> None:
     settings = zed_settings(home)
     settings.write_text('{\n  "agent_servers": ["nope"]\n}\n')
-    result = run_cli("install", "zed")
+    result = cli("install", "zed")
     assert result.returncode == 2
     assert ":2:" in result.stderr and "expected an object" in result.stderr
 
@@ -110,10 +111,10 @@ def test_symlinked_settings_are_written_through(home: Path, tmp_path: Path) -> N
     real.write_text('{\n  // mine\n  "agent_servers": {}\n}\n')
     link = zed_settings(home)
     link.symlink_to(real)
-    assert run_cli("install", "zed").returncode == 0
+    assert cli("install", "zed").returncode == 0
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert "Demo (acpctl)" in real.read_text() and "// mine" in real.read_text()
-    assert run_cli("uninstall", "zed").returncode == 0
+    assert cli("uninstall", "zed").returncode == 0
     assert real.read_text() == '{\n  // mine\n  "agent_servers": {}\n}\n'
 
 
@@ -121,7 +122,7 @@ def test_read_only_file_is_refused(home: Path) -> None:
     settings = zed_settings(home)
     settings.write_text("{}\n")
     settings.chmod(0o444)
-    result = run_cli("install", "zed")
+    result = cli("install", "zed")
     assert result.returncode == 2 and "read-only" in result.stderr
     assert settings.read_text() == "{}\n"
 
@@ -129,10 +130,10 @@ def test_read_only_file_is_refused(home: Path) -> None:
 def test_dry_run_and_print_write_nothing(home: Path) -> None:
     settings = zed_settings(home)
     settings.write_text('{\n  "agent_servers": {}\n}\n')
-    dry = run_cli("install", "zed", "--dry-run")
+    dry = cli("install", "zed", "--dry-run")
     assert dry.returncode == 0 and '+    "Demo (acpctl)": {' in dry.stdout
     assert dry.stdout.count("---") >= 1
-    printed = run_cli("install", "zed", "--print")
+    printed = cli("install", "zed", "--print")
     assert json.loads(printed.stdout)["Demo (acpctl)"]["type"] == "custom"
     assert settings.read_text() == '{\n  "agent_servers": {}\n}\n'
     assert not list(settings.parent.glob("*.bak"))
@@ -189,7 +190,7 @@ def test_jetbrains_vscode_and_acpx(home: Path) -> None:
     cursor = home / ".config" / "Cursor" / "User" / "settings.json"
     cursor.parent.mkdir(parents=True)
     for client in ("jetbrains", "vscode", "acpx"):
-        result = run_cli("install", client)
+        result = cli("install", client)
         assert result.returncode == 0, result.stderr
     jb = json5.loads(jetbrains.read_text())
     assert jb["default_mcp_settings"] == {"use_idea_mcp": False, "use_custom_mcp": True}
@@ -201,10 +202,10 @@ def test_jetbrains_vscode_and_acpx(home: Path) -> None:
     assert json5.loads(cursor.read_text())["acp.agents"]["Demo (acpctl)"]
     acpx = json.loads((home / ".acpx" / "config.json").read_text())
     assert acpx["agents"]["acpctl-demo"]["argv"][-4:] == ["run", "--acp", "--agent", "demo"]
-    listed = run_cli("install", "--list").stdout
+    listed = cli("install", "--list").stdout
     assert "Demo (acpctl) -> demo" in listed and "acpctl-demo -> demo" in listed
     for client in ("jetbrains", "vscode", "acpx"):
-        assert run_cli("uninstall", client, "--all").returncode == 0
+        assert cli("uninstall", client, "--all").returncode == 0
     assert jetbrains.read_text() == (GOLDEN / "jetbrains_acp.json").read_text()
     assert vscode.read_text() == (GOLDEN / "vscode_settings.json").read_text()
 
@@ -215,7 +216,7 @@ def test_uninstall_leaves_entries_it_did_not_write(home: Path) -> None:
         '{"agent_servers": {"Demo (acpctl)": {"type": "custom", '
         '"command": "/usr/bin/other", "args": []}}}'
     )
-    result = run_cli("uninstall", "zed", "--all")
+    result = cli("uninstall", "zed", "--all")
     assert "no acpctl entries" in result.stdout
     assert "/usr/bin/other" in settings.read_text()
 
@@ -229,7 +230,7 @@ def test_uninstall_leaves_entries_it_did_not_write(home: Path) -> None:
     ],
 )
 def test_snippet_clients_print_and_write_nothing(home: Path, client: str, needle: str) -> None:
-    result = run_cli("install", client)
+    result = cli("install", client)
     assert result.returncode == 0 and needle in result.stdout
     assert any(
         form in result.stdout
@@ -243,11 +244,11 @@ def test_snippet_clients_print_and_write_nothing(home: Path, client: str, needle
 
 
 def test_missing_zed_and_unknown_client(home: Path) -> None:
-    result = run_cli("install", "zed")
+    result = cli("install", "zed")
     assert result.returncode == 2 and "Zed's config directory" in result.stderr
-    unknown = run_cli("install", "sublime")
+    unknown = cli("install", "sublime")
     assert unknown.returncode == 2 and "unknown client" in unknown.stderr
-    agent = run_cli("install", "nvim", "--agent", "nosuch")
+    agent = cli("install", "nvim", "--agent", "nosuch")
     assert agent.returncode == 2 and "unknown agent" in agent.stderr
 
 
@@ -266,11 +267,12 @@ def test_large_file_is_edited(home: Path) -> None:
 
 
 def test_files_that_cannot_be_used_get_clear_errors(home: Path, tmp_path: Path) -> None:
-    result = run_cli("install", "zed", "--settings", str(tmp_path))
+    result = cli("install", "zed", "--settings", str(tmp_path))
     assert result.returncode == 2 and "is a directory" in result.stderr
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_install_defaults_say_what_they_pick_and_uninstall_takes_every_entry(
     home: Path, tmp_path: Path
 ) -> None:
@@ -280,32 +282,33 @@ def test_install_defaults_say_what_they_pick_and_uninstall_takes_every_entry(
     settings = zed_settings(home)
     settings.write_text("{}\n")
     bare = {**os.environ, "PATH": "/usr/bin:/bin"}
-    demo = run_cli("install", "zed", env=bare)
+    demo = cli("install", "zed", env=bare)
     assert demo.returncode == 0 and "registering the built-in demo agent" in demo.stderr
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "goose").write_text("#!/bin/sh\necho goose 1.0\n")
     (bin_dir / "goose").chmod(0o755)
-    found = run_cli("install", "zed", env={**bare, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    found = cli("install", "zed", env={**bare, "PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert "the agents found on this machine: goose" in found.stderr
     add_agents(tmp_path, "mine")
-    assert run_cli("agents", "default", "mine").returncode == 0
-    chosen = run_cli("install", "zed", env=bare)
+    assert cli("agents", "default", "mine").returncode == 0
+    chosen = cli("install", "zed", env=bare)
     assert "registering" not in chosen.stderr and "mine (acpctl): added" in chosen.stdout
     entries = json5.loads(settings.read_text())["agent_servers"]
     assert len(entries) == 3
-    removed = run_cli("uninstall", "zed")
+    removed = cli("uninstall", "zed")
     assert removed.stdout.count("removed from") == 3
     assert json5.loads(settings.read_text())["agent_servers"] == {}
 
 
+@pytest.mark.e2e
 def test_nothing_is_left_beside_the_users_file(home: Path, tmp_path: Path) -> None:
     """Issue 17: the lock acpctl holds while editing lives in its own state directory."""
     settings = zed_settings(home)
     settings.write_text("{}\n")
     add_agents(tmp_path, "a")
-    assert run_cli("install", "zed", "--agent", "a").returncode == 0
-    assert run_cli("uninstall", "zed").returncode == 0
+    assert cli("install", "zed", "--agent", "a").returncode == 0
+    assert cli("uninstall", "zed").returncode == 0
     beside = sorted(p.name for p in settings.parent.iterdir())
     assert [n for n in beside if not n.startswith("settings.json.acpctl-")] == ["settings.json"]
     assert list((home / "state" / "locks").iterdir())  # the lock went here
@@ -315,11 +318,11 @@ def test_help_everywhere_choices_and_the_neovim_alias(home: Path) -> None:
     """Issue 17: -h on every command; the arguments say what they take; --format is a
     choice; `install neovim` is `install nvim`."""
     for command in (["-h"], ["agents", "list", "-h"], ["sessions", "show", "-h"], ["doctor", "-h"]):
-        shown = run_cli(*command)
+        shown = cli(*command)
         assert shown.returncode == 0 and shown.stdout.startswith("Usage:"), command
-    assert "zed, jetbrains, vscode, acpx" in run_cli("install", "-h").stdout
-    assert "bash, zsh or fish" in run_cli("completions", "-h").stdout
-    wrong = run_cli("run", "--format", "xml", "hi")
+    assert "zed, jetbrains, vscode, acpx" in cli("install", "-h").stdout
+    assert "bash, zsh or fish" in cli("completions", "-h").stdout
+    wrong = cli("run", "--format", "xml", "hi")
     assert wrong.returncode == 2 and "'xml' is not one of 'text', 'json', 'quiet'" in wrong.stderr
     assert "env var" not in wrong.stderr
-    assert run_cli("install", "neovim").stdout == run_cli("install", "nvim").stdout
+    assert cli("install", "neovim").stdout == cli("install", "nvim").stdout

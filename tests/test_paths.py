@@ -52,6 +52,7 @@ def test_the_overrides_win(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert paths.sessions_dir() == Path.home() / "sessions"
 
 
+@pytest.mark.e2e
 def test_on_linux_no_command_imports_platformdirs_to_find_its_directories() -> None:
     code = (
         "import sys\n"

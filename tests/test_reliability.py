@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from acpctl import protocol as acp
-from tests.conftest import TEST_AGENTS, run_cli, write_executable
+from tests.conftest import TEST_AGENTS, cli, run_cli, write_executable
 from tests.fake_backend import Harness
 from tests.raw_peer import raw_editor
 
@@ -156,6 +156,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.e2e
 def test_a_full_disk_never_stops_the_relay_and_loses_no_event(
     home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -224,7 +225,7 @@ def test_settings_that_are_not_regular_files_are_refused_untouched(
     for target in targets:
         before = sorted(os.listdir(tmp_path))
         for command in ("install", "uninstall"):
-            result = run_cli(command, "zed", "--settings", str(target), timeout=30)
+            result = cli(command, "zed", "--settings", str(target))
             assert result.returncode == 2, result.stderr
             assert "not a regular file" in result.stderr and "Traceback" not in result.stderr
         assert sorted(os.listdir(tmp_path)) == before
@@ -291,7 +292,7 @@ def test_unusable_settings_get_one_line_errors(
 ) -> None:
     settings = tmp_path / "settings.json"
     settings.write_text(text)
-    result = run_cli("install", "zed", "--settings", str(settings))
+    result = cli("install", "zed", "--settings", str(settings))
     assert result.returncode == 2 and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and settings.read_text() == text
 
@@ -314,7 +315,7 @@ def test_crafted_imports_get_one_line_errors_and_write_nothing(
 ) -> None:
     crafted = tmp_path / "crafted.json"
     crafted.write_bytes(content)
-    result = run_cli("sessions", "import", str(crafted))
+    result = cli("sessions", "import", str(crafted))
     assert result.returncode == 2 and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     sessions = home / "data" / "sessions"
@@ -326,7 +327,7 @@ def test_crafted_imports_get_one_line_errors_and_write_nothing(
 def test_an_import_whose_id_cannot_be_a_directory_says_so(home: Path, tmp_path: Path) -> None:
     crafted = tmp_path / "export.jsonl"
     crafted.write_text(json.dumps({"acpctlExport": 1, "session": {"id": "../../etc"}}) + "\n")
-    result = run_cli("sessions", "import", str(crafted))
+    result = cli("sessions", "import", str(crafted))
     assert result.returncode == 0, result.stderr
     assert "cannot name a session directory" in result.stdout
     assert "taken" not in result.stdout

@@ -14,7 +14,7 @@ from acp import text_block
 
 from acpctl.store.sessions import SessionMeta, SessionStore
 from tests.acp_peer import connect, initialized
-from tests.conftest import acpctl_argv, run_cli, stored_updates
+from tests.conftest import acpctl_argv, cli, run_cli, stored_updates
 
 
 def turn(cwd: Path, *args: str) -> None:
@@ -271,8 +271,8 @@ def test_unwritable_export_target_is_an_error_not_a_traceback(home: Path, tmp_pa
 
 def test_verify_and_install_list_speak_json(home: Path, tmp_path: Path) -> None:
     """Issue 17: the two reports scripts need, as JSON."""
-    verified = run_cli("sessions", "verify", "--json")
+    verified = cli("sessions", "verify", "--json")
     assert verified.returncode == 0
     assert json.loads(verified.stdout) == {"checked": 0, "findings": []}
-    listed = run_cli("install", "--list", "--json")
+    listed = cli("install", "--list", "--json")
     assert listed.returncode == 0 and isinstance(json.loads(listed.stdout), list)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+import click
 import typer
 import typer.core
 
@@ -60,25 +61,39 @@ def _root(
     """acpctl: ACP agents for every editor."""
 
 
-def run_app() -> None:
+def main(argv: list[str]) -> int:
+    """Run acpctl's command line on `argv`; returns the exit code (the tests call this
+    in-process, as `__main__` does for a real start)."""
     if COMPLETE_VARIABLE in os.environ:
         # A shell asking for completions (see completions.py): typer's own formats.
         from typer._completion_classes import completion_init
 
         completion_init()
     try:
-        app()
+        app(args=argv, prog_name="acpctl", standalone_mode=False, obj=list(argv))
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        return 130
     except AcpctlError as exc:
         if os.environ.get("ACPCTL_DEBUG"):
             raise
-        sys.exit(report(exc))
+        return report(exc)
     except KeyboardInterrupt:
-        sys.exit(130)
+        return 130
     except BrokenPipeError:  # `acpctl sessions show ID | head`: the reader has had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+        return 0
     except OSError as exc:  # a file the user named cannot be read or written
         if os.environ.get("ACPCTL_DEBUG"):
             raise
         where = f": {exc.filename}" if exc.filename else ""
-        sys.exit(report(AcpctlError(f"{exc.strerror or exc}{where}")))
+        return report(AcpctlError(f"{exc.strerror or exc}{where}"))
+    return 0
+
+
+def run_app() -> None:
+    sys.exit(main(sys.argv[1:]))

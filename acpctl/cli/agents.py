@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from acpctl.cli.completions import command_line
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -249,8 +250,9 @@ def add(
         raise UsageError(f"--kind must be one of {', '.join(AGENT_KINDS)}, not {kind!r}")
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise UsageError(f"agent name {name!r} may use only letters, digits, '-', '_' and '.'")
-    if "--" in sys.argv:  # `agents add bad name -- x` would store "name" as the command
-        after = sys.argv[sys.argv.index("--") + 1 :]
+    argv = command_line()
+    if "--" in argv:  # `agents add bad name -- x` would store "name" as the command
+        after = argv[argv.index("--") + 1 :]
         if list(command) != after:
             stray = " ".join(command[: len(command) - len(after)])
             raise UsageError(

@@ -28,6 +28,15 @@ def script(shell: str) -> str:
     )
 
 
+def command_line() -> list[str]:
+    """The arguments acpctl was run with, as given (click keeps only what it parsed):
+    cli.main puts them in the root context."""
+    import click
+
+    argv = click.get_current_context().find_root().obj
+    return list(argv) if isinstance(argv, list) else []
+
+
 def agent_names(incomplete: str) -> list[str]:
     """Shell completion for --agent: configured, catalog and built-in agent names."""
     from acpctl import config
