@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from acpctl import paths
 from acpctl.errors import UsageError
+from acpctl.files import read_regular
 
 if TYPE_CHECKING:
     from tomlkit.toml_document import TOMLDocument
@@ -30,6 +31,7 @@ AGENT_KINDS = ("acp", "pi-rpc")
 # How long a running prompt may go without a word from the agent before the log says so
 # (silence_warning_s; 0 turns the watchdog off).
 SILENCE_WARNING_S = 30.0
+CONFIG_LIMIT = 4 * 1024 * 1024
 
 
 class AgentSpec(NamedTuple):
@@ -101,12 +103,16 @@ def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
 def load(path: Path | None = None) -> Config:
     """Read config.toml; a missing file is an empty config, a broken one a UsageError."""
     path = path or paths.config_file()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         text = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(path, f"cannot read: {exc}") from exc
+    else:
+        data = read_regular(path, CONFIG_LIMIT)
+        if data is None:
+            raise _fail(path, f"is not a readable regular file of at most {CONFIG_LIMIT >> 20} MiB")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _fail(path, f"cannot read: {exc}") from exc
     plain = _parse(path, text)
     default_agent = plain.get("default_agent")
     if default_agent is not None and not isinstance(default_agent, str):
@@ -127,13 +133,15 @@ def load(path: Path | None = None) -> Config:
 def _parse(path: Path, text: str) -> dict[str, Any]:
     """Plain values of the file. tomllib (3.11+) is fast to import; tomlkit, needed only
     to edit, is the fallback on 3.10."""
-    if not text.strip():  # no config yet: nothing to import a parser for (`run --acp` is timed)
+    if not text.strip():  # no config yet: nothing to import a parser for
         return {}
     if sys.version_info >= (3, 11):
         import tomllib
 
         try:
             return tomllib.loads(text)
+        except RecursionError as exc:
+            raise _fail(path, "nested too deeply to read") from exc
         except tomllib.TOMLDecodeError as exc:
             where = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
             position = f"line {where[1]}, column {where[2]}: " if where else ""
@@ -143,6 +151,8 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 
     try:
         return tomlkit.parse(text).unwrap()
+    except RecursionError as exc:
+        raise _fail(path, "nested too deeply to read") from exc
     except ParseError as exc:
         raise _fail(path, f"line {exc.line}, column {exc.col}: {exc}") from exc
 

@@ -65,7 +65,10 @@ class RawEditor:
 
 
 @asynccontextmanager
-async def raw_editor(*args: str, **env: str) -> AsyncIterator[RawEditor]:
+async def raw_editor(
+    *args: str, cwd: str | None = None, **env: str
+) -> AsyncIterator[RawEditor]:
+    """`acpctl run --acp ARGS` started as an editor starts it (in the project's `cwd`)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -78,6 +81,7 @@ async def raw_editor(*args: str, **env: str) -> AsyncIterator[RawEditor]:
         stderr=asyncio.subprocess.PIPE,
         env=acpctl_env(**env),
         limit=jsonrpc.MAX_LINE_BYTES,
+        cwd=cwd,
     )
     editor = RawEditor(process)
     try:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from acpctl import paths
-from acpctl.files import atomic_write
+from acpctl.files import atomic_write, read_json_state
 
 MANIFEST = "installed.json"
+MANIFEST_LIMIT = 1024 * 1024  # a manifest is a few hundred bytes
 
 
 class Installed(NamedTuple):
@@ -32,8 +33,8 @@ def agent_dir(agent_id: str) -> Path:
 
 def read(agent_id: str) -> Installed | None:
     """The agent's manifest, if acpctl installed it (and the executable is still there)."""
+    data = read_json_state(agent_dir(agent_id) / MANIFEST, MANIFEST_LIMIT)
     try:
-        data = json.loads((agent_dir(agent_id) / MANIFEST).read_bytes())
         installed = Installed(
             id=agent_id,
             version=str(data["version"]),
@@ -42,7 +43,7 @@ def read(agent_id: str) -> Installed | None:
             command=[str(part) for part in data["command"]],
             env={str(k): str(v) for k, v in data.get("env", {}).items()},
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return installed if Path(installed.command[0]).is_file() else None
 

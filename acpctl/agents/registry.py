@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from acpctl import __version__, paths
 from acpctl.errors import AcpctlError, UsageError
-from acpctl.files import atomic_write
+from acpctl.files import atomic_write, read_json_state
 
 LIVE_URL = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
 FETCH_TIMEOUT_S = 15.0
@@ -37,20 +37,14 @@ def _source_file() -> Path:
 def load() -> tuple[dict[str, Any], str]:
     """The registry document and where it came from (the cached copy, else the snapshot).
     A damaged cache is passed over, not fatal: it was validated when written."""
-    try:
-        document = json.loads(cached_document().read_bytes())
-        if isinstance(document, dict) and isinstance(document.get("agents"), list):
-            return document, str(cached_document())
-    except (OSError, ValueError):
-        pass
+    document = read_json_state(cached_document())
+    if isinstance(document, dict) and isinstance(document.get("agents"), list):
+        return document, str(cached_document())
     return json.loads(SNAPSHOT.read_bytes()), "the snapshot shipped with acpctl"
 
 
 def source() -> dict[str, Any]:
-    try:
-        data = json.loads(_source_file().read_bytes())
-    except (OSError, ValueError):
-        return {}
+    data = read_json_state(_source_file())
     return data if isinstance(data, dict) else {}
 
 
