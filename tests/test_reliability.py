@@ -602,3 +602,56 @@ def test_a_kill_right_after_the_response_loses_nothing(home: Path, tmp_path: Pat
     assert events[0]["type"] == "update"  # the prompt
     assert [e["type"] for e in events[1:-1]] == ["agent"] * (len(events) - 2)
     assert events[-1] == {**events[-1], "type": "turn_end", "stopReason": "end_turn"}
+
+
+@pytest.mark.e2e
+def test_every_prompt_is_answered_when_the_agent_sends_unreadable_lines_under_load(
+    home: Path, tmp_path: Path
+) -> None:
+    """The agent is ended for each unreadable answer and started again: every waiting
+    prompt settles, with CPU burners competing for both cores (the race this guards: the
+    agent's reader died on the stderr pump's cancellation, and a prompt waited forever)."""
+    agent = write_executable(
+        tmp_path / "hostile",
+        f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'hostile_agent.py'}\n",
+    )
+    assert run_cli("agents", "add", "hostile", "--", str(agent)).returncode == 0
+    burn = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(2)]
+
+    async def scenario() -> None:
+        answered = 0
+        async with raw_editor("--agent", "hostile") as editor:
+            sid = await editor.session(str(tmp_path))
+            for _ in range(4):  # the crash-loop guard allows 5 restarts a minute
+                failed = await editor.prompt(sid, "go deep")
+                assert "cannot read (nested too deeply)" in failed["error"]["message"]
+                again = await editor.prompt(sid, "and now?")
+                assert again["result"]["stopReason"] == acp.END_TURN
+                answered += 2
+        assert answered == 8
+
+    try:
+        run(scenario())
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+@pytest.mark.e2e
+def test_waiting_for_an_agent_whose_stderr_pump_was_ended_returns_its_status() -> None:
+    """terminate() ends the stderr pump; wait() afterwards still returns the exit status
+    (it raised CancelledError, which killed the agent's reader before it failed the
+    requests waiting on it)."""
+    from acpctl.runner.supervisor import AgentProcess
+
+    async def scenario() -> int:
+        process = AgentProcess(["/bin/sh", "-c", "echo bye >&2; exit 7"], {})
+        process.spawn()
+        await process.attach(logging.getLogger("tests"))
+        assert process._stderr_task is not None
+        process._stderr_task.cancel()
+        return await process.wait()
+
+    assert run(scenario()) == 7
