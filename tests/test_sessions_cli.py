@@ -276,3 +276,60 @@ def test_verify_and_install_list_speak_json(home: Path, tmp_path: Path) -> None:
     assert json.loads(verified.stdout) == {"checked": 0, "findings": []}
     listed = cli("install", "--list", "--json")
     assert listed.returncode == 0 and isinstance(json.loads(listed.stdout), list)
+
+
+def test_since_takes_a_date_or_a_duration_everywhere(home: Path, tmp_path: Path) -> None:
+    """One --since parser: `sessions list` and `usage` take the same forms (sessions list
+    refused a date)."""
+    for command in (("sessions", "list"), ("usage",)):
+        for since in ("2026-11-01", "7d"):
+            assert cli(*command, "--since", since).returncode == 0, (command, since)
+        refused = cli(*command, "--since", "soon")
+        assert refused.returncode == 2 and "--since 'soon' is neither a date" in refused.stderr
+
+
+def test_the_metadata_table_round_trips_every_field_through_json_and_the_index(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import META_FIELDS, SessionMeta, SessionStore
+
+    assert [f.name for f in dataclasses.fields(SessionMeta)] == [f.attr for f in META_FIELDS]
+    store = SessionStore(tmp_path / "sessions")
+    meta = SessionMeta(
+        id="s1",
+        agent="demo",
+        command=["demo", "--x"],
+        cwd="/p",
+        additional_directories=["/q"],
+        title="t",
+        agent_session_id="a1",
+        turns=3,
+        last_stop_reason="end_turn",
+        parent_id="s0",
+        name="n",
+        state={"mode": "shout", "config": {"tone": "dry"}},
+    )
+    store.create(meta).close()
+    assert SessionMeta.from_json(meta.to_json()) == meta
+    (indexed,) = SessionIndex(store).query()
+    assert indexed.meta == meta  # the index dropped `state` before it had a column
+
+
+def test_without_a_usable_index_the_same_queries_run_in_memory(tmp_path: Path) -> None:
+    from acpctl.store.index import INDEX_DIR, SessionIndex
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore(tmp_path / "sessions")
+    for sid, agent, updated in (("a", "demo", "2026-01-01"), ("b", "pi", "2026-06-01")):
+        meta = SessionMeta(id=sid, agent=agent, command=[], cwd="/p", updated=updated)
+        store.create(meta).close()
+    (store.root / INDEX_DIR).write_text("not a directory")  # the index cannot live here
+    index = SessionIndex(store)
+    assert [s.meta.id for s in index.query()] == ["b", "a"]
+    assert [s.meta.id for s in index.query(agent="demo")] == ["a"]
+    assert [s.meta.id for s in index.query(since="2026-03-01")] == ["b"]
+    assert set(index.rows(["a", "zz"])) == {"a"}
+    assert index.resolve("b") == "b"

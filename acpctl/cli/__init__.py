@@ -70,9 +70,8 @@ def main(argv: list[str]) -> int:
 
         completion_init()
     try:
-        app(args=argv, prog_name="acpctl", standalone_mode=False, obj=list(argv))
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
+        # Not standalone: click returns an Exit's code rather than exiting.
+        code = app(args=argv, prog_name="acpctl", standalone_mode=False, obj=list(argv))
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
@@ -92,7 +91,7 @@ def main(argv: list[str]) -> int:
             raise
         where = f": {exc.filename}" if exc.filename else ""
         return report(AcpctlError(f"{exc.strerror or exc}{where}"))
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def run_app() -> None:

@@ -12,27 +12,10 @@ import click
 import typer
 
 from acpctl.cli.completions import agent_option
+from acpctl.cli.sessions import parse_since
 from acpctl.errors import UsageError
 
 USAGE_GROUPS = ("agent", "day", "session", "model")
-
-
-def parse_since(text: str) -> float:
-    """A moment: a duration back from now (90m, 12h, 7d, 2w) or a date (2026-11-01)."""
-    from datetime import datetime
-
-    from acpctl.cli.sessions import parse_duration
-
-    try:
-        return datetime.strptime(text.strip(), "%Y-%m-%d").timestamp()
-    except ValueError:
-        pass
-    try:
-        return time.time() - parse_duration(text).total_seconds()
-    except UsageError:
-        raise UsageError(
-            f"--since {text!r} is neither a date (2026-11-01) nor a duration (12h, 7d)"
-        ) from None
 
 
 def search(

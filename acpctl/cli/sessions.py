@@ -40,11 +40,28 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[match[2]]: int(match[1])})
 
 
-def _cutoff(age: str) -> str:
-    from datetime import datetime, timezone
+def parse_since(text: str, option: str = "--since") -> float:
+    """A moment (`--since`, `--older-than`): a duration back from now (90m, 12h, 7d, 2w)
+    or a local date (2026-11-01)."""
+    import time
+    from datetime import datetime
 
-    moment = datetime.now(timezone.utc) - parse_duration(age)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%d").timestamp()
+    except ValueError:
+        pass
+    try:
+        return time.time() - parse_duration(text).total_seconds()
+    except UsageError:
+        raise UsageError(
+            f"{option} {text!r} is neither a date (2026-11-01) nor a duration (12h, 7d)"
+        ) from None
+
+
+def _cutoff(text: str, option: str) -> str:
+    from acpctl.store.sessions import utc_stamp
+
+    return utc_stamp(parse_since(text, option))
 
 
 def _relative(iso: str) -> str:
@@ -104,7 +121,9 @@ def _live_sessions() -> set[str]:
 def list_sessions(
     agent: str = agent_option(None, "Only this agent's sessions.", short=False),
     cwd: Path = typer.Option(None, "--cwd", help="Only sessions in this directory."),
-    since: str = typer.Option(None, "--since", help="Updated within, e.g. 7d, 12h."),
+    since: str = typer.Option(
+        None, "--since", help="Updated since a date (2026-11-01) or within 7d, 12h."
+    ),
     limit: int = typer.Option(
         None,
         "--limit",
@@ -126,7 +145,7 @@ def list_sessions(
     found, total = SessionIndex(_store()).page(
         agent=agent,
         cwd=str(cwd.resolve()) if cwd else None,
-        since=_cutoff(since) if since else None,
+        since=_cutoff(since, "--since") if since else None,
         limit=limit or None,
     )
     if as_json:
@@ -340,7 +359,9 @@ def delete(
 
 @app.command("prune")
 def prune(
-    older_than: str = typer.Option(..., "--older-than", help="e.g. 30d"),
+    older_than: str = typer.Option(
+        ..., "--older-than", help="A date (2026-11-01) or an age, e.g. 30d."
+    ),
     agent: str = agent_option(None, "Only this agent's sessions.", short=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
     force: bool = typer.Option(False, "--force", help="Even sessions a live run has open."),
@@ -349,7 +370,7 @@ def prune(
     from acpctl.store.index import SessionIndex
 
     store = _store()
-    cutoff = _cutoff(older_than)
+    cutoff = _cutoff(older_than, "--older-than")
     busy = set() if force else _live_sessions()
     old = [
         s.meta

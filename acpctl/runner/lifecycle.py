@@ -17,7 +17,7 @@ from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import served
 from acpctl.runner.attach import Attacher, with_note
 from acpctl.runner.context import Connection
-from acpctl.runner.session import SessionRecord, not_found
+from acpctl.runner.session import SessionRecord, not_found, wire_session_id
 from acpctl.store.sessions import CorruptSession, HistoryWriter, SessionMeta, valid_session_id
 
 # Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
@@ -155,9 +155,7 @@ class SessionLifecycle:
         return await self._reopen(params, replay=False)
 
     async def _reopen(self, params: JsonObject, replay: bool) -> JsonObject:
-        session_id = params.get("sessionId")
-        if not isinstance(session_id, str) or not valid_session_id(session_id):
-            raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
+        session_id = wire_session_id(params.get("sessionId"))
         if self.sessions.get(session_id) is None and not self.store.exists(session_id):
             return await self._adopt(session_id, params, replay)
         record = await self._open(params)

@@ -12,7 +12,12 @@ from typing import Any
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.state import SessionState
-from acpctl.store.sessions import HistoryWriter, SessionMeta, valid_session_id
+from acpctl.store.sessions import (
+    HistoryWriter,
+    InvalidSessionId,
+    SessionMeta,
+    checked_session_id,
+)
 
 
 @dataclass(eq=False)  # compared, and hashed, by identity
@@ -94,9 +99,10 @@ class SessionTable:
             raise RpcError(acp.INVALID_PARAMS, "sessionId is required")
         record = self.by_id.get(session_id)
         if record is None:
-            if not valid_session_id(session_id):
-                raise RpcError(acp.INVALID_PARAMS, f"invalid session id {session_id!r}")
-            raise not_found(session_id, "; load or resume it first" if stored(session_id) else "")
+            raise not_found(
+                wire_session_id(session_id),
+                "; load or resume it first" if stored(session_id) else "",
+            )
         return record
 
     def __iter__(self) -> Iterator[SessionRecord]:
@@ -104,6 +110,14 @@ class SessionTable:
 
     def ids(self) -> list[str]:
         return sorted(self.by_id)
+
+
+def wire_session_id(session_id: Any) -> str:
+    """A session id from the wire that may name a directory; else the editor's error."""
+    try:
+        return checked_session_id(session_id)
+    except InvalidSessionId as exc:
+        raise RpcError(acp.INVALID_PARAMS, str(exc)) from None
 
 
 def not_found(session_id: Any, hint: str = "") -> RpcError:

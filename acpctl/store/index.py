@@ -9,7 +9,6 @@ itself; with no usable index at all, the store is scanned directly.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
@@ -19,6 +18,8 @@ from typing import Any
 
 from acpctl import paths
 from acpctl.store.sessions import (
+    COUNT,
+    META_FIELDS,
     SESSION_FILE,
     CorruptSession,
     SessionMeta,
@@ -33,25 +34,22 @@ INDEX_DIR = ".index"
 INDEX_FILE = "sessions.sqlite3"
 OLD_INDEX_FILE = ".index.sqlite3"  # where acpctl 0.1 kept it: removed when found
 RESCAN_AFTER_S = 60.0
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
+# The index's own columns, then one per metadata field (store/sessions.py's META_FIELDS).
+_OWN_COLUMNS = ("mtime_ns INTEGER", "size INTEGER", "problem TEXT", "model TEXT")
+_SQL_TYPES = {COUNT: "INTEGER"}
 _COLUMNS = (
-    "id",
-    "agent",
-    "cwd",
-    "updated",
-    "mtime_ns",
-    "size",
-    "problem",
-    "title",
-    "created",
-    "turns",
-    "last_stop",
-    "agent_session_id",
-    "directories",
-    "command",
-    "parent",
-    "name",
-    "model",
+    *(column.split()[0] for column in _OWN_COLUMNS),
+    *(f.column for f in META_FIELDS),
+)
+_TABLE = ", ".join(
+    [
+        *_OWN_COLUMNS,
+        *(
+            f"{f.column} {_SQL_TYPES.get(f.kind, 'TEXT')}{' PRIMARY KEY' if f.attr == 'id' else ''}"
+            for f in META_FIELDS
+        ),
+    ]
 )
 
 
@@ -102,63 +100,29 @@ def chosen_model(meta: SessionMeta) -> str | None:
 
 def _row(meta: SessionMeta, mtime_ns: int, size: int, problem: str | None) -> tuple[object, ...]:
     return (
-        meta.id,
-        meta.agent,
-        meta.cwd,
-        meta.updated,
         mtime_ns,
         size,
         problem,
-        meta.title,
-        meta.created,
-        meta.turns,
-        meta.last_stop_reason,
-        meta.agent_session_id,
-        json.dumps(meta.additional_directories) if meta.additional_directories else "[]",
-        json.dumps(meta.command) if meta.command else "[]",
-        meta.parent_id,
-        meta.name,
         chosen_model(meta),
+        *(f.to_column(getattr(meta, f.attr)) for f in META_FIELDS),
     )
 
 
 def _from_row(row: tuple[Any, ...]) -> IndexedSession:
-    # Plain columns: decoding 10,000 JSON documents per listing would dominate its time.
-    (
-        sid,
-        agent,
-        cwd,
-        updated,
-        _,
-        _,
-        problem,
-        title,
-        created,
-        turns,
-        last_stop,
-        agent_sid,
-        directories,
-        command,
-        parent,
-        name,
-        model,
-    ) = row
-    meta = SessionMeta(
-        id=sid,
-        agent=agent,
-        cwd=cwd,
-        updated=updated,
-        title=title,
-        created=created,
-        turns=turns,
-        last_stop_reason=last_stop,
-        agent_session_id=agent_sid,
-        additional_directories=[] if directories == "[]" else json.loads(directories),
-        command=[] if command == "[]" else json.loads(command),
-        parent_id=parent,
-        name=name,
-    )
-    return IndexedSession(meta, problem, model)
+    own = len(_OWN_COLUMNS)
+    fields = {f.attr: f.from_column(value) for f, value in zip(META_FIELDS, row[own:], strict=True)}
+    return IndexedSession(SessionMeta(**fields), row[2], row[3])
+
+
+def _create(connection: sqlite3.Connection) -> None:
+    connection.executescript(f"""
+        DROP TABLE IF EXISTS sessions;
+        CREATE TABLE sessions ({_TABLE});
+        CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
+        DROP TABLE IF EXISTS scanned;
+        {SCANNED_TABLE};
+        PRAGMA user_version = {SCHEMA_VERSION};
+    """)
 
 
 class SessionIndex:
@@ -176,18 +140,7 @@ class SessionIndex:
             os.chmod(self.path, paths.PRIVATE_FILE_MODE)
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
-            connection.executescript(f"""
-                DROP TABLE IF EXISTS sessions;
-                CREATE TABLE sessions (
-                    id TEXT PRIMARY KEY, agent TEXT, cwd TEXT, updated TEXT,
-                    mtime_ns INTEGER, size INTEGER, problem TEXT, title TEXT, created TEXT,
-                    turns INTEGER, last_stop TEXT, agent_session_id TEXT, directories TEXT,
-                    command TEXT, parent TEXT, name TEXT, model TEXT);
-                CREATE INDEX sessions_updated ON sessions (updated DESC, id DESC);
-                DROP TABLE IF EXISTS scanned;
-                {SCANNED_TABLE};
-                PRAGMA user_version = {SCHEMA_VERSION};
-            """)
+            _create(connection)
         return connection
 
     def _disk(self) -> Iterator[tuple[str, int, int, str | None]]:
@@ -269,8 +222,6 @@ class SessionIndex:
     ) -> tuple[list[IndexedSession], int]:
         """The first `limit` sessions of `query`, and how many match in all."""
         with self._fresh() as connection:
-            if connection is None:
-                return self._scan_page(agent, cwd, since, limit)
             clauses, values = _filters(agent, cwd, since)
             where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
             sql = (
@@ -287,61 +238,42 @@ class SessionIndex:
             ).fetchone()
             return found, int(total)
 
-    def _scan_page(
-        self, agent: str | None, cwd: str | None, since: str | None, limit: int | None
-    ) -> tuple[list[IndexedSession], int]:
-        found = self._scan(agent, cwd, since, None)
-        return (found if limit is None else found[:limit]), len(found)
-
-    def _scan(
-        self, agent: str | None, cwd: str | None, since: str | None, limit: int | None
-    ) -> list[IndexedSession]:
-        result = []
-        for sid, _, _, disk_problem in self._disk():
-            meta, problem = self._read(sid, disk_problem)
-            if problem is not None:
-                result.append(IndexedSession(meta, problem))
-                continue
-            if (
-                (agent is None or meta.agent == agent)
-                and (cwd is None or meta.cwd == cwd)
-                and (since is None or meta.updated >= since)
-            ):
-                result.append(IndexedSession(meta, None, chosen_model(meta)))
-        result.sort(key=lambda s: (s.problem is None, s.meta.updated, s.meta.id), reverse=True)
-        return result[:limit] if limit is not None else result
-
     @contextlib.contextmanager
-    def _fresh(self) -> Iterator[sqlite3.Connection | None]:
-        """The index brought up to date, or None when it cannot be used (callers scan the
-        store instead). A corrupt index is only a cache: it is deleted and built again."""
+    def _fresh(self) -> Iterator[sqlite3.Connection]:
+        """The index brought up to date. A corrupt index is only a cache: it is deleted and
+        built again; one that cannot be kept at all (a read-only or full disk) is built in
+        memory from the files, so every query runs the same SQL either way."""
         try:
             connection = self._connect()
-        except sqlite3.DatabaseError:
-            self.path.unlink(missing_ok=True)
-            try:
-                connection = self._connect()
-            except sqlite3.Error:
-                yield None
-                return
-        except sqlite3.Error:
-            yield None
-            return
+        except (sqlite3.Error, OSError):
+            connection = self._rebuilt_or_in_memory()
         with contextlib.closing(connection):
             try:
                 self.refresh(connection)
             except sqlite3.Error:
-                yield None
-                return
+                connection.close()
+                connection = self._in_memory()
+                self.refresh(connection)
             yield connection
+
+    def _rebuilt_or_in_memory(self) -> sqlite3.Connection:
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
+        try:
+            return self._connect()
+        except (sqlite3.Error, OSError):
+            return self._in_memory()
+
+    @staticmethod
+    def _in_memory() -> sqlite3.Connection:
+        connection = sqlite3.connect(":memory:")
+        _create(connection)
+        return connection
 
     def rows(self, ids: Iterable[str]) -> dict[str, IndexedSession]:
         """These sessions (the readable ones among them), without listing all the rest."""
         wanted = list(dict.fromkeys(ids))
         with self._fresh() as connection:
-            if connection is None:
-                chosen = set(wanted)
-                return {s.meta.id: s for s in self.query() if s.meta.id in chosen}
             found = {}
             for start in range(0, len(wanted), 500):  # SQLite's limit on parameters
                 chunk = wanted[start : start + 500]
@@ -357,8 +289,6 @@ class SessionIndex:
     def models(self, agent: str | None = None, cwd: str | None = None) -> dict[str, str | None]:
         """Every readable session's id (of this agent, in this directory) and its model."""
         with self._fresh() as connection:
-            if connection is None:
-                return {s.meta.id: s.model for s in self.query(agent, cwd) if s.problem is None}
             clauses, values = _filters(agent, cwd)
             where = " AND ".join(["problem IS NULL", *clauses])
             sql = f"SELECT id, model FROM sessions WHERE {where}"

@@ -43,7 +43,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -70,6 +70,22 @@ TITLE_LENGTH = 120
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+class InvalidSessionId(ValueError):
+    """A session id that cannot name a directory."""
+
+    def __init__(self, session_id: object) -> None:
+        super().__init__(f"invalid session id {session_id!r}")
+
+
+def checked_session_id(session_id: object) -> str:
+    """`session_id` when it may name a directory (valid_session_id); else raises
+    InvalidSessionId."""
+    if not valid_session_id(session_id):
+        raise InvalidSessionId(session_id)
+    assert isinstance(session_id, str)
+    return session_id
+
+
 def valid_session_id(session_id: object) -> bool:
     """Whether a session id from the wire may name a directory: no separators, no '..',
     no leading dot, bounded length."""
@@ -81,8 +97,19 @@ def valid_session_id(session_id: object) -> bool:
     )
 
 
+def utc_stamp(moment: float | None = None) -> str:
+    """A moment (now by default) as the store writes it: ISO 8601 in UTC, to the
+    millisecond, with a Z."""
+    when = (
+        datetime.now(timezone.utc)
+        if moment is None
+        else datetime.fromtimestamp(moment, timezone.utc)
+    )
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_stamp()
 
 
 def title_from_prompt(prompt: list[Any]) -> str | None:
@@ -122,63 +149,80 @@ class SessionMeta:
     state: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        record = asdict(self)
-        return {
-            "version": STORE_VERSION,
-            "id": record["id"],
-            "agent": record["agent"],
-            "command": record["command"],
-            "cwd": record["cwd"],
-            "additionalDirectories": record["additional_directories"],
-            "title": record["title"],
-            "created": record["created"],
-            "updated": record["updated"],
-            "agentSessionId": record["agent_session_id"],
-            "turns": record["turns"],
-            "lastStopReason": record["last_stop_reason"],
-            "parentId": record["parent_id"],
-            "name": record["name"],
-            "state": record["state"],
-        }
+        return {"version": STORE_VERSION, **{f.key: getattr(self, f.attr) for f in META_FIELDS}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionMeta:
         """Raises ValueError naming the first field of the wrong type."""
+        return cls(**{f.attr: f.read(data.get(f.key)) for f in META_FIELDS})
 
-        def text(key: str, default: str | None = "") -> Any:
-            value = data.get(key, default)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{key} must be a string")
+
+class MetaField:
+    """One field of a session's metadata: its attribute, its key in session.json, its
+    column in the listing index, and what values it takes (`kind`)."""
+
+    def __init__(self, attr: str, key: str, kind: str, column: str) -> None:
+        self.attr = attr
+        self.key = key
+        self.kind = kind
+        self.column = column
+
+    def read(self, value: Any) -> Any:
+        """`value` as session.json holds it, checked (ValueError names the field)."""
+        if self.kind in (TEXT, OPTIONAL_TEXT):
+            if value is None:
+                return "" if self.kind == TEXT else None
+            if not isinstance(value, str):
+                raise ValueError(f"{self.key} must be a string")
             return value
-
-        def strings(key: str) -> list[str]:
-            value = data.get(key) or []
+        if self.kind == STRINGS:
+            value = value or []
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"{key} must be a list of strings")
+                raise ValueError(f"{self.key} must be a list of strings")
             return value
+        if self.kind == COUNT:
+            value = 0 if value is None else value
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{self.key} must be a whole number")
+            return value
+        value = value or {}
+        if not isinstance(value, dict):
+            raise ValueError(f"{self.key} must be an object")
+        return value
 
-        turns = data.get("turns", 0)
-        if not isinstance(turns, int) or isinstance(turns, bool) or turns < 0:
-            raise ValueError("turns must be a whole number")
-        state = data.get("state") or {}
-        if not isinstance(state, dict):
-            raise ValueError("state must be an object")
-        return cls(
-            id=str(text("id")),
-            agent=text("agent"),
-            command=strings("command"),
-            cwd=text("cwd"),
-            additional_directories=strings("additionalDirectories"),
-            title=text("title", None),
-            created=text("created"),
-            updated=text("updated"),
-            agent_session_id=text("agentSessionId", None),
-            turns=turns,
-            last_stop_reason=text("lastStopReason", None),
-            parent_id=text("parentId", None),
-            name=text("name", None),
-            state=state,
-        )
+    def to_column(self, value: Any) -> Any:
+        """The value as an SQL column holds it: lists and objects as JSON text."""
+        return json.dumps(value) if self.kind in (STRINGS, OBJECT) else value
+
+    def from_column(self, value: Any) -> Any:
+        if self.kind == STRINGS:
+            return [] if value == "[]" else json.loads(value)  # most rows: nothing to decode
+        if self.kind == OBJECT:
+            return {} if value == "{}" else json.loads(value)
+        return value
+
+
+# What a field holds: a string ("" when absent), a string or None, a list of strings, a
+# whole number, a JSON object.
+TEXT, OPTIONAL_TEXT, STRINGS, COUNT, OBJECT = "text", "optional", "strings", "count", "object"
+# The metadata, in one table: session.json, SessionMeta and the index all follow it, so a
+# new field is one line here.
+META_FIELDS = (
+    MetaField("id", "id", TEXT, "id"),
+    MetaField("agent", "agent", TEXT, "agent"),
+    MetaField("command", "command", STRINGS, "command"),
+    MetaField("cwd", "cwd", TEXT, "cwd"),
+    MetaField("additional_directories", "additionalDirectories", STRINGS, "directories"),
+    MetaField("title", "title", OPTIONAL_TEXT, "title"),
+    MetaField("created", "created", TEXT, "created"),
+    MetaField("updated", "updated", TEXT, "updated"),
+    MetaField("agent_session_id", "agentSessionId", OPTIONAL_TEXT, "agent_session_id"),
+    MetaField("turns", "turns", COUNT, "turns"),
+    MetaField("last_stop_reason", "lastStopReason", OPTIONAL_TEXT, "last_stop"),
+    MetaField("parent_id", "parentId", OPTIONAL_TEXT, "parent"),
+    MetaField("name", "name", OPTIONAL_TEXT, "name"),
+    MetaField("state", "state", OBJECT, "state"),
+)
 
 
 def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -414,9 +458,7 @@ class SessionStore:
         self.root = root or paths.sessions_dir()
 
     def session_dir(self, session_id: str) -> Path:
-        if not valid_session_id(session_id):
-            raise ValueError(f"invalid session id {session_id!r}")
-        return self.root / session_id
+        return self.root / checked_session_id(session_id)
 
     def backend_dir(self, session_id: str, backend: str, create: bool) -> Path:
         """A private directory in the session's own for a backend's files (pi keeps its
@@ -525,8 +567,7 @@ class SessionStore:
             os.close(fd)  # and with it the lock
 
     def read_meta(self, session_id: str) -> SessionMeta:
-        if not valid_session_id(session_id):
-            raise ValueError(f"invalid session id {session_id!r}")
+        checked_session_id(session_id)
         # A string path: the index reads 10,000 of these at once, and pathlib's joins
         # would cost more than the reads.
         path = os.path.join(self.root, session_id, SESSION_FILE)

@@ -19,6 +19,7 @@ from acpctl.store.sessions import (
     SessionStore,
     event_update,
     title_from_prompt,
+    utc_stamp,
     valid_session_id,
 )
 
@@ -80,12 +81,7 @@ def _rebuild_meta(store: SessionStore, sid: str) -> SessionMeta:
             first_prompt.append(update.get("content"))
         turns += event.get("type") == "turn_end"
 
-    def iso(ts: float) -> str:
-        return (
-            datetime.fromtimestamp(ts, timezone.utc)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z")
-        )
+    iso = utc_stamp
 
     now = datetime.now(timezone.utc).timestamp()
     return SessionMeta(
