@@ -3,31 +3,17 @@
 platformdirs gives the per-OS defaults; the ACPCTL_* variables override them (tests and
 people with unusual layouts rely on that). Directories acpctl creates are private (0700):
 they hold conversation history and agent logs.
-
-platformdirs and pathlib are imported where they are used, not here: `run --acp` reads its
-spawn hint from the state directory before it spawns the agent, editors time `initialize`,
-and the two cost 12 ms of imports.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-
-# mypy reads this name as typing.TYPE_CHECKING; typing's import costs 3 ms.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
+from pathlib import Path
 
 APP_NAME = "acpctl"
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
-
-
-def _path(name: str) -> Path:
-    from pathlib import Path
-
-    return Path(name)
 
 
 # The three per-user directories: (acpctl's override, the XDG variable, its default under
@@ -39,10 +25,9 @@ _STATE = ("ACPCTL_STATE_DIR", "XDG_STATE_HOME", ".local/state", "user_state_dir"
 
 def _directory(kind: tuple[str, str, str, str]) -> str:
     """acpctl's override, else platformdirs' answer. On Linux that answer is a rule simple
-    enough to follow without platformdirs' 10 ms of imports, which every command and
-    `run --acp` (before it spawns the agent) would pay: $XDG_*_HOME when it is an absolute
-    path, else the default under an absolute $HOME (tests/test_paths.py holds the two to
-    the same answer). Anything else is platformdirs' to decide."""
+    enough to follow without importing platformdirs in every command: $XDG_*_HOME when it
+    is an absolute path, else the default under an absolute $HOME (tests/test_paths.py
+    holds the two to the same answer). Anything else is platformdirs' to decide."""
     override, xdg_variable, under_home, platformdirs_function = kind
     if value := os.environ.get(override):
         return os.path.expanduser(value)
@@ -59,60 +44,50 @@ def _directory(kind: tuple[str, str, str, str]) -> str:
 
 
 def config_dir() -> Path:
-    return _path(_directory(_CONFIG))
+    return Path(_directory(_CONFIG))
 
 
 def data_dir() -> Path:
-    return _path(_directory(_DATA))
+    return Path(_directory(_DATA))
 
 
 def state_dir() -> Path:
-    return _path(_directory(_STATE))
-
-
-# The three as strings: `run --acp` reads its spawn hint, and checks what the hint was
-# resolved from, before it spawns the agent, without importing pathlib.
-def config_dir_name() -> str:
-    return _directory(_CONFIG)
-
-
-def data_dir_name() -> str:
-    return _directory(_DATA)
+    return Path(_directory(_STATE))
 
 
 def state_dir_name() -> str:
+    """The state directory as given (the mark processes.spawn puts on agents, compared as
+    a string by doctor's orphan check)."""
     return _directory(_STATE)
 
 
 def config_file() -> Path:
-    return _path(config_file_name())
-
-
-def config_file_name() -> str:
-    return os.path.join(config_dir_name(), "config.toml")
+    return config_dir() / "config.toml"
 
 
 def sessions_dir() -> Path:
     value = os.environ.get("ACPCTL_SESSION_DIR")
-    return _path(value).expanduser() if value else data_dir() / "sessions"
+    return Path(value).expanduser() if value else data_dir() / "sessions"
 
 
 def agents_dir() -> Path:
     """Agents that `acpctl agents install` installed, one directory per registry id."""
-    return _path(agents_dir_name())
-
-
-def agents_dir_name() -> str:
-    return os.path.join(data_dir_name(), "agents")
+    return data_dir() / "agents"
 
 
 def registry_dir() -> Path:
     """The cached copy of the ACP registry, and where it came from."""
-    return _path(registry_dir_name())
+    return data_dir() / "registry"
 
 
-def registry_dir_name() -> str:
-    return os.path.join(data_dir_name(), "registry")
+def locks_dir() -> Path:
+    """Locks held while a settings file is edited."""
+    return state_dir() / "locks"
+
+
+def version_cache() -> Path:
+    """Agents' versions as last probed, by command and the binary's stat."""
+    return state_dir() / "versions.json"
 
 
 def logs_dir() -> Path:

@@ -3,8 +3,7 @@
 Every agent, probe and terminal command acpctl starts gets a session (process group) of its
 own, so the whole tree can be signalled even after its members are reparented. Agents and
 probes also carry ACPCTL_RUN_PID, so `acpctl doctor` can tell the orphans of a run that is
-gone. psutil is imported where it is used: `run --acp` spawns its agent before anything
-heavy is imported, because editors time `initialize`.
+gone. psutil is imported where it is used: most commands never need it.
 """
 
 from __future__ import annotations
@@ -14,12 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from acpctl import paths
 
-# typing's import costs `run --acp` 3 ms before the agent is spawned; mypy reads this name
-# as typing.TYPE_CHECKING.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import psutil
 

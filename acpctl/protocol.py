@@ -131,9 +131,7 @@ class Method:
     """One method: who sends it, what acpctl does, why, and where ids sit in it.
 
     Paths are dotted keys into params (requests, notifications) or the result;
-    `[]` steps into every element of an array. A plain class, not a dataclass: `run --acp`
-    reads this module while the editor waits for `initialize`, before its server is
-    imported, and importing dataclasses costs 8 ms there."""
+    `[]` steps into every element of an array."""
 
     __slots__ = (
         "handling",

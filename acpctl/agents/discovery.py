@@ -27,8 +27,7 @@ _VERSION_RE = re.compile(r"\bv?(\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.-]+)?)\b")
 
 
 class ResolvedAgent:
-    """An agent name resolved to a command line (argv None: not found, `reason` says why).
-    A plain class for start-up speed (see config.AgentSpec)."""
+    """An agent name resolved to a command line (argv None: not found, `reason` says why)."""
 
     def __init__(
         self,

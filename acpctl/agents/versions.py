@@ -10,15 +10,13 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from acpctl import paths
 from acpctl.agents import runtimes
 from acpctl.agents.discovery import ResolvedAgent, probe_versions
-from acpctl.files import atomic_write
+from acpctl.files import atomic_write, read_json_state
 
-CACHE_FILE = "versions.json"
 PACKAGE_SEARCH_DEPTH = 4  # dist/cli/index.js -> the package's root
 
 
@@ -70,18 +68,11 @@ def _package_version(executable: str) -> str | None:
     return str(manifest["version"]) if manifest else None
 
 
-def _cache_path() -> Path:
-    return paths.state_dir() / CACHE_FILE
-
-
 def _load() -> dict[str, Any]:
-    try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = read_json_state(paths.version_cache())
     return data if isinstance(data, dict) else {}
 
 
 def _save(cache: dict[str, Any]) -> None:
     paths.ensure_private_dir(paths.state_dir())
-    atomic_write(_cache_path(), json.dumps(cache, indent=1).encode(), sync=False)
+    atomic_write(paths.version_cache(), json.dumps(cache, indent=1).encode(), sync=False)

@@ -177,7 +177,7 @@ def lock_path(target: Path) -> Path:
     import hashlib
 
     digest = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
-    locks = paths.ensure_private_dir(paths.state_dir() / "locks")
+    locks = paths.ensure_private_dir(paths.locks_dir())
     return locks / f"{target.name}-{digest}.lock"
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from acpctl.errors import AcpctlError, report
 from acpctl.runner.options import parse_serve_args
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without typing's import (mypy reads it so)
 if TYPE_CHECKING:
     from acpctl.config import AgentSpec
 

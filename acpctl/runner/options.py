@@ -3,16 +3,14 @@ fast `run --acp` parser below and the tests are all built from RUN_OPTIONS, so a
 cannot be known to one and missing from another: with --acp each one either applies or is
 refused with exit 2.
 
-This module is imported by `run --acp` before typer: it holds plain data only.
+`run --acp` reads this table without importing typer: it holds plain data only.
 """
 
 from __future__ import annotations
 
-from acpctl.errors import UsageError
+from typing import Any
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without typing's import (mypy reads it so)
-if TYPE_CHECKING:
-    from typing import Any
+from acpctl.errors import UsageError
 
 # What an option takes on the command line.
 FLAG = "flag"  # nothing: it is on or off

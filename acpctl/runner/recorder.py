@@ -179,10 +179,9 @@ class Recorder:
         self._turns_due[record.id] += 1
         self.save(record)
 
-    def save(self, record: SessionRecord, touch: bool = True) -> None:
+    def save(self, record: SessionRecord) -> None:
         """The session's metadata changed: written by the next group commit."""
-        if touch:
-            record.meta.updated = utc_now()
+        record.meta.updated = utc_now()
         if isinstance(record.writer, DiscardedHistory):
             self._turns_due.pop(record.id, None)
             return

@@ -36,7 +36,7 @@ async def replay(store: SessionStore, session_id: str, out: Channel) -> None:
 
 def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[SessionMeta]:
     """`agent`'s readable sessions in acpctl's history, newest first."""
-    # Imported here: sqlite3 costs a run that never lists 1.5 MiB and start-up time.
+    # Imported here: a connection that never lists sessions needs no sqlite3.
     from acpctl.store.index import SessionIndex
 
     return [s.meta for s in SessionIndex(store).query(agent=agent, cwd=cwd) if s.problem is None]

@@ -21,7 +21,6 @@ from acpctl.jsonrpc import JsonObject, RpcError
 
 READ_KINDS = {"read", "search", "think", "fetch"}
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
-POLICIES = ("ask", "approve-all", "approve-reads", "deny-all")
 
 Asker = Callable[[JsonObject], Awaitable[str | None]]  # -> optionId, or None to cancel
 

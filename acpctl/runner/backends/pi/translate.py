@@ -25,7 +25,6 @@ TOOL_KINDS = {
     "find": "search",
     "ls": "search",
 }
-GATED_TOOLS = ("write", "edit", "bash")
 
 
 def prompt_input(
