@@ -105,7 +105,10 @@ async def replay(updates: int, by_line: bool) -> tuple[float, float]:
 
 def main(updates: int, reps: int) -> None:
     events = build(SessionStore(), updates)
-    parsed, firsts, chunked, by_line = [], [], [], []
+    parsed: list[float] = []
+    firsts: list[float] = []
+    chunked: list[float] = []
+    by_line: list[float] = []
     for rep in range(reps):
         parsed.append(parse(events))
         for line_client in (False, True) if rep % 2 == 0 else (True, False):

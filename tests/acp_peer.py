@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 from acp.schema import (
@@ -103,7 +103,9 @@ async def connect(
     stderr = open(stderr_file, "ab") if stderr_file else None  # noqa: SIM115
     try:
         async with acp.spawn_agent_process(
-            client,
+            # The SDK's Client protocol lists every method; RecordingClient has those
+            # acpctl can send, which is what the SDK dispatches to.
+            cast(Any, client),
             sys.executable,
             "-m",
             "acpctl",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -73,6 +74,14 @@ def cli(
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(["acpctl", *args], code, out, err)
+
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+    """A test's asyncio scenario, run to its end within `timeout` seconds."""
+    return asyncio.run(asyncio.wait_for(coroutine, timeout))
 
 
 def acpctl_argv(*args: str) -> list[str]:

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +236,7 @@ class Harness:
             silence_s=SILENCE_WARNING_S,
         )
         self.server = AcpServer(self.conn)
-        self.ids = itertools.count(1)
+        self.ids: Iterator[int] = itertools.count(1)
 
     def send(self, message: Any) -> None:
         self.server.endpoint.dispatch(message)

@@ -65,9 +65,7 @@ class RawEditor:
 
 
 @asynccontextmanager
-async def raw_editor(
-    *args: str, cwd: str | None = None, **env: str
-) -> AsyncIterator[RawEditor]:
+async def raw_editor(*args: str, cwd: str | None = None, **env: str) -> AsyncIterator[RawEditor]:
     """`acpctl run --acp ARGS` started as an editor starts it (in the project's `cwd`)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import psutil
 import pytest
@@ -120,7 +121,9 @@ def test_orphaned_agent_is_found_and_ended(home: Path) -> None:
     try:
         code, findings = doctor("--agent", "demo")
         problem = next(f for f in about(findings, "processes") if f["status"] == "problem")
-        assert code == 1 and f"pid {orphan.pid}" in " ".join(map(str, problem["evidence"]))
+        assert code == 1 and f"pid {orphan.pid}" in " ".join(
+            map(str, cast(list[Any], problem["evidence"]))
+        )
         assert problem["fix"] == "acpctl doctor --fix"
         code, findings = doctor("--agent", "demo", "--fix")
         assert any("ended 1 orphaned" in str(f["message"]) for f in findings)
@@ -252,7 +255,7 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
 
 def ours(process: psutil.Process, home: Path) -> bool:
     try:
-        return process.environ().get("ACPCTL_RUN_STATE") == str(home / "state")
+        return bool(process.environ().get("ACPCTL_RUN_STATE") == str(home / "state"))
     except psutil.Error:
         return False
 

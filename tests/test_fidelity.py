@@ -94,7 +94,7 @@ def test_prompts_to_a_busy_session_wait_their_turn_in_order(tmp_path: Path) -> N
         await asyncio.sleep(0.05)
         assert len(waiting) == 1  # the second is not at the agent while the first runs
         for n in (1, 2, 3):
-            await until(lambda n=n: len(waiting) == n)  # type: ignore[misc]
+            await until(lambda n=n: len(waiting) == n)
             waiting[-1].set_result({"stopReason": acp.END_TURN})
             assert (await h.editor.response(f"p{n}"))["result"]["stopReason"] == acp.END_TURN
         prompts = [p["prompt"][0]["text"] for m, p in agent.calls if m == acp.SESSION_PROMPT]

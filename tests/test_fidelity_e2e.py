@@ -14,14 +14,10 @@ import pytest
 from acp import RequestError, text_block
 
 from tests.acp_peer import connect, initialized
-from tests.conftest import TEST_AGENTS, run_cli, write_executable
+from tests.conftest import TEST_AGENTS, run, run_cli, write_executable
 from tests.raw_peer import raw_editor
 
 pytestmark = pytest.mark.e2e
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def add_sdk_agent(tmp_path: Path, name: str = "sdk", **env: str) -> None:

@@ -18,13 +18,9 @@ from acp import RequestError, text_block
 
 from acpctl.store.sessions import SessionMeta, SessionStore, valid_session_id
 from tests.acp_peer import RecordingClient, connect, initialized
-from tests.conftest import TEST_AGENTS, run_cli, stored_updates, write_executable
+from tests.conftest import TEST_AGENTS, run, run_cli, stored_updates, write_executable
 
 pytestmark = pytest.mark.e2e
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def sessions_root(home: Path) -> Path:

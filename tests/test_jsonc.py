@@ -149,7 +149,7 @@ SCALARS = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-(10**6), 10**6),
-    st.text(st.characters(blacklist_categories=("Cs",)), max_size=10),
+    st.text(st.characters(codec="utf-8"), max_size=10),
 )
 VALUES = st.recursive(
     SCALARS,

@@ -8,9 +8,13 @@ import itertools
 import random
 from typing import Any
 
+import pytest
+
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import BadLine
+from acpctl.jsonrpc.channel import memory_pair
+from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import PendingRequests
 
 
@@ -100,10 +104,71 @@ def test_pending_requests() -> None:
 
 def test_unwrap_and_ids() -> None:
     assert jsonrpc.unwrap({"result": 5}) == 5
-    try:
+    with pytest.raises(jsonrpc.RpcError) as raised:
         jsonrpc.unwrap({"error": {"code": "x", "message": "m"}})
-    except jsonrpc.RpcError as exc:
-        assert (exc.code, exc.message) == (acp.INTERNAL_ERROR, "m")
+    assert (raised.value.code, raised.value.message) == (acp.INTERNAL_ERROR, "m")
     assert jsonrpc.is_id(1) and jsonrpc.is_id("a") and jsonrpc.is_id(None)
     assert not jsonrpc.is_id(True) and not jsonrpc.is_id(1.5)
     assert jsonrpc.id_key(1) != jsonrpc.id_key("1")
+
+
+def test_a_peer_matches_answers_hands_on_the_rest_and_settles_what_waits_at_the_end() -> None:
+    async def main() -> None:
+        ours, theirs = memory_pair()
+        peer: Peer[int] = Peer(ours.write)
+        heard: list[Any] = []
+        bad: list[BadLine] = []
+        batches = 0
+
+        async def batch_end() -> None:
+            nonlocal batches
+            batches += 1
+
+        async def closed() -> Any:
+            return lambda entry: jsonrpc.error(None, -1, f"gone during {entry.method}")
+
+        reading = asyncio.ensure_future(
+            peer.read(
+                ours.incoming(), lambda m, line: heard.append(m), bad.append, batch_end, closed
+            )
+        )
+        answered = peer.call("first", {"x": 1})
+        waiting = peer.call("second")
+        sent = [item async for batch in _first_batch(theirs) for item in batch]
+        assert [m["method"] for m, _ in sent] == ["first", "second"]
+        theirs.write(
+            b'{"jsonrpc":"2.0","id":1,"result":7}\n'
+            b'{"jsonrpc":"2.0","id":99,"result":0}\n'
+            b'{"jsonrpc":"2.0","method":"note"}\nnot json\n'
+        )
+        assert (await answered)["result"] == 7
+        theirs.close()
+        await reading
+        assert (await waiting)["error"]["message"] == "gone during second"
+        assert [m.get("method") or m.get("id") for m in heard] == [99, "note"]
+        assert len(bad) == 1 and batches >= 1
+
+    asyncio.run(main())
+
+
+def test_a_peer_settles_what_waits_even_when_its_reader_fails() -> None:
+    async def main() -> None:
+        ours, theirs = memory_pair()
+        peer: Peer[int] = Peer(ours.write)
+
+        async def failing_batch_end() -> None:
+            raise RuntimeError("a bug in the owner")
+
+        waiting = peer.call("q")
+        theirs.write(b'{"jsonrpc":"2.0","method":"note"}\n')
+        with pytest.raises(RuntimeError):
+            await peer.read(ours.incoming(), lambda m, line: None, None, failing_batch_end)
+        assert "the connection closed during q" in (await waiting)["error"]["message"]
+
+    asyncio.run(main())
+
+
+async def _first_batch(channel: Any) -> Any:
+    async for batch in channel.incoming():
+        yield batch
+        return

@@ -65,3 +65,14 @@ def test_on_linux_no_command_imports_platformdirs_to_find_its_directories() -> N
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     ).stdout.strip()
     assert imported == str(sys.platform != "linux")
+
+
+@pytest.mark.e2e
+def test_the_jsonrpc_package_imports_no_asyncio() -> None:
+    """Its messages, codes and framing serve code that has no event loop (the store's
+    readers, the commands); the asyncio parts are modules of their own."""
+    code = "import sys, acpctl.jsonrpc\nprint('asyncio' in sys.modules)"
+    imported = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert imported == "False"

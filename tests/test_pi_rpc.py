@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -56,24 +57,18 @@ def work(tmp_path: Path) -> Path:
     return directory
 
 
-async def new_session(conn: object, cwd: Path) -> str:
+async def new_session(conn: Any, cwd: Path) -> str:
     await initialized(conn)
-    return str((await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id)  # type: ignore[attr-defined]
+    return str((await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id)
 
 
-def prompt(conn: object, sid: str, words: str) -> object:
-    return asyncio.wait_for(
-        conn.prompt(
-            session_id=sid,  # type: ignore[attr-defined]
-            prompt=[text_block(words)],
-        ),
-        60,
-    )
+def prompt(conn: Any, sid: str, words: str) -> Coroutine[Any, Any, Any]:
+    return asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block(words)]), 60)
 
 
 def pi_children(pid: int) -> list[psutil.Process]:
     """The pi processes of a run (pi renames its process title, so match by parent)."""
-    children = psutil.Process(pid).children()
+    children = list(psutil.Process(pid).children())
     assert children
     return children
 

@@ -145,11 +145,13 @@ def test_catalog_is_the_registry_with_the_overlay_and_aliases(home: Path) -> Non
     assert {agent["id"] for agent in snapshot["agents"]} <= ids
     claude = catalog.lookup("claude")
     assert claude is not None and claude is catalog.lookup("claude-acp")
-    assert claude.distributions["npx"].package.startswith("@agentclientprotocol/claude-agent-acp@")
+    package = claude.distributions["npx"].package
+    assert package is not None and package.startswith("@agentclientprotocol/claude-agent-acp@")
     assert "claude-agent-acp" in claude.binaries
     pi = catalog.lookup("pi")
     assert pi is not None and pi.kind == "pi-rpc"
-    assert pi.distributions["npx"].package.startswith("@earendil-works/pi-coding-agent@")
+    package = pi.distributions["npx"].package
+    assert package is not None and package.startswith("@earendil-works/pi-coding-agent@")
 
 
 @pytest.mark.e2e

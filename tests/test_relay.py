@@ -14,13 +14,9 @@ import pytest
 from acp import text_block
 
 from tests.acp_peer import connect, initialized
-from tests.conftest import TEST_AGENTS, acpctl_argv, run_cli, write_executable
+from tests.conftest import TEST_AGENTS, acpctl_argv, run, run_cli, write_executable
 
 pytestmark = pytest.mark.e2e
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def test_initialize_relays_agent_info_and_adds_history_capabilities(home: Path) -> None:
@@ -131,9 +127,10 @@ def test_permission_requests_are_routed_to_their_session(home: Path, tmp_path: P
             assert sorted(s for s, _ in client.permission_requests) == sorted([a, b])
 
             def final_status(sid: str) -> str:
-                return [u for u in client.updates[sid] if u.session_update == "tool_call_update"][
-                    -1
-                ].status
+                updates = client.updates[sid]
+                return str(
+                    [u for u in updates if u.session_update == "tool_call_update"][-1].status
+                )
 
             assert final_status(a) == "completed" and final_status(b) == "failed"
             diff = next(u for u in client.updates[a] if u.session_update == "tool_call")
@@ -241,7 +238,7 @@ def test_teardown_ends_the_whole_agent_tree(home: Path, tmp_path: Path) -> None:
 
 def _alive(process: psutil.Process) -> bool:
     try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

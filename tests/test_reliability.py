@@ -17,9 +17,18 @@ from typing import Any
 import pytest
 
 from acpctl import protocol as acp
+from acpctl.runner import runs
 from tests.conftest import TEST_AGENTS, cli, run_cli, write_executable
 from tests.fake_backend import Harness
 from tests.raw_peer import raw_editor
+
+
+async def _until(condition: Any, timeout: float = 20) -> None:
+    """Until `condition()` holds: for what another process shows only in its files."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
+        await asyncio.sleep(0.02)
 
 
 def run(coro: Any) -> Any:
@@ -512,16 +521,16 @@ def test_agent_kill_9_in_a_loop_every_next_prompt_works(home: Path, tmp_path: Pa
     async def scenario() -> None:
         async with raw_editor() as editor:
             sid = await editor.session(str(tmp_path))
+            record = runs.path_of(editor.process.pid)
             for round_ in range(4):  # the restart limit allows 5 a minute
                 agents = psutil.Process(editor.process.pid).children(recursive=True)
                 for agent in agents:
                     agent.kill()
                 psutil.wait_procs(agents, timeout=10)
-                # The prompt may race the run noticing the death: then it fails, and the
-                # next one restarts the agent. Either way, no prompt hangs.
+                # Once the run has seen the death (its record drops the agent's pid), the
+                # next prompt restarts the agent and succeeds.
+                await _until(lambda: json.loads(record.read_text())["agentPid"] is None)
                 answer = await editor.prompt(sid, f"round {round_}")
-                if "error" in answer:
-                    answer = await editor.prompt(sid, f"round {round_} again")
                 assert answer["result"]["stopReason"] == acp.END_TURN, answer
 
     run(scenario())
@@ -562,6 +571,7 @@ def test_acpctl_kill_9_then_load_in_a_loop(home: Path, tmp_path: Path) -> None:
     sid = None
     for turn in range(3):
         sid = run(doomed(turn, sid))
+    assert sid is not None
     assert run_cli("sessions", "verify", "--repair").returncode in (0, 1)
     shown = run_cli("sessions", "show", sid)
     for turn in range(3):

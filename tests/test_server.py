@@ -13,7 +13,7 @@ import pytest
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import RpcError
+from acpctl.jsonrpc import JsonObject, RpcError
 from tests.fake_backend import FakeAgent, Harness
 
 Scenario = Callable[[Harness], Awaitable[None]]
@@ -423,7 +423,11 @@ def test_a_bug_in_a_handler_is_an_internal_error_not_a_crash(tmp_path: Path) -> 
     async def scenario(h: Harness) -> None:
         response = await h.request(acp.INITIALIZE, {"protocolVersion": 1})
         assert response["error"] == {"code": acp.INTERNAL_ERROR, "message": "boom"}
-        h.server.handlers[acp.SESSION_LIST] = lambda params: 1 / 0  # type: ignore[assignment,return-value]
+
+        async def crash(params: Any, msg_id: Any) -> JsonObject:
+            raise ZeroDivisionError("a bug")
+
+        h.server.handlers[acp.SESSION_LIST] = crash
         crashed = await h.request(acp.SESSION_LIST, {})
         assert crashed["error"]["code"] == acp.INTERNAL_ERROR
 

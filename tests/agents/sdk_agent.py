@@ -23,7 +23,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 from acp import (
@@ -42,6 +42,7 @@ from acp.schema import (
     ListSessionsResponse,
     PermissionOption,
     SessionCapabilities,
+    SessionConfigOptionBoolean,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionForkCapabilities,
@@ -66,7 +67,7 @@ def modes(current: str) -> SessionModeState:
     )
 
 
-def effort(current: str) -> list[SessionConfigOptionSelect]:
+def effort(current: str) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
     return [
         SessionConfigOptionSelect(
             id="effort",
@@ -241,4 +242,5 @@ class SdkAgent:
 
 
 if __name__ == "__main__":
-    asyncio.run(acp.run_agent(SdkAgent(), use_unstable_protocol=True))
+    # SdkAgent has the methods the SDK dispatches to; its Agent protocol lists more.
+    asyncio.run(acp.run_agent(cast(Any, SdkAgent()), use_unstable_protocol=True))

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from tests.model_stub import ApiError, ModelStub, pi_on_stub, write_pi_models
 from tests.npm_agents import npm_bin, npm_package, package_command
@@ -412,7 +413,7 @@ def _save(case: str, fixture: dict[str, object]) -> None:
     (CORPUS / f"{case}.json").write_text(json.dumps(fixture, indent=2) + "\n")
     print(
         f"  exit {fixture['exit_status']} after {fixture['seconds']} s, "
-        f"{len(fixture['agent_stderr'])} stderr lines",
+        f"{len(cast(list[str], fixture['agent_stderr']))} stderr lines",
         flush=True,
     )
 
