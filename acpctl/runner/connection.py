@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
 
 from acpctl.jsonrpc.channel import StdioChannel
 from acpctl.runner.backends import Backend
@@ -28,9 +29,10 @@ def serve_stdio(
     env: dict[str, str],
     history: bool,
     silence_s: float,
+    spawned: subprocess.Popen[bytes] | None = None,
 ) -> None:
     """Serve the editor on stdin and stdout: the agent `name` (of `kind`), resolved by
-    runner.main to `argv` and `env`."""
+    runner.main to `argv` and `env`, and `spawned` from them already."""
     log, log_path = open_log(name)
     log.info("acpctl run --acp: agent %s (%s), log %s", name, " ".join(argv), log_path)
     record = RunRecord(name, argv, log_path)
@@ -38,7 +40,7 @@ def serve_stdio(
 
     async def serve() -> None:
         conn = Connection(
-            build_backend(kind, argv, env, log, store),
+            build_backend(kind, argv, env, log, store, spawned),
             store,
             Recorder(store, name, argv, log, enabled=history),
             await StdioChannel.open(),
@@ -56,14 +58,19 @@ def serve_stdio(
 
 
 def build_backend(
-    kind: str, argv: list[str], env: dict[str, str], log: logging.Logger, store: SessionStore
+    kind: str,
+    argv: list[str],
+    env: dict[str, str],
+    log: logging.Logger,
+    store: SessionStore,
+    spawned: subprocess.Popen[bytes] | None = None,
 ) -> Backend:
     if kind == "pi-rpc":
         # Imported only for pi: most agents speak ACP.
         from acpctl.runner.backends.pi import PiRpcBackend
 
         return PiRpcBackend(argv, env, log, store)
-    return AcpBackend(argv, env, log)
+    return AcpBackend(argv, env, log, spawned)
 
 
 async def run_server(conn: Connection) -> None:

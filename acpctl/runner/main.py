@@ -3,10 +3,13 @@ __main__ (editors time `initialize`, so the common case skips typer's import).
 
 One path: the agent is resolved from the configuration as it is now, in the editor's
 working directory, and only then spawned. Nothing from an earlier run decides what runs.
+A native agent is spawned as soon as it is resolved, before the server is imported, so
+that its start-up and acpctl's overlap (pi-rpc agents are started per session).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -47,10 +50,20 @@ def serve(agent: str | None, history: bool) -> int:
     if sys.stdin.isatty():
         sys.stderr.write(f"acpctl: {TTY_HINT}\n")
         return 2
-    spec, argv, silence_s = resolve(agent)
-    from acpctl.runner.connection import serve_stdio
+    from acpctl import processes
 
-    serve_stdio(spec.name, spec.kind, argv, spec.env, history, silence_s)
+    spec, argv, silence_s = resolve(agent)
+    spawned = None
+    if spec.kind == "acp":
+        with contextlib.suppress(OSError):  # tried again, and reported, at initialize
+            spawned = processes.spawn(argv, spec.env)
+    try:
+        from acpctl.runner.connection import serve_stdio
+
+        serve_stdio(spec.name, spec.kind, argv, spec.env, history, silence_s, spawned)
+    finally:  # the server ends the agent it adopted; one it never adopted goes here
+        if spawned is not None and spawned.poll() is None:
+            processes.kill_group(spawned.pid)
     return 0
 
 

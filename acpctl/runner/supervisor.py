@@ -46,11 +46,12 @@ class AgentProcess:
         argv: list[str],
         env: dict[str, str],
         cwd: str | None = None,
+        popen: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.argv = argv
         self.env = env
         self.cwd = cwd
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.popen = popen  # spawned already (from argv), to adopt
         self.stdout = asyncio.StreamReader()  # replaced by attach()
         self.log = logging.getLogger(__name__)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import subprocess
 from typing import Any
 
 from acpctl import jsonrpc
@@ -23,7 +24,14 @@ from acpctl.runner.supervisor import AgentProcess, RestartPolicy
 
 
 class AcpBackend:
-    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log: logging.Logger,
+        spawned: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        self.spawned = spawned  # the first process, started from argv before the loop ran
         self.argv = argv
         self.env = env
         self.log = log
@@ -74,9 +82,11 @@ class AcpBackend:
         self.log.info("restarting the agent")
 
     async def _start(self) -> AgentProcess:
-        process = AgentProcess(self.argv, self.env)
+        process = AgentProcess(self.argv, self.env, popen=self.spawned)
+        self.spawned = None
         try:
-            process.spawn()
+            if process.popen is None:
+                process.spawn()
             await process.attach(self.log)
         except OSError as exc:
             raise RpcError(
