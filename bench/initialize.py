@@ -2,8 +2,9 @@
 acpctl, through an earlier revision of it, and with the agent run directly.
 
 Configurations, interleaved in every repetition (in order, then reversed): the agent
-direct, `python -m acpctl run --acp` from a checkout of an earlier revision (`--before`,
-made with `git worktree add`), and from this checkout. Agents: one that answers at once (a
+direct, and `acpctl run --acp` (the console script, as editors launch it) importing acpctl
+from a checkout of an earlier revision (`--before`, made with `git worktree add`) or from
+this checkout. Agents: one that answers at once (a
 shell script, as the fastest native agents are), the built-in demo agent, and
 claude-agent-acp from tests/npm (when installed; its initialize needs no model).
 
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import DEMO, Peer, now, private_home
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, private_home
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUDE = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -47,10 +48,9 @@ async def spawn_to_initialize(argv: list[str], env: dict[str, str]) -> float:
 
 
 def acpctl(tree: Path, agent: str) -> tuple[list[str], dict[str, str]]:
-    """`acpctl run --acp --agent AGENT` from the checkout `tree`, as `python -m acpctl`."""
-    return [sys.executable, "-m", "acpctl", "run", "--acp", "--agent", agent], {
-        "PYTHONPATH": str(tree)
-    }
+    """`acpctl run --acp --agent AGENT` as editors launch it (the console script), with
+    acpctl imported from the checkout `tree`."""
+    return [*ACPCTL_COMMAND, "run", "--acp", "--agent", agent], {"PYTHONPATH": str(tree)}
 
 
 def main(args: argparse.Namespace) -> None:
