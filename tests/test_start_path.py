@@ -273,3 +273,12 @@ def test_a_restarted_agent_that_refuses_the_handshake_is_never_used(
     asyncio.run(scenario())
     later = [line for line in log.read_text().splitlines() if line[:1].isdigit() and line[0] != "1"]
     assert later and all(line.endswith(" initialize") for line in later), later
+
+
+@pytest.mark.e2e
+def test_a_terminal_run_without_history_records_nothing(home: Path) -> None:
+    result = run_cli("run", "--no-history", "hello")
+    assert result.returncode == 0 and "You said: hello" in result.stdout, result.stderr
+    assert json.loads(run_cli("sessions", "list", "--json").stdout) == []
+    assert run_cli("run", "hello").returncode == 0
+    assert len(json.loads(run_cli("sessions", "list", "--json").stdout)) == 1
