@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -584,6 +585,94 @@ def test_zip_links_cannot_lead_outside(tmp_path: Path, members: list[Any]) -> No
     archive.write_bytes(zip_with_links(members))
     root = tmp_path / "out"
     root.mkdir()
-    with pytest.raises(AcpctlError, match="outside"):
+    with pytest.raises(AcpctlError, match=r"outside|over another member"):
         installer.extract_zip(archive, root)
     assert not (tmp_path / "a").exists() and not (tmp_path / "x").exists()
+
+
+# The issue-30 cases: a link chain whose `..` the text resolves inside and the kernel
+# outside, four levels up and one.
+DEEP_ESCAPE = [
+    ("d/e/f/x", b"../../..", True),
+    ("w", b"d/e/f/x/../../../../sentinel/pwned-deep", True),
+    ("w", b"payload", False),
+]
+SHALLOW_ESCAPE = [("x", b".", True), ("a", b"x/../ESCAPED", True), ("a", b"payload", False)]
+
+
+@pytest.mark.parametrize("members", [DEEP_ESCAPE, SHALLOW_ESCAPE], ids=["deep", "shallow"])
+def test_a_link_chain_cannot_write_outside_the_version_directory(
+    tmp_path: Path, members: list[Any]
+) -> None:
+    nested = tmp_path / "agents" / "agent" / "1.0.0"
+    nested.mkdir(parents=True)
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(zip_with_links(members))
+    with pytest.raises(AcpctlError, match=r"outside|twice|over another member"):
+        installer.extract_zip(archive, nested)
+    assert list(nested.iterdir()) == []
+    written = [p for p in tmp_path.rglob("*") if p.name in ("pwned-deep", "ESCAPED")]
+    assert written == []
+
+
+def _tar_with_links(members: list[tuple[str, bytes, bool]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data, is_link in members:
+            info = tarfile.TarInfo(name)
+            if is_link:
+                info.type, info.linkname = tarfile.SYMTYPE, data.decode()
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("members", [DEEP_ESCAPE, SHALLOW_ESCAPE], ids=["deep", "shallow"])
+def test_the_same_chain_as_tar_gets_one_line(tmp_path: Path, members: list[Any]) -> None:
+    root = tmp_path / "out"
+    root.mkdir()
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_tar_with_links(members))
+    with pytest.raises(AcpctlError, match="refused"):
+        installer.extract_tar(archive, root)
+    assert list(root.iterdir()) == []
+
+
+def _chains(seed: int) -> list[tuple[str, bytes, bool]]:
+    """Links in random order that point at each other with `..` and `.`, then files written
+    through them: whatever the kernel makes of them must stay inside."""
+    generator = random.Random(seed)
+    names = ["a", "b/c", "d", "e/f/g", "h"]
+    targets = [".", "..", "../..", "a", "b", "b/c/..", "d/../..", "e/f", "h/../x"]
+    members = [
+        (generator.choice(names), generator.choice(targets).encode(), True)
+        for _ in range(generator.randint(1, 5))
+    ]
+    for _ in range(generator.randint(1, 3)):
+        name = f"{generator.choice(names)}/{generator.choice(['..', '.', 'z'])}/out"
+        members.append((name, b"payload", False))
+    return members
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")  # names given twice are a case too
+@pytest.mark.parametrize("seed", range(150))
+def test_generated_link_chains_never_leave_the_root(tmp_path: Path, seed: int) -> None:
+    members = _chains(seed)
+    for kind, build in (("zip", zip_with_links), ("tar", _tar_with_links)):
+        outside = tmp_path / kind
+        root = outside / "deep" / "er" / "root"
+        root.mkdir(parents=True)
+        archive = tmp_path / f"a.{kind}"
+        archive.write_bytes(build(members))
+        extract = installer.extract_zip if kind == "zip" else installer.extract_tar
+        try:
+            extract(archive, root)
+        except AcpctlError:
+            assert list(root.iterdir()) == [], (kind, members)
+        real_root = os.path.realpath(root)
+        for path in outside.rglob("*"):
+            real = os.path.realpath(path)
+            if path.is_file() or path.is_symlink():
+                assert os.path.commonpath([real, real_root]) == real_root, (kind, members, path)

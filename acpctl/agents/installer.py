@@ -271,55 +271,113 @@ def _within(root: Path, path: str) -> bool:
     return os.path.commonpath([path, real_root]) == real_root
 
 
-def _check_symlink(root: Path, destination: Path, member: str, link: str) -> None:
-    """A symbolic link may point only inside `root`, wherever it is resolved from."""
+def _check_link_text(member: str, link: str) -> None:
     if link.replace("\\", "/").startswith("/"):
         raise AcpctlError(f"archive member {member!r} links to an absolute path; refused")
-    target = os.path.normpath(os.path.join(os.path.realpath(destination.parent), link))
-    if not _within(root, os.path.realpath(target)):
-        raise AcpctlError(f"archive member {member!r} links outside {root}; refused")
+
+
+def _make_links(root: Path, links: list[tuple[str, str]]) -> None:
+    """The archive's symbolic links, (member, target), made after every file and directory
+    is written, so that no member was written through one; then each is resolved as the
+    kernel resolves it (realpath, with every link of the archive in place: a `..` after a
+    link climbs from where the link leads, not from its text) and must stay inside `root`.
+    Checking each link as it is made is not enough: a later link can change what an
+    earlier one resolves to."""
+    made = []
+    for member, target in links:
+        _check_link_text(member, target)
+        destination = _inside(root, member)
+        if os.path.lexists(destination):
+            raise AcpctlError(f"archive member {member!r} is a link over another member; refused")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, destination)
+        made.append((member, destination))
+    for member, destination in made:
+        if not _within(root, os.path.realpath(destination)):
+            raise AcpctlError(f"archive member {member!r} links outside {root}; refused")
+
+
+@contextlib.contextmanager
+def _undone_on_refusal(root: Path) -> Iterator[None]:
+    """An archive refused half-way leaves nothing of its own in `root`."""
+    before = set(os.listdir(root))
+    try:
+        yield
+    except AcpctlError:
+        for name in set(os.listdir(root)) - before:
+            path = root / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
 
 
 def extract_tar(archive: Path, root: Path) -> None:
-    """Member by member, each checked against what is on disk by then (a link an earlier
-    member made); Python's own `data` filter, where it has one, checks again."""
-    import tarfile
-
-    with tarfile.open(archive) as tar:
-        for member in tar:
-            destination = _inside(root, member.name)
-            if member.issym():
-                _check_symlink(root, destination, member.name, member.linkname)
-            elif member.islnk():  # a hard link names a path inside the archive
-                _inside(root, member.linkname)
-            elif not (member.isfile() or member.isdir()):
-                raise AcpctlError(f"archive member {member.name!r} is a device or fifo; refused")
-            if hasattr(tarfile, "data_filter"):  # 3.10.12+
-                tar.extract(member, root, filter="data")
-            else:
-                tar.extract(member, root)
+    with _undone_on_refusal(root):
+        _extract_tar(archive, root)
 
 
 def extract_zip(archive: Path, root: Path) -> None:
+    with _undone_on_refusal(root):
+        _extract_zip(archive, root)
+
+
+def _extract_tar(archive: Path, root: Path) -> None:
+    """Files and directories first, member by member, checked; hard links must name a
+    member; symbolic links last (`_make_links`). Devices and FIFOs are refused."""
+    import tarfile
+
+    links: list[tuple[str, str]] = []
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            _inside(root, member.name)
+            if member.issym():
+                _check_link_text(member.name, member.linkname)
+                links.append((member.name, member.linkname))
+                continue
+            if member.islnk():  # a hard link names a path inside the archive
+                _inside(root, member.linkname)
+            elif not (member.isfile() or member.isdir()):
+                raise AcpctlError(f"archive member {member.name!r} is a device or fifo; refused")
+            try:
+                if hasattr(tarfile, "data_filter"):  # 3.10.12+: Python checks again
+                    tar.extract(member, root, filter="data")
+                else:
+                    tar.extract(member, root)
+            except tarfile.TarError as exc:  # FilterError among them
+                raise AcpctlError(f"archive member {member.name!r} refused: {exc}") from None
+    _make_links(root, links)
+
+
+def _extract_zip(archive: Path, root: Path) -> None:
+    """As _extract_tar: files and directories first, symbolic links last."""
     import zipfile
 
+    links: list[tuple[str, str]] = []
     with zipfile.ZipFile(archive) as zipped:
         for info in zipped.infolist():
             destination = _inside(root, info.filename)
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
-                link = zipped.read(info).decode("utf-8")
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                _check_symlink(root, destination, info.filename, link)
-                os.symlink(link, destination)
+                links.append((info.filename, zipped.read(info).decode("utf-8", "replace")))
             elif info.is_dir():
                 destination.mkdir(parents=True, exist_ok=True)
             else:
                 destination.parent.mkdir(parents=True, exist_ok=True)
-                with zipped.open(info) as source, destination.open("wb") as sink:
+                # O_EXCL and no symlink followed: a member named twice is refused
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                try:
+                    fd = os.open(destination, flags, 0o644)
+                except FileExistsError:
+                    raise AcpctlError(
+                        f"archive member {info.filename!r} appears twice; refused"
+                    ) from None
+                with zipped.open(info) as source, os.fdopen(fd, "wb") as sink:
                     shutil.copyfileobj(source, sink)
                 if mode & 0o111:  # zipfile drops the executable bits: keep them
                     destination.chmod(0o755)
+    _make_links(root, links)
 
 
 def _download(url: str, destination: Path, sha256: str | None, progress: bool) -> None:
