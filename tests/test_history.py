@@ -402,3 +402,22 @@ def test_reader_skips_a_corrupt_line_in_a_chunk_and_keeps_the_rest(tmp_path: Pat
     writer.close()
     texts = [u["content"]["text"] for u in stored_updates(store, "s")]
     assert texts == ["one", "two", "sp", "three"]
+
+
+def test_an_event_after_another_writers_torn_line_starts_a_line_of_its_own(
+    tmp_path: Path,
+) -> None:
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore(tmp_path / "sessions")
+    writer = store.create(SessionMeta(id="s1", agent="demo", command=[], cwd="/p"))
+    writer.event("turn_end", stopReason="end_turn")
+    writer.flush()
+    with open(writer.path, "ab") as other:  # another writer, killed half-way through a line
+        other.write(b'{"ts":1.0,"type":"upd')
+    writer.event("turn_error", message="after the torn line")
+    writer.flush()
+    writer.close()
+    kinds = [event["type"] for event in store.iter_events("s1")]
+    assert kinds == ["turn_end", "turn_error"]
+    assert writer.path.read_bytes().count(b"\n") == 3  # the fragment ended by acpctl

@@ -360,11 +360,7 @@ class HistoryWriter:
         self._buffer: list[bytes] = []
         self._stamped = 0.0
         self._head = b""
-        # After a crash the last line may be torn: end it, so the next event is not glued
-        # to it (the reader then skips only the fragment).
-        size = os.fstat(self._fd).st_size
-        if size and os.pread(self._fd, 1, size - 1) != b"\n":
-            os.write(self._fd, b"\n")
+        self._end = -1  # where the file ended after this writer's last write (-1: unknown)
 
     def append(self, event: dict[str, Any]) -> None:
         self._buffer.append(
@@ -402,17 +398,32 @@ class HistoryWriter:
         for the next flush; the OSError is raised."""
         if not self._buffer or self._fd < 0:
             return
-        data = b"".join(self._buffer)
+        data = self._line_start() + b"".join(self._buffer)
         self._buffer.clear()
         written = 0
         try:
             while written < len(data):
                 written += os.write(self._fd, memoryview(data)[written:])
         except OSError:
-            self._buffer.append(data)
+            self._buffer.append(data.removeprefix(b"\n"))
             if written:
                 os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            self._end = -1
             raise
+        self._end += written
+
+    def _line_start(self) -> bytes:
+        """A newline to write first when the file does not end a line: another writer (or
+        a crash) left a torn last line, and the next event must not be glued to it (the
+        reader then skips only the fragment). One fstat a flush; the last byte is read
+        only when someone else wrote since this writer did."""
+        size = os.fstat(self._fd).st_size
+        if size == self._end:
+            return b""
+        self._end = size
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            return b"\n"
+        return b""
 
     def write_through(self, data: bytes) -> None:
         """Append bytes that already are whole event lines (a fork's copied history)."""
