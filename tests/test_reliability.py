@@ -397,6 +397,40 @@ def test_a_symlinked_event_log_is_refused_not_followed(tmp_path: Path) -> None:
     assert outside.read_text() == "not yours\n"
 
 
+def test_a_symlinked_session_directory_is_refused_not_followed(home: Path, tmp_path: Path) -> None:
+    """sessions/<id> replaced by a link to a directory elsewhere: nothing reads or writes
+    through it, verify names it, and deleting the session removes the link only."""
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    store.create(SessionMeta(id="real", agent="demo", command=[], cwd="/tmp")).close()
+    elsewhere = tmp_path / "elsewhere"
+    (store.root / "real").rename(elsewhere)
+    (store.root / "linked").symlink_to(elsewhere, target_is_directory=True)
+    before = (elsewhere / "events.jsonl").read_bytes()
+    shown = cli("sessions", "show", "linked")
+    assert shown.returncode != 0 and "Traceback" not in shown.stderr
+    verified = cli("sessions", "verify")
+    assert verified.returncode == 1 and "linked" in verified.stdout
+    assert "symbolic link" in verified.stdout
+
+    async def load(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        answer = await h.request(acp.SESSION_LOAD, {"sessionId": "linked", "cwd": "/tmp"})
+        assert "symbolic link" in answer["error"]["message"]
+        prompt = {"sessionId": "linked", "prompt": [{"type": "text", "text": "hi"}]}
+        assert "error" in await h.request(acp.SESSION_PROMPT, prompt)
+
+    async def main() -> None:
+        await asyncio.wait_for(load(Harness(store.root)), 10)
+
+    run(main())
+    assert (elsewhere / "events.jsonl").read_bytes() == before
+    deleted = cli("sessions", "delete", "linked")
+    assert deleted.returncode == 0, deleted.stderr
+    assert not (store.root / "linked").exists() and (elsewhere / "events.jsonl").exists()
+
+
 @pytest.mark.e2e
 def test_everything_is_private_whatever_the_umask(home: Path, tmp_path: Path) -> None:
     def umask_zero() -> None:

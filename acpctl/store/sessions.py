@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from acpctl import paths
+from acpctl.errors import AcpctlError
 from acpctl.files import atomic_write
 from acpctl.jsontext import decode_text, scan_value
 
@@ -336,8 +337,13 @@ def _parse_one(line: bytes) -> Any:
         return _UNREADABLE
 
 
-class CorruptSession(Exception):
+class CorruptSession(AcpctlError):
     """session.json is missing or unreadable, or a file of the session is a symlink."""
+
+
+def refuse_linked_dir(directory: Path | str) -> None:
+    if os.path.islink(directory):
+        raise CorruptSession(f"{directory} is a symbolic link; acpctl does not follow it")
 
 
 def open_private(path: Path | str, flags: int) -> int:
@@ -469,7 +475,11 @@ class SessionStore:
         self.root = root or paths.sessions_dir()
 
     def session_dir(self, session_id: str) -> Path:
-        return self.root / checked_session_id(session_id)
+        """The session's directory; CorruptSession when it is a symbolic link, which
+        acpctl never follows (it would put a conversation, and its appends, elsewhere)."""
+        directory = self.root / checked_session_id(session_id)
+        refuse_linked_dir(directory)
+        return directory
 
     def backend_dir(self, session_id: str, backend: str, create: bool) -> Path:
         """A private directory in the session's own for a backend's files (pi keeps its
@@ -582,6 +592,7 @@ class SessionStore:
         # A string path: the index reads 10,000 of these at once, and pathlib's joins
         # would cost more than the reads.
         path = os.path.join(self.root, session_id, SESSION_FILE)
+        refuse_linked_dir(os.path.join(self.root, session_id))
         try:
             fd = open_private(path, os.O_RDONLY)
             try:
@@ -629,7 +640,11 @@ class SessionStore:
                 yield event, line
 
     def delete(self, session_id: str) -> bool:
-        directory = self.session_dir(session_id)
+        directory = self.root / checked_session_id(session_id)
+        if directory.is_symlink():  # the link goes, never what it points to
+            directory.unlink()
+            self._changed()
+            return True
         if not directory.is_dir():
             return False
         shutil.rmtree(directory)

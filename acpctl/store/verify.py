@@ -104,7 +104,14 @@ def verify(store: SessionStore, repair: bool) -> Report:
         return report
     for sid in names:
         directory = store.root / sid
-        if not directory.is_dir() or sid.startswith("."):
+        if sid.startswith("."):
+            continue
+        if directory.is_symlink():
+            report.add(
+                sid, "the session's directory is a symbolic link; acpctl does not follow it", False
+            )
+            continue
+        if not directory.is_dir():
             continue
         if not valid_session_id(sid):
             report.add(sid, "directory name is not a valid session id", False)
