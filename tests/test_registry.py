@@ -4,6 +4,7 @@ and binary distributions, against a registry and archives served on 127.0.0.1.""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ import pytest
 
 from acpctl.agents import catalog, installer, registry
 from acpctl.errors import AcpctlError
-from tests.conftest import acpctl_argv, run_cli, write_executable
+from tests.conftest import acpctl_argv, cli, run_cli, write_executable
 from tests.registry_server import RegistryServer, serve
 
 AGENT_ID = "script-agent"
@@ -676,3 +678,176 @@ def test_generated_link_chains_never_leave_the_root(tmp_path: Path, seed: int) -
             real = os.path.realpath(path)
             if path.is_file() or path.is_symlink():
                 assert os.path.commonpath([real, real_root]) == real_root, (kind, members, path)
+
+
+# -- issue 30: downloads and documents ----------------------------------------------------
+
+
+def test_only_https_and_loopback_http_are_fetched() -> None:
+    from acpctl.agents import download
+
+    download.check_url("https://example.org/a.zip")
+    download.check_url("http://127.0.0.1:8000/a.zip")
+    download.check_url("http://localhost/a.zip")
+    download.check_url("http://[::1]/a.zip")
+    for url in ("file:///etc/passwd", "http://example.org/a.zip", "ftp://x/a", "https:///x"):
+        with pytest.raises(AcpctlError, match="only https URLs"):
+            download.check_url(url)
+
+
+@pytest.mark.e2e
+def test_a_file_url_archive_is_not_read_from_disk(home: Path, server: RegistryServer) -> None:
+    agent = binary_agent(server, "1.0.0", script("1.0.0"), "tool", "./tool", None)
+    agent["distribution"]["binary"][catalog.platform_key()]["archive"] = "file:///etc/hostname"
+    cli_ok("agents", "update", "--from", publish(server, agent))
+    result = run_cli("agents", "install", AGENT_ID, "--yes")
+    assert result.returncode == 1 and "only https URLs" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@contextlib.contextmanager
+def trickling_server() -> Iterator[str]:
+    """A server that sends one byte every 0.5 s, forever (each read succeeds)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    stop = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not stop.wait(0.5):
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/slow"
+    finally:
+        stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_trickling_download_ends_at_its_deadline(tmp_path: Path) -> None:
+    from acpctl.agents import download
+
+    with trickling_server() as url:
+        begin = time.monotonic()
+        response = download.open_url(url, timeout=2.0)
+        with pytest.raises(AcpctlError, match="took too long"):
+            response.read(1 << 20)
+        assert time.monotonic() - begin < 5  # the deadline and at most one read's wait
+
+
+def test_a_trickling_registry_ends_at_update_s_timeout(home: Path) -> None:
+    with trickling_server() as url:
+        begin = time.monotonic()
+        with pytest.raises(AcpctlError, match="took too long"):
+            registry.update(url, timeout=2.0)
+        assert time.monotonic() - begin < 5
+
+
+def _bomb_zip(members: int, size: int) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for n in range(members):
+            zipped.writestr(f"m{n}", b"\0" * size)
+    return buffer.getvalue()
+
+
+def test_an_archive_that_unpacks_too_far_is_refused(tmp_path: Path) -> None:
+    small = installer.Limits(unpacked_bytes=1 << 20, members=50)
+    cases = {
+        "big.zip": (_bomb_zip(1, 4 << 20), "unpacks to more than 1 MiB"),
+        "many.zip": (_bomb_zip(60, 1), "more than 50 members"),
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("zeros")
+        info.size = 4 << 20
+        tar.addfile(info, io.BytesIO(b"\0" * info.size))
+    cases["big.tar.gz"] = (buffer.getvalue(), "unpacks to more than 1 MiB")
+    for name, (data, problem) in cases.items():
+        root = tmp_path / name / "out"
+        root.mkdir(parents=True)
+        archive = tmp_path / name / name
+        archive.write_bytes(data)
+        extract = installer.extract_zip if name.endswith(".zip") else installer.extract_tar
+        with pytest.raises(AcpctlError, match=problem):
+            extract(archive, root, small)
+        assert list(root.iterdir()) == []
+    extract_ok = tmp_path / "ok"
+    extract_ok.mkdir()
+    (tmp_path / "ok.zip").write_bytes(_bomb_zip(3, 10))
+    installer.extract_zip(tmp_path / "ok.zip", extract_ok, small)
+    assert sorted(p.name for p in extract_ok.iterdir()) == ["m0", "m1", "m2"]
+
+
+@pytest.mark.e2e
+def test_install_names_the_flag_that_raises_a_limit(home: Path, server: RegistryServer) -> None:
+    archive = _bomb_zip(1, 3 << 20)
+    url = publish(server, binary_agent(server, "1.0.0", archive, "big.zip", "./m0", None))
+    cli_ok("agents", "update", "--from", url)
+    refused = run_cli("agents", "install", AGENT_ID, "--yes", "--max-unpacked", "1")
+    assert refused.returncode == 1 and "--max-unpacked raises the limit" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "agents,problem",
+    [
+        ("deep", "nested too deeply"),
+        ("twice", "'script-agent' twice"),
+        ("version", "has version '1.0.0/../../x'"),
+    ],
+)
+def test_registry_documents_acpctl_cannot_trust_are_refused(
+    home: Path, tmp_path: Path, agents: str, problem: str
+) -> None:
+    agent = {
+        "id": AGENT_ID,
+        "name": "Script Agent",
+        "version": "1.0.0",
+        "description": "a test agent",
+        "distribution": {"npx": {"package": "x@1.0.0"}},
+    }
+    path = tmp_path / "registry.json"
+    if agents == "deep":
+        path.write_text('{"agents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif agents == "twice":
+        path.write_bytes(document(agent, {**agent, "name": "Another"}))
+    else:
+        path.write_bytes(document({**agent, "version": "1.0.0/../../x"}))
+    with pytest.raises(AcpctlError, match=problem):
+        registry.update(str(path))
+    assert not (home / "data" / "registry" / "registry.json").exists()
+
+
+def test_escapes_in_registry_text_never_reach_the_terminal(home: Path, tmp_path: Path) -> None:
+    agent = {
+        "id": AGENT_ID,
+        "name": "Evil\x1b]0;owned\x07 \x1b[2J\u009b31m",
+        "version": "1.0.0",
+        "description": "desc\x1b[31m red",
+        "distribution": {"npx": {"package": "x@1.0.0"}},
+    }
+    path = tmp_path / "registry.json"
+    path.write_bytes(document(agent))
+    assert cli("agents", "update", "--from", str(path)).returncode == 0
+    catalog.entries.cache_clear()
+    try:
+        shown = cli("agents", "show", AGENT_ID)
+        listed_ = cli("agents", "list")
+    finally:
+        catalog.entries.cache_clear()
+    for output in (shown.stdout, listed_.stdout):
+        assert "\x1b" not in output and "\x07" not in output and "\u009b" not in output
+    assert "Evil\\x1b]0;owned\\x07" in shown.stdout

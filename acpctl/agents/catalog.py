@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -94,6 +95,16 @@ def _distributions(raw: dict[str, Any]) -> tuple[dict[str, Distribution], tuple[
     return result, platforms
 
 
+# C0 and C1 controls, DEL among them: an OSC or ANSI sequence in a registry's text would
+# drive the terminal (set its title, move the cursor) when printed.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character shown as an escape (`\\x1b`), not sent raw."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
     distributions, platforms = _distributions(agent.get("distribution") or {})
     first = next(iter(distributions.values()), None)
@@ -104,8 +115,8 @@ def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
     return CatalogEntry(
         id=agent["id"],
         name=overlay.get("alias", agent["id"]),
-        title=agent.get("name") or agent["id"],
-        description=agent.get("description") or "",
+        title=printable(str(agent.get("name") or agent["id"])),
+        description=printable(str(agent.get("description") or "")),
         version=agent.get("version"),
         kind=overlay.get("kind", "acp"),
         binaries=tuple(binaries),
@@ -115,7 +126,7 @@ def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
         env={**(first.env if first else {}), **overlay.get("env", {})},
         distributions=distributions,
         platforms=platforms,
-        website=agent.get("website") or agent.get("repository"),
+        website=printable(str(agent.get("website") or agent.get("repository") or "")) or None,
         endpoint=tuple(overlay["endpoint"]) if "endpoint" in overlay else None,
     )
 

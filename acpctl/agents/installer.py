@@ -18,24 +18,34 @@ import stat
 import subprocess
 import sys
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from acpctl import __version__, paths
+from acpctl import paths
 from acpctl.agents import installed
 from acpctl.agents.catalog import CatalogEntry, Distribution
 from acpctl.agents.discovery import which
 from acpctl.errors import AcpctlError, UsageError
 
-DOWNLOAD_TIMEOUT_S = 60.0
-CHUNK = 1 << 16
 INSTALL_TIMEOUT_S = 900.0
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 _VERSION_SAFE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
 
 Echo = Callable[[str], None]
+MAX_ARCHIVE_BYTES = 4 << 30  # a download larger than this is not an agent's release
+
+
+class Limits(NamedTuple):
+    """How far an archive install may go: the download's whole time, and what its archive
+    may unpack to (a zip or tar bomb stops at these, with one line naming the flag)."""
+
+    download_s: float = 600.0
+    unpacked_bytes: int = 4 << 30
+    members: int = 100_000
+
+
+DEFAULT_LIMITS = Limits()
 
 
 class Plan(NamedTuple):
@@ -89,7 +99,9 @@ def plan(entry: CatalogEntry, version: str | None = None, via: str | None = None
     return Plan(entry, distribution, target, spec)
 
 
-def install(chosen: Plan, echo: Echo, progress: bool = False) -> installed.Installed:
+def install(
+    chosen: Plan, echo: Echo, progress: bool = False, limits: Limits = DEFAULT_LIMITS
+) -> installed.Installed:
     """Install into the version's directory, then switch the manifest to it."""
     entry, distribution = chosen.entry, chosen.distribution
     root = paths.ensure_private_dir(installed.agent_dir(entry.id))
@@ -106,7 +118,7 @@ def install(chosen: Plan, echo: Echo, progress: bool = False) -> installed.Insta
         elif distribution.kind == "uvx":
             command = _install_pypi(chosen.source, target, entry, echo)
         else:
-            command = _install_archive(distribution, target, progress)
+            command = _install_archive(distribution, target, progress, limits)
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
@@ -231,15 +243,17 @@ def _install_pypi(spec: str, target: Path, entry: CatalogEntry, echo: Echo) -> P
 # -- archives -----------------------------------------------------------------------------
 
 
-def _install_archive(distribution: Distribution, target: Path, progress: bool) -> Path:
+def _install_archive(
+    distribution: Distribution, target: Path, progress: bool, limits: Limits
+) -> Path:
     url, cmd = str(distribution.archive), str(distribution.cmd)
     download = target / ".download"
-    _download(url, download, distribution.sha256, progress)
+    _download(url, download, distribution.sha256, progress, limits.download_s)
     name = PurePosixPath(url.split("?", 1)[0]).name.lower()
     if name.endswith(".zip"):
-        extract_zip(download, target)
+        extract_zip(download, target, limits)
     elif name.endswith(TAR_SUFFIXES):
-        extract_tar(download, target)
+        extract_tar(download, target, limits)
     else:  # a raw binary: saved under the name its cmd gives
         download.rename(target / _inside(target, cmd).name)
     download.unlink(missing_ok=True)
@@ -313,17 +327,40 @@ def _undone_on_refusal(root: Path) -> Iterator[None]:
         raise
 
 
-def extract_tar(archive: Path, root: Path) -> None:
+def extract_tar(archive: Path, root: Path, limits: Limits = DEFAULT_LIMITS) -> None:
     with _undone_on_refusal(root):
-        _extract_tar(archive, root)
+        _extract_tar(archive, root, _Budget(limits))
 
 
-def extract_zip(archive: Path, root: Path) -> None:
+def extract_zip(archive: Path, root: Path, limits: Limits = DEFAULT_LIMITS) -> None:
     with _undone_on_refusal(root):
-        _extract_zip(archive, root)
+        _extract_zip(archive, root, _Budget(limits))
 
 
-def _extract_tar(archive: Path, root: Path) -> None:
+class _Budget:
+    """What an archive has unpacked so far, against its limits."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.members = 0
+        self.bytes = 0
+
+    def take(self, member: str, size: int) -> None:
+        self.members += 1
+        self.bytes += max(size, 0)
+        if self.members > self.limits.members:
+            raise AcpctlError(
+                f"the archive has more than {self.limits.members} members; refused "
+                "(--max-members raises the limit)"
+            )
+        if self.bytes > self.limits.unpacked_bytes:
+            raise AcpctlError(
+                f"the archive unpacks to more than {self.limits.unpacked_bytes >> 20} MiB "
+                f"(at {member!r}); refused (--max-unpacked raises the limit)"
+            )
+
+
+def _extract_tar(archive: Path, root: Path, budget: _Budget) -> None:
     """Files and directories first, member by member, checked; hard links must name a
     member; symbolic links last (`_make_links`). Devices and FIFOs are refused."""
     import tarfile
@@ -331,6 +368,7 @@ def _extract_tar(archive: Path, root: Path) -> None:
     links: list[tuple[str, str]] = []
     with tarfile.open(archive) as tar:
         for member in tar:
+            budget.take(member.name, member.size)
             _inside(root, member.name)
             if member.issym():
                 _check_link_text(member.name, member.linkname)
@@ -350,13 +388,15 @@ def _extract_tar(archive: Path, root: Path) -> None:
     _make_links(root, links)
 
 
-def _extract_zip(archive: Path, root: Path) -> None:
+def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
     """As _extract_tar: files and directories first, symbolic links last."""
     import zipfile
 
     links: list[tuple[str, str]] = []
     with zipfile.ZipFile(archive) as zipped:
         for info in zipped.infolist():
+            # file_size bounds what zipfile will unpack of a member, whatever it holds
+            budget.take(info.filename, info.file_size)
             destination = _inside(root, info.filename)
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
@@ -380,21 +420,22 @@ def _extract_zip(archive: Path, root: Path) -> None:
     _make_links(root, links)
 
 
-def _download(url: str, destination: Path, sha256: str | None, progress: bool) -> None:
-    request = urllib.request.Request(url, headers={"User-Agent": f"acpctl/{__version__}"})
+def _download(
+    url: str, destination: Path, sha256: str | None, progress: bool, timeout: float
+) -> None:
+
+    from acpctl.agents import download
+
     digest = hashlib.sha256()
     try:
-        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with destination.open("wb") as sink:
-                for chunk in _chunks(response, total, progress, PurePosixPath(url).name):
-                    digest.update(chunk)
-                    sink.write(chunk)
+        response = download.open_url(url, timeout)
     except urllib.error.HTTPError as exc:
         raise AcpctlError(f"downloading {url}: {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise AcpctlError(f"cannot download {url} ({reason}); offline?") from None
+    with destination.open("wb") as sink:
+        chunks = response.chunks(MAX_ARCHIVE_BYTES)
+        for chunk in _shown(chunks, response.length, progress, PurePosixPath(url).name):
+            digest.update(chunk)
+            sink.write(chunk)
     if sha256 and digest.hexdigest().lower() != sha256.lower():
         raise AcpctlError(
             f"{url} does not match the registry's sha256 (expected {sha256.lower()}, "
@@ -402,9 +443,12 @@ def _download(url: str, destination: Path, sha256: str | None, progress: bool) -
         )
 
 
-def _chunks(response: IO[bytes], total: int | None, progress: bool, label: str) -> Iterator[bytes]:
+def _shown(
+    chunks: Iterator[bytes], total: int | None, progress: bool, label: str
+) -> Iterator[bytes]:
+    """The chunks, with a progress bar on stderr when `progress`."""
     if not progress:
-        yield from iter(lambda: response.read(CHUNK), b"")
+        yield from chunks
         return
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
@@ -412,6 +456,6 @@ def _chunks(response: IO[bytes], total: int | None, progress: bool, label: str) 
     columns: list[Any] = [label, BarColumn(), DownloadColumn(), TransferSpeedColumn()]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("download", total=total)
-        for chunk in iter(lambda: response.read(CHUNK), b""):
+        for chunk in chunks:
             bar.advance(task, len(chunk))
             yield chunk

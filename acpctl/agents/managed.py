@@ -22,6 +22,7 @@ def install(
     echo: Echo,
     confirm: Confirm,
     in_use: Iterable[str] = (),
+    limits: installer.Limits = installer.DEFAULT_LIMITS,
 ) -> installed.Installed:
     chosen = installer.plan(entry, version, via)
     current = installed.read(entry.id)
@@ -31,7 +32,7 @@ def install(
     _check_tools(chosen)
     if not confirm(f"install {chosen.describe()}?"):
         raise AcpctlError(f"{entry.name} was not installed")
-    return _install(chosen, echo, in_use)
+    return _install(chosen, echo, in_use, limits)
 
 
 def upgrade(entry: CatalogEntry, echo: Echo, in_use: Iterable[str] = ()) -> None:
@@ -59,9 +60,14 @@ def uninstall(entry: CatalogEntry, echo: Echo) -> None:
     echo(f"uninstalled {entry.name} (removed {directory})")
 
 
-def _install(chosen: installer.Plan, echo: Echo, in_use: Iterable[str]) -> installed.Installed:
+def _install(
+    chosen: installer.Plan,
+    echo: Echo,
+    in_use: Iterable[str],
+    limits: installer.Limits = installer.DEFAULT_LIMITS,
+) -> installed.Installed:
     echo(f"installing {chosen.describe()}")
-    result = installer.install(chosen, echo, progress=sys.stderr.isatty())
+    result = installer.install(chosen, echo, sys.stderr.isatty(), limits)
     kept = [str(p) for p in in_use]
     for directory in installer.prune(chosen.entry.id, kept):
         echo(f"removed the previous version: {directory}")

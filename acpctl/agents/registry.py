@@ -10,16 +10,19 @@ copy as it was.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from acpctl import __version__, paths
+from acpctl import paths
 from acpctl.errors import AcpctlError, UsageError
 from acpctl.files import atomic_write, read_json_state
 
 LIVE_URL = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
 FETCH_TIMEOUT_S = 15.0
+# A release version: digits and dots, then a pre-release or build tag of safe characters.
+VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]*)?")
 MAX_DOCUMENT_BYTES = 16 << 20  # the live index is ~50 KB; anything this big is not it
 SNAPSHOT = Path(__file__).parent / "registry.json"
 SCHEMA_DIR = Path(__file__).parent / "registry_schema"
@@ -65,6 +68,19 @@ def validate(document: Any) -> None:
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "the top level"
         raise AcpctlError(f"not a valid ACP registry document: at {where}: {error.message}")
+    # What the schema leaves open and acpctl relies on: one entry per id, and versions
+    # that are versions (the schema's pattern is not anchored at its end, and a version
+    # names a directory).
+    seen: set[str] = set()
+    for agent in document["agents"]:
+        if agent["id"] in seen:
+            raise AcpctlError(f"not a valid ACP registry document: agent {agent['id']!r} twice")
+        seen.add(agent["id"])
+        if not VERSION.fullmatch(agent["version"]):
+            raise AcpctlError(
+                f"not a valid ACP registry document: agent {agent['id']!r} has version "
+                f"{agent['version']!r}"
+            )
 
 
 class UpdateResult(NamedTuple):
@@ -93,6 +109,10 @@ def update(origin: str | None, timeout: float = FETCH_TIMEOUT_S) -> UpdateResult
         document = json.loads(body)
     except ValueError as exc:
         raise AcpctlError(f"{origin} is not JSON ({exc}); the registry copy is unchanged") from None
+    except RecursionError:
+        raise AcpctlError(
+            f"{origin} is nested too deeply to be a registry; the registry copy is unchanged"
+        ) from None
     try:
         validate(document)
     except AcpctlError as exc:
@@ -124,34 +144,32 @@ def _read_file(path: str) -> bytes:
 
 
 def _fetch(url: str, known: dict[str, Any], timeout: float) -> tuple[bytes, dict[str, str]] | None:
-    """The body and headers, or None for 304 Not Modified. Network trouble is one line."""
+    """The body and headers, or None for 304 Not Modified; within `timeout` seconds in
+    all. Network trouble is one line."""
     import urllib.error
-    import urllib.request
 
-    request = urllib.request.Request(url, headers={"User-Agent": f"acpctl/{__version__}"})
+    from acpctl.agents import download
+
+    conditions = {}
     if known.get("etag"):
-        request.add_header("If-None-Match", known["etag"])
+        conditions["If-None-Match"] = known["etag"]
     if known.get("last_modified"):
-        request.add_header("If-Modified-Since", known["last_modified"])
+        conditions["If-Modified-Since"] = known["last_modified"]
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body: bytes = response.read(MAX_DOCUMENT_BYTES + 1)
-            headers = {k.lower(): v for k, v in response.headers.items()}
+        response = download.open_url(url, timeout, conditions)
+        body = response.read(MAX_DOCUMENT_BYTES)
     except urllib.error.HTTPError as exc:
         if exc.code == 304:
             return None
         raise AcpctlError(
             f"{url} answered {exc.code} {exc.reason}; the registry copy is unchanged"
         ) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+    except AcpctlError as exc:
         raise AcpctlError(
-            f"cannot reach {url} ({reason}); offline? the registry copy is unchanged",
+            f"{exc.message}; the registry copy is unchanged",
             hint="acpctl agents update --from FILE reads a registry document you downloaded",
         ) from None
-    if len(body) > MAX_DOCUMENT_BYTES:
-        raise AcpctlError(f"{url} sent more than {MAX_DOCUMENT_BYTES >> 20} MiB; not a registry")
-    return body, headers
+    return body, response.headers
 
 
 def _save_source(record: dict[str, Any]) -> None:

@@ -140,13 +140,26 @@ def install(
     version: str = typer.Option(None, "--version", help="Another version than the registry's."),
     via: str = typer.Option(None, "--via", help="npx, uvx or binary (default: binary first)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (needed off a terminal)."),
+    timeout: float = typer.Option(
+        600.0, "--timeout", help="Seconds an archive's whole download may take."
+    ),
+    max_unpacked: int = typer.Option(4096, "--max-unpacked", help="MiB an archive may unpack to."),
+    max_members: int = typer.Option(
+        100_000, "--max-members", help="Files and directories an archive may hold."
+    ),
 ) -> None:
     """Install an agent from the registry into acpctl's own directory: an npm or PyPI
     package, or this platform's archive (checked against the registry's sha256). It then
     resolves before PATH and npx."""
     from acpctl.agents import managed
+    from acpctl.agents.installer import Limits
 
-    managed.install(_entry(name), version, via, typer.echo, confirmer(yes), _busy_commands())
+    if timeout <= 0 or max_unpacked <= 0 or max_members <= 0:
+        raise UsageError("--timeout, --max-unpacked and --max-members must be positive")
+    limits = Limits(timeout, max_unpacked << 20, max_members)
+    managed.install(
+        _entry(name), version, via, typer.echo, confirmer(yes), _busy_commands(), limits
+    )
 
 
 @app.command("upgrade")
