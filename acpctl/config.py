@@ -5,6 +5,7 @@ Layout:
     default_agent = "claude"
     package_runners = false        # allow npx/uvx fallbacks for catalog agents
     silence_warning_s = 30         # a prompt this long without a word is logged (0: never)
+    request_timeout_s = 300        # a request other than a prompt fails after this (0: never)
 
     [agents.claude]
     command = "claude-agent-acp"
@@ -31,7 +32,18 @@ AGENT_KINDS = ("acp", "pi-rpc")
 # How long a running prompt may go without a word from the agent before the log says so
 # (silence_warning_s; 0 turns the watchdog off).
 SILENCE_WARNING_S = 30.0
+# How long acpctl waits for the agent's answer to a request other than session/prompt and
+# authenticate (a turn and a sign-in take as long as they take) before the editor gets an
+# error (request_timeout_s; 0: wait for ever).
+REQUEST_TIMEOUT_S = 300.0
 CONFIG_LIMIT = 4 * 1024 * 1024
+
+
+class RunLimits(NamedTuple):
+    """The limits a `run --acp` connection keeps, from config.toml."""
+
+    silence_s: float = SILENCE_WARNING_S
+    request_timeout_s: float = REQUEST_TIMEOUT_S
 
 
 class AgentSpec(NamedTuple):
@@ -53,6 +65,7 @@ class Config:
         package_runners: bool,
         agents: dict[str, AgentSpec],
         silence_warning_s: float = SILENCE_WARNING_S,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.path = path
         self.text = text
@@ -60,7 +73,12 @@ class Config:
         self.package_runners = package_runners
         self.agents = agents
         self.silence_warning_s = silence_warning_s
+        self.request_timeout_s = request_timeout_s
         self._document: TOMLDocument | None = None
+
+    @property
+    def run_limits(self) -> RunLimits:
+        return RunLimits(self.silence_warning_s, self.request_timeout_s)
 
     @property
     def document(self) -> TOMLDocument:
@@ -120,14 +138,20 @@ def load(path: Path | None = None) -> Config:
     package_runners = plain.get("package_runners", False)
     if not isinstance(package_runners, bool):
         raise _fail(path, "package_runners must be true or false")
-    silence = plain.get("silence_warning_s", SILENCE_WARNING_S)
-    if isinstance(silence, bool) or not isinstance(silence, (int, float)) or silence < 0:
-        raise _fail(path, "silence_warning_s must be a number of seconds (0: never warn)")
+    silence = _seconds(path, plain, "silence_warning_s", SILENCE_WARNING_S, "never warn")
+    request_timeout = _seconds(path, plain, "request_timeout_s", REQUEST_TIMEOUT_S, "never")
     agents_table = plain.get("agents", {})
     if not isinstance(agents_table, dict):
         raise _fail(path, "[agents] must be a table")
     agents = {name: _agent_from_table(path, name, t) for name, t in agents_table.items()}
-    return Config(path, text, default_agent, package_runners, agents, float(silence))
+    return Config(path, text, default_agent, package_runners, agents, silence, request_timeout)
+
+
+def _seconds(path: Path, plain: dict[str, Any], key: str, default: float, zero: str) -> float:
+    value = plain.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise _fail(path, f"{key} must be a number of seconds (0: {zero})")
+    return float(value)
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:

@@ -131,14 +131,19 @@ class DemoAgent:
 
     async def set_mode(self, params: JsonObject) -> JsonObject:
         session = self.sessions[self._session(params)]
-        if params.get("modeId") not in dict(MODES):
+        if not isinstance(params.get("modeId"), str) or params["modeId"] not in dict(MODES):
             raise RpcError(acp.INVALID_PARAMS, f"unknown mode {params.get('modeId')!r}")
         session.mode = params["modeId"]
         return {}
 
     async def set_config_option(self, params: JsonObject) -> JsonObject:
         session = self.sessions[self._session(params)]
-        if params.get("configId") != "tone" or params.get("value") not in dict(TONES):
+        value = params.get("value")
+        if (
+            params.get("configId") != "tone"
+            or not isinstance(value, str)
+            or value not in dict(TONES)
+        ):
             raise RpcError(acp.INVALID_PARAMS, "the option is tone: plain or excited")
         session.tone = params["value"]
         return {"configOptions": session.state()["configOptions"]}
@@ -300,11 +305,15 @@ class DemoAgent:
                 jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"method not found: {method}")
             )
             return
+        params = message.get("params") or {}
         try:
-            value = await handler(message.get("params") or {})
-            self.out.send(jsonrpc.result(msg_id, value))
+            if not isinstance(params, dict):
+                raise RpcError(acp.INVALID_PARAMS, f"{method} takes an object as params")
+            self.out.send(jsonrpc.result(msg_id, await handler(params)))
         except RpcError as exc:
-            self.out.send({"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()})
+            self.out.send(jsonrpc.error_response(msg_id, exc))
+        except Exception as exc:  # a bug answers with an error, never with silence
+            self.out.send(jsonrpc.error(msg_id, acp.INTERNAL_ERROR, f"internal error: {exc}"))
         await self.out.drain()
 
     async def ping(self, params: JsonObject) -> JsonObject:

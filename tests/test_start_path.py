@@ -282,3 +282,55 @@ def test_a_terminal_run_without_history_records_nothing(home: Path) -> None:
     assert json.loads(run_cli("sessions", "list", "--json").stdout) == []
     assert run_cli("run", "hello").returncode == 0
     assert len(json.loads(run_cli("sessions", "list", "--json").stdout)) == 1
+
+
+SILENT_AGENT = """
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {
+            "protocolVersion": 1, "agentCapabilities": {}}}) + "\\n")
+        sys.stdout.flush()
+    # everything else: never answered
+"""
+
+
+@pytest.mark.e2e
+def test_a_request_the_agent_never_answers_fails_after_the_deadline(
+    home: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "silent.py"
+    script.write_text(SILENT_AGENT)
+    agent = write_executable(tmp_path / "silent", f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    assert run_cli("agents", "add", "silent", "--", str(agent)).returncode == 0
+    config = home / "config" / "config.toml"
+    config.write_text("request_timeout_s = 1\n" + config.read_text())
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "silent") as editor:
+            await editor.call(acp.INITIALIZE, {"protocolVersion": 1})
+            answer = await editor.call("_silent/anything", {}, timeout=10)
+            assert "did not answer _silent/anything within 1 s" in answer["error"]["message"]
+
+    asyncio.run(scenario())
+    log = next((home / "state" / "logs").glob("silent-*.log")).read_text()
+    assert "did not answer _silent/anything within 1 s" in log
+
+
+@pytest.mark.e2e
+def test_the_demo_agent_answers_bad_params_with_an_error(home: Path, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with raw_editor() as editor:
+            sid = await editor.session(str(tmp_path))
+            for method, params in (
+                (acp.SESSION_SET_MODE, {"sessionId": sid, "modeId": ["shout"]}),
+                (
+                    acp.SESSION_SET_CONFIG_OPTION,
+                    {"sessionId": sid, "configId": "tone", "value": {}},
+                ),
+            ):
+                answer = await editor.call(method, params, timeout=10)
+                assert answer["error"]["code"] == acp.INVALID_PARAMS, answer
+
+    asyncio.run(scenario())

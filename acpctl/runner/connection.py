@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 
+from acpctl.config import RunLimits
 from acpctl.jsonrpc.channel import StdioChannel
 from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend
@@ -28,7 +29,7 @@ def serve_stdio(
     argv: list[str],
     env: dict[str, str],
     history: bool,
-    silence_s: float,
+    limits: RunLimits,
     spawned: subprocess.Popen[bytes] | None = None,
 ) -> None:
     """Serve the editor on stdin and stdout: the agent `name` (of `kind`), resolved by
@@ -40,14 +41,14 @@ def serve_stdio(
 
     async def serve() -> None:
         conn = Connection(
-            build_backend(kind, argv, env, log, store, spawned),
+            build_backend(kind, argv, env, log, store, spawned, limits.request_timeout_s),
             store,
             Recorder(store, name, argv, log, enabled=history),
             await StdioChannel.open(),
             log,
             incidents=Incidents(log_path, log, {**os.environ, **env}),
             run_record=record,
-            silence_s=silence_s,
+            silence_s=limits.silence_s,
         )
         await run_server(conn)
 
@@ -64,13 +65,14 @@ def build_backend(
     log: logging.Logger,
     store: SessionStore,
     spawned: subprocess.Popen[bytes] | None = None,
+    request_timeout_s: float = 0.0,
 ) -> Backend:
     if kind == "pi-rpc":
         # Imported only for pi: most agents speak ACP.
         from acpctl.runner.backends.pi import PiRpcBackend
 
         return PiRpcBackend(argv, env, log, store)
-    return AcpBackend(argv, env, log, spawned)
+    return AcpBackend(argv, env, log, spawned, request_timeout_s)
 
 
 async def run_server(conn: Connection) -> None:

@@ -18,7 +18,7 @@ from acpctl.errors import AcpctlError, report
 from acpctl.runner.options import parse_serve_args
 
 if TYPE_CHECKING:
-    from acpctl.config import AgentSpec
+    from acpctl.config import AgentSpec, RunLimits
 
 TTY_HINT = (
     "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
@@ -52,7 +52,7 @@ def serve(agent: str | None, history: bool) -> int:
         return 2
     from acpctl import processes
 
-    spec, argv, silence_s = resolve(agent)
+    spec, argv, limits = resolve(agent)
     spawned = None
     if spec.kind == "acp":
         with contextlib.suppress(OSError):  # tried again, and reported, at initialize
@@ -60,14 +60,14 @@ def serve(agent: str | None, history: bool) -> int:
     try:
         from acpctl.runner.connection import serve_stdio
 
-        serve_stdio(spec.name, spec.kind, argv, spec.env, history, silence_s, spawned)
+        serve_stdio(spec.name, spec.kind, argv, spec.env, history, limits, spawned)
     finally:  # the server ends the agent it adopted; one it never adopted goes here
         if spawned is not None and spawned.poll() is None:
             processes.kill_group(spawned.pid)
     return 0
 
 
-def resolve(agent: str | None) -> tuple[AgentSpec, list[str], float]:
+def resolve(agent: str | None) -> tuple[AgentSpec, list[str], RunLimits]:
     """The agent's spec (config.toml, else the catalog, else the demo), its command line,
     and the silence the watchdog allows."""
     from acpctl import config
@@ -75,7 +75,7 @@ def resolve(agent: str | None) -> tuple[AgentSpec, list[str], float]:
 
     cfg = config.load()
     spec = discovery.resolve(cfg, agent).as_spec()
-    return spec, [spec.command, *spec.args], cfg.silence_warning_s
+    return spec, [spec.command, *spec.args], cfg.run_limits
 
 
 def fast_main(args: list[str]) -> int | None:

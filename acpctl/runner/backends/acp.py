@@ -22,6 +22,9 @@ from acpctl.runner.backends import AgentEvents
 from acpctl.runner.handshake import Handshake
 from acpctl.runner.supervisor import AgentProcess, RestartPolicy
 
+# A turn and a sign-in take as long as they take: no deadline of acpctl's.
+UNTIMED_METHODS = frozenset({acp.SESSION_PROMPT, acp.AUTHENTICATE})
+
 
 class AcpBackend:
     def __init__(
@@ -30,8 +33,10 @@ class AcpBackend:
         env: dict[str, str],
         log: logging.Logger,
         spawned: subprocess.Popen[bytes] | None = None,
+        request_timeout_s: float = 0.0,
     ) -> None:
         self.spawned = spawned  # the first process, started from argv before the loop ran
+        self.request_timeout_s = request_timeout_s  # 0: no deadline
         self.argv = argv
         self.env = env
         self.log = log
@@ -138,7 +143,28 @@ class AcpBackend:
             future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
             future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR, "agent is not running"))
             return future
-        return self.peer.call(method, params, on_response)
+        future = self.peer.call(method, params, on_response)
+        if self.request_timeout_s > 0 and method not in UNTIMED_METHODS:
+            self._deadline(self.peer, future, method)
+        return future
+
+    def _deadline(self, peer: Peer[int], future: asyncio.Future[JsonObject], method: str) -> None:
+        """The request fails after request_timeout_s without an answer: the editor gets an
+        error that says so, and the log names the request (a late answer is logged and
+        dropped)."""
+        msg_id = peer.id_of(future)
+        timeout = self.request_timeout_s
+
+        def expire() -> None:
+            message = (
+                f"the agent did not answer {method} within {timeout:g} s (request_timeout_s "
+                "in config.toml)"
+            )
+            if peer.pending.resolve(msg_id, jsonrpc.error(None, acp.INTERNAL_ERROR, message)):
+                self.log.warning("%s; agent request id %s", message, msg_id)
+
+        timer = asyncio.get_running_loop().call_later(timeout, expire)
+        future.add_done_callback(lambda _: timer.cancel())
 
     def request_id_of(self, future: asyncio.Future[JsonObject]) -> int | None:
         return self.peer.id_of(future) if self.peer is not None else None
