@@ -477,3 +477,46 @@ def test_replay_sends_stored_bytes_or_rewraps_and_only_valid_json(tmp_path: Path
         assert texts == ["raw", "rewrapped", "spaced", "u"]
 
     run(tmp_path, scenario)
+
+
+def test_a_cancel_request_for_a_running_prompt_cancels_its_session_turn(tmp_path: Path) -> None:
+    """$/cancel_request naming a prompt at the agent becomes session/cancel for its
+    session (the agent need not know $/cancel_request); a prompt waiting behind it stays."""
+    agent = FakeAgent()
+    cancelled = asyncio.Event()
+    original_notify = agent.notify
+
+    def notify(method: str, params: Any) -> None:
+        original_notify(method, params)
+        if method == acp.SESSION_CANCEL:
+            cancelled.set()
+
+    async def until_cancelled(params: Any) -> JsonObject:
+        if "wait" in json.dumps(params):
+            await cancelled.wait()
+            return {"stopReason": acp.CANCELLED}
+        return {"stopReason": acp.END_TURN}
+
+    agent.notify = notify  # type: ignore[method-assign]
+    agent.handlers[acp.SESSION_PROMPT] = until_cancelled
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+
+        def prompt(msg_id: int, text: str) -> None:
+            blocks = [{"type": "text", "text": text}]
+            h.send(
+                jsonrpc.request(msg_id, acp.SESSION_PROMPT, {"sessionId": sid, "prompt": blocks})
+            )
+
+        prompt(900, "wait for it")
+        prompt(901, "next")
+        while not any(method == acp.SESSION_PROMPT for method, _ in agent.calls):
+            await asyncio.sleep(0)
+        h.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": 900}))
+        first = await h.editor.response(900)
+        assert first["result"]["stopReason"] == acp.CANCELLED
+        assert (await h.editor.response(901))["result"]["stopReason"] == acp.END_TURN
+        assert (acp.SESSION_CANCEL, {"sessionId": "agent-1"}) in agent.notifications
+
+    run(tmp_path, scenario, agent)

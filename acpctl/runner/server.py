@@ -219,10 +219,13 @@ class AcpServer:
 
     def _cancel_request(self, params: Any) -> None:
         """$/cancel_request from the editor names the editor's id: translate it (or end a
-        prompt that is still waiting its turn, which the agent never saw)."""
+        prompt that is still waiting its turn, which the agent never saw; a running prompt
+        becomes its session's session/cancel, runner/turns.py)."""
         if not isinstance(params, dict) or self.turns.withdraw(params.get("requestId")):
             return
         upstream = self.ids.upstream(params.get("requestId"))
+        if upstream is not None and self.turns.cancel_running(upstream):
+            return
         agent_id = self.backend.request_id_of(upstream) if upstream is not None else None
         if agent_id is not None:
             self.backend.notify(acp.CANCEL_REQUEST, {**params, "requestId": agent_id})

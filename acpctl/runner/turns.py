@@ -46,6 +46,8 @@ class Turns:
         # Prompts waiting their turn, by the editor's request id: a $/cancel_request for
         # one ends it there (the agent never saw it).
         self.waiting: dict[tuple[bool, Any], asyncio.Future[None]] = {}
+        # Prompts at the agent, by their pending answer: a $/cancel_request for one names it.
+        self.running: dict[asyncio.Future[JsonObject], SessionRecord] = {}
 
     def queue(self, record: SessionRecord) -> TurnQueue:
         queue = self._queues.get(record)
@@ -124,6 +126,7 @@ class Turns:
             future = conn.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
         conn.ids.forwarded(msg_id, future, conn.backend.request_id_of(future))
         queue.prompts.add(future)
+        self.running[future] = record
         try:
             silent = await self._watch(record, future)
             response = future.result()
@@ -132,6 +135,7 @@ class Turns:
             raise
         finally:
             queue.prompts.discard(future)
+            self.running.pop(future, None)
         conn.recorder.turn_end(record, response)
         if silent:
             result = response.get("result")
@@ -169,6 +173,20 @@ class Turns:
                 f"; its own log says: {said}" if said else "",
             )
         return silent
+
+    def cancel_running(self, upstream: asyncio.Future[JsonObject]) -> bool:
+        """The editor's $/cancel_request for a prompt at the agent: a session/cancel for
+        its session, the standard way to end a turn (agents need not know
+        $/cancel_request). The session's waiting prompts are left alone; an agent that
+        queues prompts itself is sent the $/cancel_request instead, as session/cancel
+        would end what it has queued too. Whether it was such a prompt."""
+        record = self.running.get(upstream)
+        if record is None or self.conn.handshake.queues_prompts():
+            return False
+        backend = self.conn.backend
+        if record.generation == backend.generation and backend.alive:
+            backend.notify(acp.SESSION_CANCEL, record.to_agent({"sessionId": record.id}))
+        return True
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
         conn = self.conn
