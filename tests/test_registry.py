@@ -707,7 +707,7 @@ def test_a_file_url_archive_is_not_read_from_disk(home: Path, server: RegistrySe
 
 @contextlib.contextmanager
 def trickling_server() -> Iterator[str]:
-    """A server that sends one byte every 0.5 s, forever (each read succeeds)."""
+    """A server that sends one byte every 0.2 s, forever (each read succeeds)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     stop = threading.Event()
@@ -717,7 +717,7 @@ def trickling_server() -> Iterator[str]:
             self.send_response(200)
             self.send_header("Content-Length", "100000")
             self.end_headers()
-            while not stop.wait(0.5):
+            while not stop.wait(0.2):
                 try:
                     self.wfile.write(b"x")
                     self.wfile.flush()
@@ -742,18 +742,18 @@ def test_a_trickling_download_ends_at_its_deadline(tmp_path: Path) -> None:
 
     with trickling_server() as url:
         begin = time.monotonic()
-        response = download.open_url(url, timeout=2.0)
+        response = download.open_url(url, timeout=1.0)
         with pytest.raises(AcpctlError, match="took too long"):
             response.read(1 << 20)
-        assert time.monotonic() - begin < 5  # the deadline and at most one read's wait
+        assert time.monotonic() - begin < 10  # the deadline, not the 20,000 s of the body
 
 
 def test_a_trickling_registry_ends_at_update_s_timeout(home: Path) -> None:
     with trickling_server() as url:
         begin = time.monotonic()
         with pytest.raises(AcpctlError, match="took too long"):
-            registry.update(url, timeout=2.0)
-        assert time.monotonic() - begin < 5
+            registry.update(url, timeout=1.0)
+        assert time.monotonic() - begin < 10
 
 
 def _bomb_zip(members: int, size: int) -> bytes:
