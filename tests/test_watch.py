@@ -47,3 +47,48 @@ def test_watch_follows_a_running_session_until_its_run_ends(home: Path) -> None:
     shown = run_cli("sessions", "show", str(session["id"]))
     assert "an earlier turn" in shown.stdout and "answered: allow" in shown.stdout
     assert run_cli("sessions", "watch", "x", "--latest").returncode == 2
+
+
+def test_watch_follows_the_events_file_when_it_is_replaced_by_rename(home: Path) -> None:
+    """A rename over events.jsonl (a repair, an import) gives a new file: watch reads it
+    from its last turn, not from an offset into the old one (a shorter rewrite showed
+    nothing more, ever)."""
+    import io
+    import os
+    import threading
+
+    from acpctl.store.sessions import EVENTS_FILE, SessionMeta, SessionStore
+    from acpctl.terminal.watch import follow
+
+    store = SessionStore()
+    meta = SessionMeta(id="w1", agent="demo", command=[], cwd="/p")
+    writer = store.create(meta)
+    writer.update(
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "before"}}
+    )
+    writer.turn_end("end_turn")
+    writer.close()
+    path = store.session_dir("w1") / EVENTS_FILE
+    out = io.StringIO()
+    running = threading.Event()
+    running.set()
+    watching = threading.Thread(target=follow, args=(store, meta, out, running.is_set))
+    watching.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "before" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        replacement = path.with_name("events.new")
+        chunk = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "after rename"},
+        }
+        line = json.dumps({"ts": 1.0, "type": "update", "update": chunk})
+        replacement.write_text(line + "\n")  # a rewrite shorter than what was read
+        os.replace(replacement, path)
+        while "after rename" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        running.clear()
+        watching.join(10)
+    assert "after rename" in out.getvalue(), out.getvalue()

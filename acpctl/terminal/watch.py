@@ -5,8 +5,10 @@ any reader does (whole lines, no lock), so the writer never waits for it."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from acpctl.store.sessions import (
@@ -35,6 +37,22 @@ def last_turn_start(store: SessionStore, session_id: str) -> int:
     return ends[-2] if last_was_end and len(ends) > 1 else ends[-1]
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file, or None while there is none."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_size
+    except OSError:
+        return 0
+
+
 def follow(
     store: SessionStore,
     meta: SessionMeta,
@@ -47,9 +65,17 @@ def follow(
     view.header(meta)
     path = store.session_dir(meta.id) / EVENTS_FILE
     offset = last_turn_start(store, meta.id)
+    followed = _identity(path)
     live = was_live = is_live()
     checked = time.monotonic()
     while True:
+        now = _identity(path)
+        if now != followed or _size(path) < offset:
+            # Replaced (a rename over it, a repair) or cut short: an offset into the old
+            # file means nothing in this one, so its last turn is shown again.
+            followed = now
+            offset = last_turn_start(store, meta.id)
+            out.write(view.renderer.style("(the events file was replaced)", DIM) + "\n")
         for event, end in events_from(path, offset):
             view.show(event)
             offset = end
