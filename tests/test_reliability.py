@@ -699,3 +699,13 @@ def test_waiting_for_an_agent_whose_stderr_pump_was_ended_returns_its_status() -
         return await process.wait()
 
     assert run(scenario()) == 7
+
+
+def test_a_broken_jsonl_export_names_its_bad_line(home: Path, tmp_path: Path) -> None:
+    export = tmp_path / "export.jsonl"
+    export.write_text(
+        json.dumps({"acpctlExport": 1, "session": {"id": "s1"}}) + '\n{"ts": 1, "type": "upd\n'
+    )
+    result = cli("sessions", "import", str(export))
+    assert result.returncode == 2
+    assert "line 2 is not JSON" in result.stderr and "neither" not in result.stderr

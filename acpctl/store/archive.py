@@ -40,11 +40,10 @@ def _read_export(path: Path) -> tuple[dict[str, Any], list[Any]]:
     first_line = text.split("\n", 1)[0]
     try:
         header = json.loads(first_line)
-        if isinstance(header, dict) and "events" not in header:
-            events = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
-            return header, events
     except (ValueError, RecursionError):
-        pass
+        header = None
+    if isinstance(header, dict) and "events" not in header:  # JSONL: a header, then events
+        return header, _jsonl_events(path, text)
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -53,6 +52,23 @@ def _read_export(path: Path) -> tuple[dict[str, Any], list[Any]]:
     if not isinstance(document, dict) or not isinstance(document.get("events", []), list):
         raise NotAnExport(f"{path}: not an acpctl export")
     return document, list(document.get("events") or [])
+
+
+def _jsonl_events(path: Path, text: str) -> list[Any]:
+    events = []
+    for number, line in enumerate(text.splitlines()[1:], 2):
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except RecursionError:
+            raise NotAnExport(f"{path}: line {number} is nested too deeply") from None
+        except json.JSONDecodeError as exc:
+            raise NotAnExport(
+                f"{path}: line {number} is not JSON ({exc.msg}, column {exc.colno}); a JSONL "
+                "export holds one event a line"
+            ) from None
+    return events
 
 
 def import_session(store: SessionStore, path: Path) -> tuple[str, str | None]:
