@@ -333,3 +333,19 @@ def test_without_a_usable_index_the_same_queries_run_in_memory(tmp_path: Path) -
     assert [s.meta.id for s in index.query(since="2026-03-01")] == ["b"]
     assert set(index.rows(["a", "zz"])) == {"a"}
     assert index.resolve("b") == "b"
+
+
+def test_verify_counts_failed_turns_as_the_recorder_does(home: Path) -> None:
+    """Prompts refused by the crash-loop guard end in turn_error, and session.json counts
+    them: verify must count them too (it reported 11 against 5)."""
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    writer = store.create(SessionMeta(id="v1", agent="demo", command=[], cwd="/p", turns=5))
+    for _ in range(2):
+        writer.turn_end("end_turn")
+    for _ in range(3):
+        writer.turn_error("the agent crashed 5 times in the last minute")
+    writer.close()
+    result = cli("sessions", "verify")
+    assert result.returncode == 0, result.stdout

@@ -14,6 +14,7 @@ from acpctl.files import atomic_write
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import (
     EVENTS_FILE,
+    TURN_ENDS,
     CorruptSession,
     SessionMeta,
     SessionStore,
@@ -63,7 +64,7 @@ def _scan_events(path: str) -> tuple[list[int], bool, int, int]:
             except ValueError:
                 corrupt.append(number)
                 continue
-            if event.get("type") == "turn_end":
+            if event.get("type") in TURN_ENDS:  # a failed turn is a turn: as recorded
                 turns += 1
     return corrupt, torn, turns, good
 
@@ -79,7 +80,7 @@ def _rebuild_meta(store: SessionStore, sid: str) -> SessionMeta:
         update = event_update(event)
         if update and update.get("sessionUpdate") == "user_message_chunk" and not first_prompt:
             first_prompt.append(update.get("content"))
-        turns += event.get("type") == "turn_end"
+        turns += event.get("type") in TURN_ENDS
 
     iso = utc_stamp
 
