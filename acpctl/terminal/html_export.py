@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markdown_it.utils import OptionsDict
 
 from acpctl import __version__
 from acpctl import protocol as acp
@@ -33,6 +35,7 @@ header dl { display: grid; grid-template-columns: max-content 1fr; gap: .1rem 1r
   color: var(--muted); font-size: .9rem; }
 header dd { margin: 0; overflow-wrap: anywhere; }
 .turn { margin: 1.5rem 0; }
+.plain { white-space: pre-wrap; overflow-wrap: anywhere; }
 .you { background: var(--you); border-radius: 8px; padding: .6rem .9rem;
   white-space: pre-wrap; overflow-wrap: anywhere; }
 .who { font-size: .75rem; text-transform: uppercase; letter-spacing: .05em;
@@ -65,6 +68,30 @@ _DIFF_CLASS = {"+": "add", "-": "del"}
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False})
 
 
+def _image_as_link(
+    renderer: Any, tokens: list[Token], index: int, options: OptionsDict, env: Any
+) -> str:
+    """An image in the agent's Markdown becomes a link to it: the page fetches nothing,
+    even in a viewer that ignores its Content-Security-Policy."""
+    token = tokens[index]
+    source = str(token.attrGet("src") or "")
+    alt = renderer.renderInlineAsText(token.children or [], options, env)
+    return f'<a href="{_e(source)}">{_e(alt or source)}</a>'
+
+
+_MARKDOWN.add_render_rule("image", _image_as_link)
+
+
+def _markdown(text: str) -> str:
+    """The agent's Markdown as HTML; as plain text when it nests deeper than the renderer
+    goes (markdown-it drops everything past its nesting limit: an agent could hide the rest
+    of a message from the page)."""
+    tokens = _MARKDOWN.parse(text)
+    if max((token.level for token in tokens), default=0) >= _MARKDOWN.options.maxNesting - 1:
+        return f'<div class="plain">{_e(text)}</div>'
+    return str(_MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {}))
+
+
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
@@ -92,7 +119,7 @@ class _Page:
             self.parts.append(f'<div class="who">You</div><div class="you">{_e(text)}</div>')
         elif kind == acp.AGENT_MESSAGE_CHUNK:
             self.parts.append(
-                f'<div class="who">Agent</div><div class="agent">{_MARKDOWN.render(text)}</div>'
+                f'<div class="who">Agent</div><div class="agent">{_markdown(text)}</div>'
             )
         elif kind == acp.AGENT_THOUGHT_CHUNK:
             self.parts.append(
