@@ -709,3 +709,44 @@ def test_a_broken_jsonl_export_names_its_bad_line(home: Path, tmp_path: Path) ->
     result = cli("sessions", "import", str(export))
     assert result.returncode == 2
     assert "line 2 is not JSON" in result.stderr and "neither" not in result.stderr
+
+
+def test_a_session_opened_on_a_full_disk_is_recorded_when_space_returns(tmp_path: Path) -> None:
+    import errno
+
+    from acpctl.store.sessions import SessionStore
+
+    store = SessionStore(tmp_path / "sessions")
+    full = True
+    real_create = store.create
+
+    def create(meta: Any) -> Any:
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_create(meta)
+
+    store.create = create  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        nonlocal full
+        h = Harness(store.root)
+        h.store = store
+        h.conn.store = store
+        h.conn.recorder.store = store
+        sid = await h.session()
+        blocks = [{"type": "text", "text": "written while full"}]
+        assert "result" in await h.request(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": blocks})
+        assert not store.exists(sid)
+        full = False
+        blocks = [{"type": "text", "text": "after space returned"}]
+        assert "result" in await h.request(acp.SESSION_PROMPT, {"sessionId": sid, "prompt": blocks})
+        await h.server.shutdown()
+        texts = [
+            event["update"]["content"]["text"]
+            for event in store.iter_events(sid)
+            if event.get("type") == "update"
+        ]
+        assert texts == ["written while full", "after space returned"]
+        assert store.read_meta(sid).turns == 2
+
+    run(asyncio.wait_for(scenario(), 10))

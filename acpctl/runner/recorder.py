@@ -33,6 +33,7 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.runner.session import SessionRecord
 from acpctl.store.sessions import (
     CorruptSession,
+    DeferredHistory,
     DiscardedHistory,
     HistoryWriter,
     SessionMeta,
@@ -69,7 +70,7 @@ class Recorder:
         self, session_id: str, agent_session_id: str, cwd: str, additional_directories: list[str]
     ) -> tuple[SessionMeta, HistoryWriter]:
         meta = self._meta(session_id, agent_session_id, cwd, additional_directories)
-        return meta, self._history(meta, lambda: self.store.create(meta))
+        return meta, self._history(meta, self.store.create)
 
     def fork(
         self,
@@ -87,7 +88,7 @@ class Recorder:
         if isinstance(parent.writer, DiscardedHistory):
             return meta, DiscardedHistory()
         self._write(parent.id, "events", parent.writer.flush)
-        return meta, self._history(meta, lambda: self.store.fork(parent.id, meta))
+        return meta, self._history(meta, lambda made: self.store.fork(parent.id, made))
 
     def _meta(
         self,
@@ -106,19 +107,31 @@ class Recorder:
         )
 
     def _history(
-        self, meta: SessionMeta, open_history: Callable[[], HistoryWriter]
+        self, meta: SessionMeta, open_history: Callable[[SessionMeta], HistoryWriter]
     ) -> HistoryWriter:
-        """The session's writer; without history (said in the log) when it cannot be
-        created, and nothing half-written left in the store."""
+        """The session's writer. When its files cannot be created (a full disk), nothing
+        half-made is left in the store and the writer keeps the events in memory, creating
+        the files at a later flush: the session is recorded once space returns (said in the
+        log), unless acpctl ends before."""
         if not self.enabled:
             return DiscardedHistory()
         try:
-            return open_history()
+            return open_history(meta)
         except OSError as exc:
-            self.log.warning("session %s runs without history: %s", meta.id, _reason(exc))
+            self.log.warning(
+                "cannot create the history of session %s (%s); acpctl keeps its events in "
+                "memory and records it when it can",
+                meta.id,
+                _reason(exc),
+            )
             with contextlib.suppress(OSError):
                 self.store.delete(meta.id)
-            return DiscardedHistory()
+            # Logged once: the first write that works says "written again".
+            self._failing.add((meta.id, "events"))
+            # The files are made from the metadata as it is now: the turns ended meanwhile
+            # are added by the group commits that failed until then, as for any session.
+            made = dataclasses.replace(meta, state=copy.deepcopy(meta.state))
+            return DeferredHistory(lambda: open_history(made))
 
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:
         return self.store.read_meta(session_id), self.store.open_writer(session_id)

@@ -42,7 +42,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -453,6 +453,35 @@ class HistoryWriter:
             finally:
                 os.close(self._fd)
                 self._fd = -1
+
+
+class DeferredHistory(HistoryWriter):
+    """The writer of a session whose files could not be created yet (a full disk): it
+    buffers events as any writer does, and each flush tries to create the files again.
+    Once that works it adopts the new file, and the session is recorded from its start."""
+
+    def __init__(self, create: Callable[[], HistoryWriter]) -> None:
+        self.path = Path(os.devnull)
+        self._fd = -1
+        self._buffer = []
+        self._stamped = 0.0
+        self._head = b""
+        self._end = -1
+        self._create: Callable[[], HistoryWriter] | None = create
+
+    def flush(self) -> None:
+        if self._create is not None:
+            if not self._buffer:
+                return
+            created = self._create()  # raises OSError while it still cannot
+            self._create = None
+            self.path, self._fd, created._fd = created.path, created._fd, -1
+        super().flush()
+
+    def close(self) -> None:
+        if self._create is not None:
+            self.flush()  # the last chance; an OSError says what is lost
+        super().close()
 
 
 class DiscardedHistory(HistoryWriter):
