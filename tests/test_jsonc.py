@@ -242,3 +242,21 @@ def test_generated_documents_survive_install_and_uninstall(
     }
     assert comments(edited) == comments(text)
     assert Document(edited).remove(["agent_servers", "Mine (acpctl)"]) == text
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        '{"agent_servers": {/* keep\n   me */}}',
+        '{"agent_servers": {/* keep\n   me */\n  // and me\n}}',
+        '{\n  "agent_servers": { /* a\n     long one */ }\n}',
+    ],
+)
+def test_a_comment_with_line_breaks_in_an_empty_object_is_no_refusal(original: str) -> None:
+    """A multi-line comment alone in an empty object: the entry goes after it (it went
+    inside it, so the edit was refused as 'please report this'), and comes out exactly."""
+    from acpctl.editors.jsonc import Document
+
+    edited = Document(original).set(["agent_servers", "acpctl"], {"command": "acpctl"})
+    assert json5.loads(edited)["agent_servers"]["acpctl"] == {"command": "acpctl"}
+    assert Document(edited).remove(["agent_servers", "acpctl"]) == original

@@ -404,16 +404,18 @@ class Document:
             child_indent = parent_indent + self.indent_unit
             inner = self.text[node.start + 1 : node.end - 1]
             text = self.newline + child_indent + self._member_text(key, value, child_indent)
-            if "\n" not in inner:
-                # `{}`, `{ }` or `{/* a comment */}`: the closing brace goes on a line of its
-                # own; what was between the braces stays, so that uninstall can give it back.
+            line_break = _last_newline_outside_comments(inner)
+            if line_break < 0:
+                # `{}`, `{ }` or `{/* a comment */}` (its own line breaks, if any, inside
+                # the comment): the closing brace goes on a line of its own; what was between
+                # the braces stays, so that uninstall can give it back.
                 return [
                     Edit(node.start + 1, node.end - 1, inner + text + self.newline + parent_indent)
                 ]
             if inner.strip():
                 # Comments on lines of their own: ours goes after them, on the closing
                 # brace's line, so that they stay where they were.
-                at = node.start + 1 + inner.rfind("\n") + 1
+                at = node.start + 1 + line_break + 1
                 member = self._member_text(key, value, child_indent)
                 return [Edit(at, at, child_indent + member + self.newline)]
             return [Edit(node.start + 1, node.start + 1, text)]
@@ -458,7 +460,7 @@ class Document:
             kept = remaining[1 : -len(closing)]
             # Undo the expansion of `{}` (or `{/* a comment */}`) that an insert made; `kept`
             # is only the object's inside when the object ends the way an insert ends it.
-            if remaining.endswith(closing) and "\n" not in kept:
+            if remaining.endswith(closing) and _last_newline_outside_comments(kept) < 0:
                 last_comment = _last_comment_start(kept)
                 if last_comment < 0 or not kept.startswith("//", last_comment):
                     return [Edit(node.start, node.end, "{" + kept + "}")]
@@ -502,6 +504,16 @@ class Document:
         if text and not text.endswith("\n"):
             text += self.newline
         return text + body + self.newline
+
+
+def _last_newline_outside_comments(text: str) -> int:
+    """Where the last line break of `text` is that no comment holds (-1: none)."""
+    inside = [(t.start, t.end) for t in tokenize(text) if t.kind == "comment"]
+    position = len(text)
+    while (position := text.rfind("\n", 0, position)) >= 0:
+        if not any(start <= position < end for start, end in inside):
+            return position
+    return -1
 
 
 def _last_comment_start(text: str) -> int:
