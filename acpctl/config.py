@@ -39,13 +39,6 @@ REQUEST_TIMEOUT_S = 300.0
 CONFIG_LIMIT = 4 * 1024 * 1024
 
 
-class RunLimits(NamedTuple):
-    """The limits a `run --acp` connection keeps, from config.toml."""
-
-    silence_s: float = SILENCE_WARNING_S
-    request_timeout_s: float = REQUEST_TIMEOUT_S
-
-
 class AgentSpec(NamedTuple):
     """How to launch one agent, from config.toml or the catalog."""
 
@@ -75,10 +68,6 @@ class Config:
         self.silence_warning_s = silence_warning_s
         self.request_timeout_s = request_timeout_s
         self._document: TOMLDocument | None = None
-
-    @property
-    def run_limits(self) -> RunLimits:
-        return RunLimits(self.silence_warning_s, self.request_timeout_s)
 
     @property
     def document(self) -> TOMLDocument:

@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 
-from acpctl.config import RunLimits
 from acpctl.jsonrpc.channel import StdioChannel
 from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend
 from acpctl.runner.context import Connection
 from acpctl.runner.incidents import Incidents
+from acpctl.runner.options import RunLimits
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.runs import RunRecord

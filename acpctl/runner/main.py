@@ -15,10 +15,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from acpctl.errors import AcpctlError, report
-from acpctl.runner.options import parse_serve_args
+from acpctl.runner.options import RunLimits, parse_serve_args
 
 if TYPE_CHECKING:
-    from acpctl.config import AgentSpec, RunLimits
+    from acpctl.config import AgentSpec
 
 TTY_HINT = (
     "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
@@ -75,7 +75,7 @@ def resolve(agent: str | None) -> tuple[AgentSpec, list[str], RunLimits]:
 
     cfg = config.load()
     spec = discovery.resolve(cfg, agent).as_spec()
-    return spec, [spec.command, *spec.args], cfg.run_limits
+    return spec, [spec.command, *spec.args], RunLimits(cfg.silence_warning_s, cfg.request_timeout_s)
 
 
 def fast_main(args: list[str]) -> int | None:

@@ -8,7 +8,7 @@ refused with exit 2.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from acpctl.errors import UsageError
 
@@ -107,6 +107,14 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 
 BY_FLAG = {flag: option for option in RUN_OPTIONS for flag in option.flags}
 HELP_FLAGS = ("-h", "--help")
+
+
+class RunLimits(NamedTuple):
+    """The limits a `run --acp` connection keeps (config.toml's silence_warning_s and
+    request_timeout_s; 0 turns either off)."""
+
+    silence_s: float
+    request_timeout_s: float
 
 
 class ServeArgs:
