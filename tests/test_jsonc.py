@@ -250,9 +250,12 @@ def test_generated_documents_survive_install_and_uninstall(
         '{"agent_servers": {/* keep\n   me */}}',
         '{"agent_servers": {/* keep\n   me */\n  // and me\n}}',
         '{\n  "agent_servers": { /* a\n     long one */ }\n}',
+        '{"agent_servers": {/* c */\n}}',
+        '{"agent_servers": {/* c */}}',
+        '{"agent_servers": {// c\n  /* d */}}',
     ],
 )
-def test_a_comment_with_line_breaks_in_an_empty_object_is_no_refusal(original: str) -> None:
+def test_comments_in_an_empty_object_install_and_uninstall_exactly(original: str) -> None:
     """A multi-line comment alone in an empty object: the entry goes after it (it went
     inside it, so the edit was refused as 'please report this'), and comes out exactly."""
     from acpctl.editors.jsonc import Document

@@ -95,7 +95,9 @@ class Generator:
                 for k, v in value
             ]
             end = "," + self.gap() if trailing and parts else ""
-            inside = self.gap()
+            # Comments, line breaks and blanks mixed, as people leave them in an empty or
+            # emptied object (`{/* c */\n}`, `{// c\n  /* d */}`...).
+            inside = "".join(self.gap() for _ in range(self.random.randint(1, 3)))
             if not parts and not inside.strip() and "\n" in inside:
                 # `{` and `}` on lines of their own with only whitespace between: an install
                 # writes exactly what it writes into `{}`, so uninstall cannot tell them

@@ -405,13 +405,19 @@ class Document:
             inner = self.text[node.start + 1 : node.end - 1]
             text = self.newline + child_indent + self._member_text(key, value, child_indent)
             line_break = _last_newline_outside_comments(inner)
-            if line_break < 0:
-                # `{}`, `{ }` or `{/* a comment */}` (its own line breaks, if any, inside
-                # the comment): the closing brace goes on a line of its own; what was between
-                # the braces stays, so that uninstall can give it back.
+            if line_break < 0 and not inner.strip():
+                # `{}` or `{ }`: the closing brace goes on a line of its own; what was between
+                # the braces stays, so that uninstall can give it back (`{` and `}` on lines
+                # of their own with only blanks between come back as `{}`: a known limit).
                 return [
                     Edit(node.start + 1, node.end - 1, inner + text + self.newline + parent_indent)
                 ]
+            if line_break < 0:
+                # `{/* a comment */}` (any line breaks inside the comment): the closing brace
+                # stays right after our entry, so that the result cannot be mistaken for an
+                # insert into `{/* a comment */` + a line break + `}`, and each uninstalls
+                # to exactly what it was.
+                return [Edit(node.end - 1, node.end - 1, text)]
             if inner.strip():
                 # Comments on lines of their own: ours goes after them, on the closing
                 # brace's line, so that they stay where they were.
@@ -458,12 +464,10 @@ class Document:
             )
             closing = self.newline + self._line_indent(node.start) + "}"
             kept = remaining[1 : -len(closing)]
-            # Undo the expansion of `{}` (or `{/* a comment */}`) that an insert made; `kept`
-            # is only the object's inside when the object ends the way an insert ends it.
-            if remaining.endswith(closing) and _last_newline_outside_comments(kept) < 0:
-                last_comment = _last_comment_start(kept)
-                if last_comment < 0 or not kept.startswith("//", last_comment):
-                    return [Edit(node.start, node.end, "{" + kept + "}")]
+            # Undo the expansion of `{}` that an insert made; `kept` is only the object's
+            # inside when the object ends the way an insert ends it.
+            if remaining.endswith(closing) and not kept.strip():
+                return [Edit(node.start, node.end, "{" + kept + "}")]
         return edits
 
     def _starts_line(self, offset: int) -> bool:
