@@ -807,6 +807,7 @@ def test_install_names_the_flag_that_raises_a_limit(home: Path, server: Registry
         ("deep", "nested too deeply"),
         ("twice", "'script-agent' twice"),
         ("version", "has version '1.0.0/../../x'"),
+        ("newline", "agent id 'script-agent"),
     ],
 )
 def test_registry_documents_acpctl_cannot_trust_are_refused(
@@ -824,6 +825,8 @@ def test_registry_documents_acpctl_cannot_trust_are_refused(
         path.write_text('{"agents": ' + "[" * 100_000 + "]" * 100_000 + "}")
     elif agents == "twice":
         path.write_bytes(document(agent, {**agent, "name": "Another"}))
+    elif agents == "newline":  # the schema's `$` lets a final newline through
+        path.write_bytes(document({**agent, "id": AGENT_ID + "\n"}))
     else:
         path.write_bytes(document({**agent, "version": "1.0.0/../../x"}))
     with pytest.raises(AcpctlError, match=problem):

@@ -349,3 +349,9 @@ def test_verify_counts_failed_turns_as_the_recorder_does(home: Path) -> None:
     writer.close()
     result = cli("sessions", "verify")
     assert result.returncode == 0, result.stdout
+
+
+def test_a_session_id_with_a_trailing_newline_is_not_valid() -> None:
+    from acpctl.store.sessions import valid_session_id
+
+    assert valid_session_id("abc") and not valid_session_id("abc\n")

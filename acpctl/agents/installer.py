@@ -30,7 +30,7 @@ from acpctl.errors import AcpctlError, UsageError
 
 INSTALL_TIMEOUT_S = 900.0
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
-_VERSION_SAFE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
+_VERSION_SAFE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]*")  # fullmatch: no trailing newline
 
 Echo = Callable[[str], None]
 MAX_ARCHIVE_BYTES = 4 << 30  # a download larger than this is not an agent's release
@@ -84,7 +84,7 @@ def plan(entry: CatalogEntry, version: str | None = None, via: str | None = None
     # the catalog keeps an entry's distributions in the order of preference
     distribution = entry.distributions[via] if via else next(iter(entry.distributions.values()))
     target = version or entry.version
-    if target is None or not _VERSION_SAFE.match(target):
+    if target is None or not _VERSION_SAFE.fullmatch(target):
         raise UsageError(f"{target!r} is not a version")
     if distribution.kind == "binary":
         if target != entry.version:

@@ -68,7 +68,8 @@ CHANGES_FILE = ".changes"
 STORE_VERSION = 1
 MAX_ID_LENGTH = 128
 TITLE_LENGTH = 120
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# fullmatch: `$` alone would let a trailing newline through ("abc\n")
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class InvalidSessionId(ValueError):
@@ -93,7 +94,7 @@ def valid_session_id(session_id: object) -> bool:
     return (
         isinstance(session_id, str)
         and 0 < len(session_id) <= MAX_ID_LENGTH
-        and _ID_RE.match(session_id) is not None
+        and _ID_RE.fullmatch(session_id) is not None
         and ".." not in session_id
     )
 
