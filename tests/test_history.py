@@ -421,3 +421,31 @@ def test_an_event_after_another_writers_torn_line_starts_a_line_of_its_own(
     kinds = [event["type"] for event in store.iter_events("s1")]
     assert kinds == ["turn_end", "turn_error"]
     assert writer.path.read_bytes().count(b"\n") == 3  # the fragment ended by acpctl
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_generated_torn_lines_from_other_writers_never_swallow_an_event(
+    tmp_path: Path, seed: int
+) -> None:
+    """Another writer leaves a fragment of a line, cut anywhere, between our flushes:
+    every event of ours is read back, in order."""
+    import random
+
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    generator = random.Random(seed)
+    store = SessionStore(tmp_path / "sessions")
+    writer = store.create(SessionMeta(id="g1", agent="demo", command=[], cwd="/p"))
+    ours = []
+    for n in range(generator.randint(1, 6)):
+        for _ in range(generator.randint(1, 3)):
+            writer.turn_error(f"ours {n}-{len(ours)}")
+            ours.append(f"ours {n}-{len(ours)}")
+        writer.flush()
+        if generator.random() < 0.7:
+            foreign = json.dumps({"ts": 1.0, "type": "turn_error", "message": "theirs"})
+            with open(writer.path, "ab") as other:
+                other.write(foreign.encode()[: generator.randint(1, len(foreign) - 1)])
+    writer.close()
+    read = [e["message"] for e in store.iter_events("g1") if e.get("type") == "turn_error"]
+    assert read == ours

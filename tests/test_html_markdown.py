@@ -33,3 +33,18 @@ def test_images_become_links_so_the_page_fetches_nothing() -> None:
     assert '<a href="http://tracker.example/pixel.png">a cat</a>' in page
     assert '<a href="https://x/i.png">https://x/i.png</a>' in page
     assert not re.search(r"href=\"javascript:", _markdown("![x](javascript:alert(1))"))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_generated_deep_markdown_keeps_every_word(seed: int) -> None:
+    import random
+
+    generator = random.Random(seed)
+    markers = ["- ", "> ", "1. ", "* ", "+ ", "  ", ">"]
+    depth = generator.randint(1, 400)
+    prefix = "".join(generator.choice(markers) for _ in range(depth))
+    words = [f"word{n}" for n in range(generator.randint(1, 5))]
+    text = prefix + " ".join(words) + "\n\n" + "tail" + str(seed)
+    page = _markdown(text)
+    for word in [*words, f"tail{seed}"]:
+        assert word in page, (prefix[:40], word)
