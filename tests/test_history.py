@@ -436,7 +436,7 @@ def test_generated_torn_lines_from_other_writers_never_swallow_an_event(
     generator = random.Random(seed)
     store = SessionStore(tmp_path / "sessions")
     writer = store.create(SessionMeta(id="g1", agent="demo", command=[], cwd="/p"))
-    ours = []
+    ours: list[str] = []
     for n in range(generator.randint(1, 6)):
         for _ in range(generator.randint(1, 3)):
             writer.turn_error(f"ours {n}-{len(ours)}")
