@@ -208,7 +208,7 @@ def test_state_is_kept_and_answers_load_of_an_open_session(tmp_path: Path) -> No
 
 
 def agent_id(h: Harness, sid: str) -> str:
-    record = h.server.sessions.get(sid)
+    record = h.conn.sessions.get(sid)
     assert record is not None and record.agent_session_id is not None
     return record.agent_session_id
 

@@ -801,6 +801,18 @@ def test_install_names_the_flag_that_raises_a_limit(home: Path, server: Registry
     assert refused.returncode == 1 and "--max-unpacked raises the limit" in refused.stderr
 
 
+def npx_agent(**fields: Any) -> dict[str, Any]:
+    """A registry entry for an npm package, with `fields` changed."""
+    return {
+        "id": AGENT_ID,
+        "name": "Script Agent",
+        "version": "1.0.0",
+        "description": "a test agent",
+        "distribution": {"npx": {"package": "x@1.0.0"}},
+        **fields,
+    }
+
+
 @pytest.mark.parametrize(
     "agents,problem",
     [
@@ -813,13 +825,7 @@ def test_install_names_the_flag_that_raises_a_limit(home: Path, server: Registry
 def test_registry_documents_acpctl_cannot_trust_are_refused(
     home: Path, tmp_path: Path, agents: str, problem: str
 ) -> None:
-    agent = {
-        "id": AGENT_ID,
-        "name": "Script Agent",
-        "version": "1.0.0",
-        "description": "a test agent",
-        "distribution": {"npx": {"package": "x@1.0.0"}},
-    }
+    agent = npx_agent()
     path = tmp_path / "registry.json"
     if agents == "deep":
         path.write_text('{"agents": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -835,13 +841,7 @@ def test_registry_documents_acpctl_cannot_trust_are_refused(
 
 
 def test_escapes_in_registry_text_never_reach_the_terminal(home: Path, tmp_path: Path) -> None:
-    agent = {
-        "id": AGENT_ID,
-        "name": "Evil\x1b]0;owned\x07 \x1b[2J\u009b31m",
-        "version": "1.0.0",
-        "description": "desc\x1b[31m red",
-        "distribution": {"npx": {"package": "x@1.0.0"}},
-    }
+    agent = npx_agent(name="Evil\x1b]0;owned\x07 \x1b[2J\u009b31m", description="desc\x1b[31m red")
     path = tmp_path / "registry.json"
     path.write_bytes(document(agent))
     assert cli("agents", "update", "--from", str(path)).returncode == 0

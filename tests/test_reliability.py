@@ -187,7 +187,7 @@ def test_a_full_disk_never_stops_the_relay_and_loses_no_event(
                     },
                 )
                 assert result == {"stopReason": acp.END_TURN}
-            await h.server.recorder.committed()  # the metadata's write fails too
+            await h.conn.recorder.committed()  # the metadata's write fails too
             lines = (disk / "sessions" / sid / "events.jsonl").read_bytes()
             assert lines.endswith(b"\n")  # no partial line was left behind
             filler.unlink()  # space returns
@@ -202,7 +202,7 @@ def test_a_full_disk_never_stops_the_relay_and_loses_no_event(
             ]
             assert prompts == ["before", "while full 0", "while full 1", "while full 2", "after"]
             assert [e["type"] for e in h.store.iter_events(sid)].count("turn_end") == 5
-            await h.server.recorder.committed()
+            await h.conn.recorder.committed()
             assert h.store.read_meta(sid).turns == 5
 
         caplog.set_level(logging.WARNING, "tests.fake")

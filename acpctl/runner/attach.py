@@ -19,15 +19,12 @@ CONTEXT_LOST_NOTE = "the agent's context for this session could not be restored"
 class Attacher:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.backend = conn.backend
-        self.table = conn.sessions
-        self.log = conn.log
 
     async def attach(self, record: SessionRecord) -> tuple[JsonObject, str | None]:
         """The session's state (modes, models, options) as the editor gets it, and a note
         when the agent's context was lost. Call with record.lock held."""
         await self.conn.start_agent()
-        if record.generation == self.backend.generation:
+        if record.generation == self.conn.backend.generation:
             return record.state.as_result(), None
         result: Any = None
         attached = False
@@ -40,38 +37,42 @@ class Attacher:
             record.state.absorb(result)
         else:
             note = await self._fresh(record)
-        record.generation = self.backend.generation
+        record.generation = self.conn.backend.generation
         return record.state.as_result(), note
 
     async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
         if not self.conn.handshake.agent_can("resume"):
             return False, None
-        self.table.bind(record, agent_id)
-        response = await self.backend.call(
+        self.conn.sessions.bind(record, agent_id)
+        response = await self.conn.backend.call(
             acp.SESSION_RESUME, {**record.attach_params, "sessionId": agent_id}
         )
         if "result" not in response:
-            self.log.info("agent could not resume session %s: %s", record.id, response.get("error"))
+            self.conn.log.info(
+                "agent could not resume session %s: %s", record.id, response.get("error")
+            )
             return False, None
         return True, response["result"]
 
     async def _load(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
         if not self.conn.handshake.agent_can("load"):
             return False, None
-        self.table.bind(record, agent_id)
+        self.conn.sessions.bind(record, agent_id)
         record.suppress_replay = True
 
         def replay_done(response: JsonObject) -> None:
             record.suppress_replay = False
 
-        response = await self.backend.call(
+        response = await self.conn.backend.call(
             acp.SESSION_LOAD,
             {**record.attach_params, "sessionId": agent_id},
             on_response=replay_done,
         )
         record.suppress_replay = False
         if "result" not in response:
-            self.log.info("agent could not load session %s: %s", record.id, response.get("error"))
+            self.conn.log.info(
+                "agent could not load session %s: %s", record.id, response.get("error")
+            )
             return False, None
         return True, response["result"]
 
@@ -83,31 +84,31 @@ class Attacher:
             # commands, say) already find the session.
             result = response.get("result")
             if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
-                self.table.unbind(record)
+                self.conn.sessions.unbind(record)
                 record.meta.agent_session_id = result["sessionId"]
-                self.table.bind(record, result["sessionId"])
+                self.conn.sessions.bind(record, result["sessionId"])
 
         # `_meta.acpctl.sessionId`: the session this one stands in for (the pi backend keeps
         # pi's files in its directory; ACP agents ignore what they do not know in _meta).
         params = {**record.attach_params, "_meta": {"acpctl": {"sessionId": record.id}}}
-        response = await self.backend.call(acp.SESSION_NEW, params, on_response=bind)
+        response = await self.conn.backend.call(acp.SESSION_NEW, params, on_response=bind)
         fresh = jsonrpc.unwrap(response)
         if not isinstance(fresh, dict) or not isinstance(fresh.get("sessionId"), str):
             raise RpcError(acp.INTERNAL_ERROR, "agent returned no sessionId")
         chosen = record.state.restore_calls(fresh, fresh["sessionId"])
         record.state.absorb({k: v for k, v in fresh.items() if k != "sessionId"})
         for method, params in chosen:
-            answer = await self.backend.call(method, params)
+            answer = await self.conn.backend.call(method, params)
             if "result" in answer:
                 record.state.on_set(method, params, answer["result"])
             else:
-                self.log.info(
+                self.conn.log.info(
                     "could not restore %s of session %s: %s", method, record.id, answer.get("error")
                 )
         note = None
         if had_context:
             note = CONTEXT_LOST_NOTE
-            self.log.warning("session %s: %s; started a fresh agent session", record.id, note)
+            self.conn.log.warning("session %s: %s; started a fresh agent session", record.id, note)
         self.conn.recorder.save(record)
         return note
 

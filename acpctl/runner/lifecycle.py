@@ -35,13 +35,6 @@ class SessionLifecycle:
         end_turns: Callable[[SessionRecord], Awaitable[None]],
     ) -> None:
         self.conn = conn
-        self.backend = conn.backend
-        self.store = conn.store
-        self.recorder = conn.recorder
-        self.sessions = conn.sessions
-        self.out = conn.out
-        self.log = conn.log
-        self.ensure_agent = conn.ensure_agent
         self.attacher = attacher
         self.end_turns = end_turns
 
@@ -49,17 +42,17 @@ class SessionLifecycle:
 
     async def new(self, params: JsonObject) -> JsonObject:
         cwd = _absolute_cwd(params)
-        await self.ensure_agent()
+        await self.conn.ensure_agent()
         opened: list[SessionRecord] = []
         register = self._registering(
             params,
-            lambda client_id, agent_id: self.recorder.create(
+            lambda client_id, agent_id: self.conn.recorder.create(
                 client_id, agent_id, cwd, _directories(params)
             ),
             opened,
         )
         try:
-            return await self.backend.call(acp.SESSION_NEW, params, register)
+            return await self.conn.backend.call(acp.SESSION_NEW, params, register)
         finally:
             self._announce(opened)
 
@@ -68,12 +61,14 @@ class SessionLifecycle:
         agent session (with the context-lost note) behind it."""
         cwd = _absolute_cwd(params)
         parent = await self._open(params)
-        await self.ensure_agent()
+        await self.conn.ensure_agent()
         if not self._agent_can("fork"):
-            meta, writer = self.recorder.fork(parent, _fresh_id(), None, cwd, _directories(params))
+            meta, writer = self.conn.recorder.fork(
+                parent, _fresh_id(), None, cwd, _directories(params)
+            )
             record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
             record.unannounced = []  # the fork is new to the editor too
-            self.sessions.add(record)
+            self.conn.sessions.add(record)
             try:
                 async with record.lock:
                     result, note = await self.attacher.attach(record)
@@ -83,7 +78,7 @@ class SessionLifecycle:
         opened: list[SessionRecord] = []
         register = self._registering(
             params,
-            lambda client_id, agent_id: self.recorder.fork(
+            lambda client_id, agent_id: self.conn.recorder.fork(
                 parent, client_id, agent_id, cwd, _directories(params)
             ),
             opened,
@@ -91,7 +86,7 @@ class SessionLifecycle:
         try:
             async with parent.lock:
                 await self.attacher.attach(parent)
-                future = self.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
+                future = self.conn.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
             return await future
         finally:
             self._announce(opened)
@@ -128,23 +123,23 @@ class SessionLifecycle:
         next. Also when the request failed or was cancelled, so nothing stays held."""
         loop = asyncio.get_running_loop()
         for record in opened:
-            loop.call_soon(record.announced, self.out.write)
+            loop.call_soon(record.announced, self.conn.out.write)
 
     def _client_id(self, agent_id: str) -> str:
         """The id the editor knows a new session by: the agent's own, unless it cannot name
         a directory or is taken."""
         if (
             not valid_session_id(agent_id)
-            or self.store.exists(agent_id)
-            or self.sessions.get(agent_id) is not None
+            or self.conn.store.exists(agent_id)
+            or self.conn.sessions.get(agent_id) is not None
         ):
             return _fresh_id()
         return agent_id
 
     def _add(self, record: SessionRecord, result: JsonObject) -> None:
-        record.generation = self.backend.generation
+        record.generation = self.conn.backend.generation
         record.state.absorb(result)
-        self.sessions.add(record)
+        self.conn.sessions.add(record)
 
     # == reopening =====================================================================
 
@@ -156,13 +151,13 @@ class SessionLifecycle:
 
     async def _reopen(self, params: JsonObject, replay: bool) -> JsonObject:
         session_id = wire_session_id(params.get("sessionId"))
-        if self.sessions.get(session_id) is None and not self.store.exists(session_id):
+        if self.conn.sessions.get(session_id) is None and not self.conn.store.exists(session_id):
             return await self._adopt(session_id, params, replay)
         record = await self._open(params)
         record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
-        await self.ensure_agent()
+        await self.conn.ensure_agent()
         if replay:
-            await served.replay(self.store, record.id, self.out)
+            await served.replay(self.conn.store, record.id, self.conn.out)
         async with record.lock:
             result, note = await self.attacher.attach(record)
         return jsonrpc.result(None, with_note(result, note))
@@ -171,18 +166,18 @@ class SessionLifecycle:
         """The session `params` names: open on this connection, or opened from the store
         (not yet attached to the agent)."""
         session_id = params.get("sessionId")
-        record = self.sessions.get(session_id)
+        record = self.conn.sessions.get(session_id)
         if record is not None:
             return record
-        if not isinstance(session_id, str) or not self.store.exists(session_id):
+        if not isinstance(session_id, str) or not self.conn.store.exists(session_id):
             raise not_found(session_id)
         try:
-            meta, writer = self.recorder.reopen(session_id)
+            meta, writer = self.conn.recorder.reopen(session_id)
         except (CorruptSession, OSError) as exc:
             raise RpcError(
                 acp.INTERNAL_ERROR, f"session {session_id} cannot be opened: {exc}"
             ) from exc
-        if meta.agent != self.recorder.agent_name:
+        if meta.agent != self.conn.recorder.agent_name:
             writer.close()
             raise RpcError(
                 acp.RESOURCE_NOT_FOUND,
@@ -191,29 +186,29 @@ class SessionLifecycle:
                 {"sessionId": session_id},
             )
         record = SessionRecord(meta=meta, writer=writer)
-        self.sessions.add(record)
+        self.conn.sessions.add(record)
         return record
 
     async def _adopt(self, session_id: str, params: JsonObject, replay: bool) -> JsonObject:
         """A session acpctl has no history of, that the agent may know (made before acpctl
         was installed, or in another client): loaded or resumed through the agent, its
         replay relayed and recorded, and recorded from then on."""
-        await self.ensure_agent()
+        await self.conn.ensure_agent()
         if not self._agent_can("load" if replay else "resume"):
             raise not_found(session_id)
         cwd = _absolute_cwd(params)
-        meta, writer = self.recorder.create(session_id, session_id, cwd, _directories(params))
+        meta, writer = self.conn.recorder.create(session_id, session_id, cwd, _directories(params))
         record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
-        self.sessions.add(record)
-        response = await self.backend.call(
+        self.conn.sessions.add(record)
+        response = await self.conn.backend.call(
             acp.SESSION_LOAD if replay else acp.SESSION_RESUME, params
         )
         if "result" not in response:
             self.forget(record)
-            self.store.delete(session_id)
+            self.conn.store.delete(session_id)
             return response
         self._add(record, response["result"])
-        self.recorder.save(record)
+        self.conn.recorder.save(record)
         return response
 
     # == listing =======================================================================
@@ -222,7 +217,7 @@ class SessionLifecycle:
         cwd = params.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
-        stored = served.stored_sessions(self.store, self.recorder.agent_name, cwd)
+        stored = served.stored_sessions(self.conn.store, self.conn.recorder.agent_name, cwd)
         known = {meta.id for meta in stored} | {
             meta.agent_session_id for meta in stored if meta.agent_session_id
         }
@@ -236,7 +231,7 @@ class SessionLifecycle:
         if not self._agent_can("list"):
             return []
         try:
-            await self.ensure_agent()
+            await self.conn.ensure_agent()
         except RpcError:
             return []
         found: list[JsonObject] = []
@@ -247,14 +242,14 @@ class SessionLifecycle:
                 query["cursor"] = cursor
             try:
                 response = await asyncio.wait_for(
-                    self.backend.call(acp.SESSION_LIST, query), AGENT_LIST_TIMEOUT_S
+                    self.conn.backend.call(acp.SESSION_LIST, query), AGENT_LIST_TIMEOUT_S
                 )
             except asyncio.TimeoutError:
-                self.log.warning("the agent's session/list did not answer; listing acpctl's")
+                self.conn.log.warning("the agent's session/list did not answer; listing acpctl's")
                 break
             result = response.get("result")
             if not isinstance(result, dict) or not isinstance(result.get("sessions"), list):
-                self.log.info("the agent's session/list failed: %s", response.get("error"))
+                self.conn.log.info("the agent's session/list failed: %s", response.get("error"))
                 break
             found += [
                 info
@@ -272,9 +267,9 @@ class SessionLifecycle:
 
     async def close(self, params: JsonObject) -> JsonObject:
         session_id = params.get("sessionId")
-        record = self.sessions.get(session_id)
+        record = self.conn.sessions.get(session_id)
         if record is None:
-            if isinstance(session_id, str) and self.store.exists(session_id):
+            if isinstance(session_id, str) and self.conn.store.exists(session_id):
                 return jsonrpc.result(None, {})
             raise not_found(session_id)
         await self.end_turns(record)
@@ -286,17 +281,17 @@ class SessionLifecycle:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not valid_session_id(session_id):
             return jsonrpc.result(None, {})  # unknown sessions: succeed silently (ACP)
-        record = self.sessions.get(session_id)
+        record = self.conn.sessions.get(session_id)
         if record is not None:
             await self.end_turns(record)
             await self._agent_session_call(record, "delete", acp.SESSION_DELETE)
             self.forget(record)
-        self.store.delete(session_id)
+        self.conn.store.delete(session_id)
         return jsonrpc.result(None, {})
 
     def forget(self, record: SessionRecord) -> None:
-        self.sessions.remove(record)
-        self.recorder.close(record)
+        self.conn.sessions.remove(record)
+        self.conn.recorder.close(record)
 
     def _agent_can(self, capability: str) -> bool:
         return self.conn.handshake.agent_can(capability)
@@ -306,13 +301,13 @@ class SessionLifecycle:
     ) -> None:
         """close/delete on the agent's side too, when it is attached and supports it."""
         if (
-            record.generation == self.backend.generation
-            and self.backend.alive
+            record.generation == self.conn.backend.generation
+            and self.conn.backend.alive
             and self._agent_can(capability)
         ):
-            response = await self.backend.call(method, {"sessionId": record.agent_session_id})
+            response = await self.conn.backend.call(method, {"sessionId": record.agent_session_id})
             if "error" in response:
-                self.log.info(
+                self.conn.log.info(
                     "agent %s of session %s failed: %s", method, record.id, response["error"]
                 )
 

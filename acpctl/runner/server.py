@@ -68,16 +68,6 @@ def _params_only(handler: Callable[[JsonObject], Awaitable[JsonObject]]) -> Hand
 class AcpServer:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        # The parts read these often; they are the connection's, named here for brevity.
-        self.backend = conn.backend
-        self.store = conn.store
-        self.recorder = conn.recorder
-        self.log = conn.log
-        self.out = conn.out
-        self.sessions = conn.sessions
-        self.ids = conn.ids
-        self.incidents = conn.incidents
-        self.debug = conn.debug
         self.endpoint = EditorEndpoint(conn.out, conn.log, conn.debug)
         self.endpoint.router = self
         self.attacher = Attacher(conn)
@@ -109,7 +99,7 @@ class AcpServer:
             return jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: {rule.why}")
         if (
             method not in self.handlers
-            and self.backend.alive
+            and self.conn.backend.alive
             and not (isinstance(params, dict) and "sessionId" in params)
         ):
             return self._relay_now(method, params, msg_id)
@@ -120,36 +110,38 @@ class AcpServer:
             self.endpoint.spawn(self.cancel(params))
         elif method == acp.CANCEL_REQUEST:
             self._cancel_request(params)
-        elif not self.backend.alive:
-            self.log.debug("dropped %s: the agent is not running", method)
+        elif not self.conn.backend.alive:
+            self.conn.log.debug("dropped %s: the agent is not running", method)
         else:
             record = (
-                self.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
+                self.conn.sessions.get(params.get("sessionId"))
+                if isinstance(params, dict)
+                else None
             )
-            self.backend.notify(method, record.to_agent(params) if record else params)
+            self.conn.backend.notify(method, record.to_agent(params) if record else params)
 
     def route_response(self, message: JsonObject) -> None:
         """The editor answered a request that came from the agent: send it back."""
-        request = self.ids.settle(message.get("id"), message)
+        request = self.conn.ids.settle(message.get("id"), message)
         if request is None:
-            self.log.debug("editor answered unknown or settled request %r", message.get("id"))
+            self.conn.log.debug("editor answered unknown or settled request %r", message.get("id"))
             return
         if request.method == acp.REQUEST_PERMISSION and request.session is not None:
-            self.recorder.permission_outcome(request.session, message)
-        if request.generation == self.backend.generation:  # else the agent that asked died
-            self.backend.send({**message, "id": request.agent_id})
+            self.conn.recorder.permission_outcome(request.session, message)
+        if request.generation == self.conn.backend.generation:  # else the agent that asked died
+            self.conn.backend.send({**message, "id": request.agent_id})
 
     def _relay_now(self, method: str, params: Any, msg_id: Any) -> asyncio.Future[JsonObject]:
         """A request that needs no session routing goes to the agent at once, without a
         task: this is the path whose round trip the relay benchmark measures."""
-        upstream = self.backend.call(method, params)
-        self.ids.forwarded(msg_id, upstream, self.backend.request_id_of(upstream))
+        upstream = self.conn.backend.call(method, params)
+        self.conn.ids.forwarded(msg_id, upstream, self.conn.backend.request_id_of(upstream))
         answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
 
         def relay(done: asyncio.Future[JsonObject]) -> None:
             response = done.result()
             if "error" in response:
-                self.incidents.failed(method, response["error"])
+                self.conn.incidents.failed(method, response["error"])
             answer.set_result({**response, "jsonrpc": "2.0", "id": msg_id})
 
         upstream.add_done_callback(relay)
@@ -167,25 +159,27 @@ class AcpServer:
         except RpcError as exc:
             return jsonrpc.error_response(msg_id, exc)
         except Exception as exc:  # a bug must not take the connection down
-            self.log.exception("internal error in %s", method)
+            self.conn.log.exception("internal error in %s", method)
             return jsonrpc.error(msg_id, acp.INTERNAL_ERROR, f"internal error: {exc}")
         if "error" in response:  # the agent's answer (acpctl's own errors are raised)
-            self.incidents.failed(method, response["error"])
+            self.conn.incidents.failed(method, response["error"])
         return {**response, "jsonrpc": "2.0", "id": msg_id}
 
     async def _forward(self, method: str, params: Any, msg_id: Any) -> JsonObject:
         """Any other request: relay it, mapping the session id if it names one."""
         await self.conn.ensure_agent()
         if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
-            future = self.backend.call(method, params)
+            future = self.conn.backend.call(method, params)
         elif method in DETACHED_METHODS:
-            future = self.backend.call(method, {**params, "sessionId": self._agent_id_of(params)})
+            future = self.conn.backend.call(
+                method, {**params, "sessionId": self._agent_id_of(params)}
+            )
         else:
             record = self._require(params)
             async with record.lock:
                 await self.attacher.attach(record)
-                future = self.backend.call(method, record.to_agent(params))
-        self.ids.forwarded(msg_id, future, self.backend.request_id_of(future))
+                future = self.conn.backend.call(method, record.to_agent(params))
+        self.conn.ids.forwarded(msg_id, future, self.conn.backend.request_id_of(future))
         return await future
 
     def _agent_id_of(self, params: JsonObject) -> Any:
@@ -193,12 +187,12 @@ class AcpServer:
         from the connection, else from the history, else the id as given (a session only
         the agent knows)."""
         session_id = params["sessionId"]
-        record = self.sessions.get(session_id)
+        record = self.conn.sessions.get(session_id)
         if record is not None:
             return record.agent_session_id
-        if self.store.exists(session_id):
+        if self.conn.store.exists(session_id):
             try:
-                return self.store.read_meta(session_id).agent_session_id or session_id
+                return self.conn.store.read_meta(session_id).agent_session_id or session_id
             except (OSError, CorruptSession):
                 pass
         return session_id
@@ -208,13 +202,13 @@ class AcpServer:
         accepted is kept in the session's state (re-applied after a context-less
         reattach) and its metadata."""
         response = await self._forward(method, params, msg_id)
-        record = self.sessions.get(params.get("sessionId"))
+        record = self.conn.sessions.get(params.get("sessionId"))
         if record is not None and "result" in response:
             if method == acp.SESSION_SET_TITLE and isinstance(params.get("title"), str):
                 record.meta.title = params["title"]
             else:
                 record.state.on_set(method, params, response["result"])
-            self.recorder.save(record)
+            self.conn.recorder.save(record)
         return response
 
     def _cancel_request(self, params: Any) -> None:
@@ -223,12 +217,12 @@ class AcpServer:
         becomes its session's session/cancel, runner/turns.py)."""
         if not isinstance(params, dict) or self.turns.withdraw(params.get("requestId")):
             return
-        upstream = self.ids.upstream(params.get("requestId"))
+        upstream = self.conn.ids.upstream(params.get("requestId"))
         if upstream is not None and self.turns.cancel_running(upstream):
             return
-        agent_id = self.backend.request_id_of(upstream) if upstream is not None else None
+        agent_id = self.conn.backend.request_id_of(upstream) if upstream is not None else None
         if agent_id is not None:
-            self.backend.notify(acp.CANCEL_REQUEST, {**params, "requestId": agent_id})
+            self.conn.backend.notify(acp.CANCEL_REQUEST, {**params, "requestId": agent_id})
 
     # == connection-level methods ======================================================
 
@@ -237,7 +231,7 @@ class AcpServer:
         handshake = self.conn.handshake
         to_agent = handshake.to_agent(params)
         await self.conn.start_agent()
-        return handshake.to_editor(await self.backend.call(acp.INITIALIZE, to_agent))
+        return handshake.to_editor(await self.conn.backend.call(acp.INITIALIZE, to_agent))
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
         return await self._login_state(acp.AUTHENTICATE, params, replayed=params)
@@ -251,7 +245,7 @@ class AcpServer:
     ) -> JsonObject:
         """Relay authenticate or logout; on success, what a restarted agent is sent."""
         await self.conn.ensure_agent()
-        response = await self.backend.call(method, params)
+        response = await self.conn.backend.call(method, params)
         if "result" in response:
             self.conn.handshake.logged_in(replayed)
         return response
@@ -259,7 +253,7 @@ class AcpServer:
     # == sessions ======================================================================
 
     def _require(self, params: JsonObject) -> SessionRecord:
-        return self.sessions.require(params, self.store.exists)
+        return self.conn.sessions.require(params, self.conn.store.exists)
 
     # == prompts and cancellation (runner/turns.py) ===================================
 
@@ -271,7 +265,9 @@ class AcpServer:
         return await self.turns.prompt(record, params, prompt, msg_id)
 
     async def cancel(self, params: Any) -> None:
-        record = self.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
+        record = (
+            self.conn.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
+        )
         if record is not None:
             await self.turns.cancel(record, params)
 
@@ -285,12 +281,12 @@ class AcpServer:
             self._sessionless_notification(message, params, raw)
             return
         agent_session = params["sessionId"]
-        record = self.sessions.of_agent(agent_session)
+        record = self.conn.sessions.of_agent(agent_session)
         if record is None:
             # A session closed (or never opened) on this connection: what the agent still
             # says about it has no one to go to, and must not reach the editor under the
             # agent's raw id.
-            self.log.debug(
+            self.conn.log.debug(
                 "dropped %s for session %r, not open here", message.get("method"), agent_session
             )
             return
@@ -299,30 +295,30 @@ class AcpServer:
         record.heard = time.monotonic()
         update = params.get("update")
         if message.get("method") == acp.SESSION_UPDATE and isinstance(update, dict):
-            self.recorder.agent_update(record, raw)
+            self.conn.recorder.agent_update(record, raw)
             kind = update.get("sessionUpdate")
             if kind in SPECIAL_UPDATES:
                 params = self._special_update(record, params, update, kind)
-        if self.debug:
-            self.log.debug("-> %s session=%s", message.get("method"), record.id)
+        if self.conn.debug:
+            self.conn.log.debug("-> %s session=%s", message.get("method"), record.id)
         if record.id == agent_session and params is message["params"]:
             line = raw + b"\n"
         else:
             line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})
         if record.unannounced is None:
-            self.out.write(line)
+            self.conn.out.write(line)
         else:
             record.unannounced.append(line)
 
     def _sessionless_notification(self, message: JsonObject, params: Any, raw: bytes) -> None:
         if message.get("method") == acp.CANCEL_REQUEST and isinstance(params, dict):
-            editor_id = self.ids.editor_id(params.get("requestId"))
+            editor_id = self.conn.ids.editor_id(params.get("requestId"))
             if editor_id is not None:
-                self.out.send(
+                self.conn.out.send(
                     jsonrpc.notification(acp.CANCEL_REQUEST, {**params, "requestId": editor_id})
                 )
             return
-        self.out.write(raw + b"\n")
+        self.conn.out.write(raw + b"\n")
 
     def _special_update(
         self, record: SessionRecord, params: JsonObject, update: JsonObject, kind: str
@@ -343,7 +339,7 @@ class AcpServer:
         acpctl knows the session (a subagent's session it never saw keeps its id)."""
 
         def to_editor(agent_id: Any) -> Any:
-            record = self.sessions.of_agent(agent_id)
+            record = self.conn.sessions.of_agent(agent_id)
             return record.id if record is not None else agent_id
 
         for path in paths:
@@ -355,9 +351,9 @@ class AcpServer:
         agent_session = params.get("sessionId") if isinstance(params, dict) else None
         record = None
         if isinstance(agent_session, str):
-            record = self.sessions.of_agent(agent_session)
+            record = self.conn.sessions.of_agent(agent_session)
             if record is None:
-                self.backend.send(
+                self.conn.backend.send(
                     jsonrpc.error(
                         message["id"], acp.RESOURCE_NOT_FOUND, f"unknown session {agent_session}"
                     )
@@ -367,33 +363,35 @@ class AcpServer:
         if record is not None:
             record.heard = time.monotonic()  # a question is not silence
             if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
-                self.recorder.permission(record, params)
-        editor_id = self.ids.to_editor(ReverseRequest(message["id"], generation, record, method))
+                self.conn.recorder.permission(record, params)
+        editor_id = self.conn.ids.to_editor(
+            ReverseRequest(message["id"], generation, record, method)
+        )
         forwarded = {**message, "id": editor_id}
         if isinstance(params, dict):
             rule = acp.METHODS.get(method)
             for path in rule.request_ids if rule else ():
-                params = map_at(params, path, self.ids.editor_request)
+                params = map_at(params, path, self.conn.ids.editor_request)
             if record is not None:
                 params = {**params, "sessionId": record.id}
             forwarded["params"] = params
-        if self.debug:
-            self.log.debug(
+        if self.conn.debug:
+            self.conn.log.debug(
                 "-> %s id=%s%s", method, editor_id, f" session={record.id}" if record else ""
             )
-        self.out.send(forwarded)
+        self.conn.out.send(forwarded)
 
     async def on_agent_batch_end(self) -> None:
-        self.recorder.batch_end()
-        await self.out.drain()
+        self.conn.recorder.batch_end()
+        await self.conn.out.drain()
 
     def on_agent_exit(self, description: str, generation: int) -> None:
         # Requests the dead agent asked the editor are void; tell the editor.
         void = jsonrpc.error(None, acp.INTERNAL_ERROR, description)
-        for editor_id in self.ids.waiting(lambda request: request.generation == generation):
-            self.ids.settle(editor_id, void)
-            self.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
-        self.log.warning("%s; it will be restarted on the next request", description)
+        for editor_id in self.conn.ids.waiting(lambda request: request.generation == generation):
+            self.conn.ids.settle(editor_id, void)
+            self.conn.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
+        self.conn.log.warning("%s; it will be restarted on the next request", description)
         self.conn.update_run_record()
 
     # == shutdown ======================================================================
@@ -403,18 +401,18 @@ class AcpServer:
         if self._closed:
             return
         self._closed = True
-        self.backend.settle_pending(
+        self.conn.backend.settle_pending(
             acp.SESSION_PROMPT, jsonrpc.result(None, {"stopReason": acp.CANCELLED})
         )
         # Requests still in flight (the prompts just settled among them) get a moment to
         # record their end and answer; whatever still waits for the agent then is cut off.
         if self.endpoint.tasks:
             await asyncio.wait(set(self.endpoint.tasks), timeout=SHUTDOWN_GRACE_S)
-        await self.out.drain()
-        await self.backend.stop()
-        await self.recorder.committed()
-        for record in self.sessions:
+        await self.conn.out.drain()
+        await self.conn.backend.stop()
+        await self.conn.recorder.committed()
+        for record in self.conn.sessions:
             self.lifecycle.forget(record)
         for task in list(self.endpoint.tasks):
             task.cancel()
-        await self.out.drain()
+        await self.conn.out.drain()
