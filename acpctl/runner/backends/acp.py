@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 from acpctl import jsonrpc
@@ -188,23 +189,23 @@ class AcpBackend:
         still waiting is answered (the peer's rule), and the exit is reported."""
         assert self.events is not None, "connect() the backend to the server first"
         events = self.events
-        unreadable: list[str] = []
-        exit_description: list[str] = []
+        unreadable: str | None = None  # why the agent was ended, when a line was unreadable
+        description = "agent is not running"  # how it ended, once it has
 
         def bad_line(line: jsonrpc.BadLine) -> None:
-            if not self._stopping and not unreadable:
-                why = self._bad_line(line, process, peer)
-                if why is not None:
-                    unreadable.append(why)
+            nonlocal unreadable
+            if not self._stopping and unreadable is None:
+                unreadable = self._bad_line(line, process, peer)
 
-        async def exited() -> Any:
+        async def exited() -> Callable[[Pending], JsonObject]:
+            nonlocal description
             code = await process.wait()
-            description = unreadable[0] if unreadable else process.describe_exit(code)
+            description = unreadable or process.describe_exit(code)
             tail = list(process.stderr_tail)
             if not self._stopping:
                 # An agent that ends with status 0 on its own is not a failure to warn about.
                 self.log.log(
-                    logging.INFO if code == 0 and not unreadable else logging.WARNING,
+                    logging.INFO if code == 0 and unreadable is None else logging.WARNING,
                     "%s%s",
                     description,
                     "; last stderr lines:\n  " + "\n  ".join(tail) if tail else "",
@@ -218,7 +219,6 @@ class AcpBackend:
                     {"exitStatus": code, "stderr": tail},
                 )
 
-            exit_description.append(description)
             return failed
 
         try:
@@ -233,9 +233,7 @@ class AcpBackend:
             if self.peer is peer:
                 self.alive = False
         if not self._stopping:
-            events.on_agent_exit(
-                exit_description[0] if exit_description else "agent is not running", generation
-            )
+            events.on_agent_exit(description, generation)
 
     def _bad_line(
         self, line: jsonrpc.BadLine, process: AgentProcess, peer: Peer[int]
