@@ -183,17 +183,20 @@ class Turns:
         record = self.running.get(upstream)
         if record is None or self.conn.handshake.queues_prompts():
             return False
+        self._cancel_at_agent(record, {"sessionId": record.id})
+        return True
+
+    def _cancel_at_agent(self, record: SessionRecord, params: JsonObject) -> None:
+        """session/cancel to the agent, when the session is attached to the one running."""
         backend = self.conn.backend
         if record.generation == backend.generation and backend.alive:
-            backend.notify(acp.SESSION_CANCEL, record.to_agent({"sessionId": record.id}))
-        return True
+            backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
         conn = self.conn
         self.queue(record).cancels += 1  # the prompts waiting their turn end as cancelled
         async with record.lock:
-            if record.generation == conn.backend.generation and conn.backend.alive:
-                conn.backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
+            self._cancel_at_agent(record, params)
         # Permission requests of this session still open are settled as cancelled, and the
         # editor is told to drop its dialog.
         cancelled = jsonrpc.result(None, {"outcome": {"outcome": acp.CANCELLED}})
