@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from acpctl.agents import catalog, installer, registry
+from acpctl.agents.limits import Limits
 from acpctl.errors import AcpctlError
 from tests.conftest import acpctl_argv, cli, run_cli, write_executable
 from tests.registry_server import RegistryServer, serve
@@ -765,7 +766,7 @@ def _bomb_zip(members: int, size: int) -> bytes:
 
 
 def test_an_archive_that_unpacks_too_far_is_refused(tmp_path: Path) -> None:
-    small = installer.Limits(unpacked_bytes=1 << 20, members=50)
+    small = Limits(unpacked_bytes=1 << 20, members=50)
     cases = {
         "big.zip": (_bomb_zip(1, 4 << 20), "unpacks to more than 1 MiB"),
         "many.zip": (_bomb_zip(60, 1), "more than 50 members"),

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from acpctl.agents import installed, installer, runtimes
 from acpctl.agents.catalog import CatalogEntry
 from acpctl.agents.discovery import which
+from acpctl.agents.limits import DEFAULT_LIMITS, Limits
 from acpctl.errors import AcpctlError
 
 Echo = Callable[[str], None]
@@ -22,7 +23,7 @@ def install(
     echo: Echo,
     confirm: Confirm,
     in_use: Iterable[str] = (),
-    limits: installer.Limits = installer.DEFAULT_LIMITS,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> installed.Installed:
     chosen = installer.plan(entry, version, via)
     current = installed.read(entry.id)
@@ -64,7 +65,7 @@ def _install(
     chosen: installer.Plan,
     echo: Echo,
     in_use: Iterable[str],
-    limits: installer.Limits = installer.DEFAULT_LIMITS,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> installed.Installed:
     echo(f"installing {chosen.describe()}")
     result = installer.install(chosen, echo, sys.stderr.isatty(), limits)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from acpctl.agents.limits import DEFAULT_LIMITS, Limits
 from acpctl.cli.completions import command_line
 from acpctl.errors import UsageError
 
@@ -141,18 +142,19 @@ def install(
     via: str = typer.Option(None, "--via", help="npx, uvx or binary (default: binary first)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (needed off a terminal)."),
     timeout: float = typer.Option(
-        600.0, "--timeout", help="Seconds an archive's whole download may take."
+        DEFAULT_LIMITS.download_s, "--timeout", help="Seconds an archive's whole download may take."
     ),
-    max_unpacked: int = typer.Option(4096, "--max-unpacked", help="MiB an archive may unpack to."),
+    max_unpacked: int = typer.Option(
+        DEFAULT_LIMITS.unpacked_bytes >> 20, "--max-unpacked", help="MiB an archive may unpack to."
+    ),
     max_members: int = typer.Option(
-        100_000, "--max-members", help="Files and directories an archive may hold."
+        DEFAULT_LIMITS.members, "--max-members", help="Files and directories an archive may hold."
     ),
 ) -> None:
     """Install an agent from the registry into acpctl's own directory: an npm or PyPI
     package, or this platform's archive (checked against the registry's sha256). It then
     resolves before PATH and npx."""
     from acpctl.agents import managed
-    from acpctl.agents.installer import Limits
 
     if timeout <= 0 or max_unpacked <= 0 or max_members <= 0:
         raise UsageError("--timeout, --max-unpacked and --max-members must be positive")
