@@ -37,20 +37,13 @@ def last_turn_start(store: SessionStore, session_id: str) -> int:
     return ends[-2] if last_was_end and len(ends) > 1 else ends[-1]
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file, or None while there is none."""
+def _identity(path: Path) -> tuple[tuple[int, int] | None, int]:
+    """((device, inode), size) of the file; (None, 0) while there is none."""
     try:
         info = os.stat(path, follow_symlinks=False)
     except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path, follow_symlinks=False).st_size
-    except OSError:
-        return 0
+        return None, 0
+    return (info.st_dev, info.st_ino), info.st_size
 
 
 def follow(
@@ -65,12 +58,12 @@ def follow(
     view.header(meta)
     path = store.session_dir(meta.id) / EVENTS_FILE
     offset = last_turn_start(store, meta.id)
-    followed = _identity(path)
+    followed, _ = _identity(path)
     live = was_live = is_live()
     checked = time.monotonic()
     while True:
-        now = _identity(path)
-        if now != followed or _size(path) < offset:
+        now, size = _identity(path)
+        if now != followed or size < offset:
             # Replaced (a rename over it, a repair) or cut short: an offset into the old
             # file means nothing in this one, so its last turn is shown again.
             followed = now
