@@ -130,7 +130,7 @@ class Recorder:
             self._failing.add((meta.id, "events"))
             # The files are made from the metadata as it is now: the turns ended meanwhile
             # are added by the group commits that failed until then, as for any session.
-            made = dataclasses.replace(meta, state=copy.deepcopy(meta.state))
+            made = _snapshot(meta)
             return DeferredHistory(lambda: open_history(made))
 
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:
@@ -235,7 +235,7 @@ class Recorder:
     def _job(self, record: SessionRecord) -> _Commit:
         """What the worker needs, taken in the event loop: a descriptor of the events that
         stays valid if the writer closes, and a copy of the metadata."""
-        meta = dataclasses.replace(record.meta, state=copy.deepcopy(record.meta.state))
+        meta = _snapshot(record.meta)
         try:
             events = record.writer.duplicate()
         except OSError:
@@ -296,6 +296,11 @@ class _Commit:
     events: int | None  # a duplicate descriptor of events.jsonl, closed by the commit
     meta: SessionMeta
     turns: int  # turns counted in meta.turns that the file does not have yet
+
+
+def _snapshot(meta: SessionMeta) -> SessionMeta:
+    """A copy of the metadata that later changes to the session's do not reach."""
+    return dataclasses.replace(meta, state=copy.deepcopy(meta.state))
 
 
 def _reason(exc: OSError) -> str:
