@@ -64,6 +64,7 @@ class MemoryChannel:
 
     def __init__(self) -> None:
         self._reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        self._ended = False  # the other end closed: nothing more comes in
         self.peer: MemoryChannel | None = None
 
     def send(self, message: Any) -> None:
@@ -71,7 +72,7 @@ class MemoryChannel:
 
     def write(self, data: bytes) -> None:
         assert self.peer is not None
-        if not self.peer._reader.at_eof():
+        if not self.peer._ended:
             self.peer._reader.feed_data(data)
 
     async def drain(self) -> None:
@@ -82,7 +83,8 @@ class MemoryChannel:
 
     def close(self) -> None:
         assert self.peer is not None
-        if not self.peer._reader.at_eof():
+        if not self.peer._ended:
+            self.peer._ended = True
             self.peer._reader.feed_eof()
 
 
