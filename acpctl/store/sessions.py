@@ -361,9 +361,10 @@ def open_private(path: Path | str, flags: int) -> int:
 class HistoryWriter:
     """Appends events to one session's events.jsonl (see the module docstring)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fd: int | None = None) -> None:
+        """`fd`: -1 for a writer with no file (yet), else the file at `path` is opened."""
         self.path = path
-        self._fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        self._fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) if fd is None else fd
         self._buffer: list[bytes] = []
         self._stamped = 0.0
         self._head = b""
@@ -462,12 +463,7 @@ class DeferredHistory(HistoryWriter):
     Once that works it adopts the new file, and the session is recorded from its start."""
 
     def __init__(self, create: Callable[[], HistoryWriter]) -> None:
-        self.path = Path(os.devnull)
-        self._fd = -1
-        self._buffer = []
-        self._stamped = 0.0
-        self._head = b""
-        self._end = -1
+        super().__init__(Path(os.devnull), fd=-1)
         self._create: Callable[[], HistoryWriter] | None = create
 
     def flush(self) -> None:
@@ -489,9 +485,7 @@ class DiscardedHistory(HistoryWriter):
     """The writer of a session that is not recorded (`acpctl run --acp --no-history`)."""
 
     def __init__(self) -> None:
-        self.path = Path(os.devnull)
-        self._fd = -1
-        self._buffer = []
+        super().__init__(Path(os.devnull), fd=-1)
 
     def append(self, event: dict[str, Any]) -> None:
         pass
