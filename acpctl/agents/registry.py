@@ -21,8 +21,8 @@ from acpctl.files import atomic_write, read_json_state
 
 LIVE_URL = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
 FETCH_TIMEOUT_S = 15.0
-# A release version: digits and dots, then a pre-release or build tag of safe characters.
 AGENT_ID = re.compile(r"[a-z][a-z0-9-]*")  # the schema's, matched whole
+# A release version: digits and dots, then a pre-release or build tag of safe characters.
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]*)?")
 MAX_DOCUMENT_BYTES = 16 << 20  # the live index is ~50 KB; anything this big is not it
 SNAPSHOT = Path(__file__).parent / "registry.json"

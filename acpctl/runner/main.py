@@ -69,7 +69,7 @@ def serve(agent: str | None, history: bool) -> int:
 
 def resolve(agent: str | None) -> tuple[AgentSpec, list[str], RunLimits]:
     """The agent's spec (config.toml, else the catalog, else the demo), its command line,
-    and the silence the watchdog allows."""
+    and the limits config.toml sets for its connection."""
     from acpctl import config
     from acpctl.agents import discovery
 
