@@ -334,3 +334,36 @@ def test_the_demo_agent_answers_bad_params_with_an_error(home: Path, tmp_path: P
                 assert answer["error"]["code"] == acp.INVALID_PARAMS, answer
 
     asyncio.run(scenario())
+
+
+@pytest.mark.e2e
+def test_a_restarted_agent_that_never_answers_the_handshake_fails_at_the_deadline(
+    home: Path, tmp_path: Path
+) -> None:
+    """The replayed initialize has the same deadline as any request: without it, a restart
+    that never answered held every later request for ever."""
+    log = tmp_path / "agent.log"
+    script = tmp_path / "mute.py"
+    script.write_text(
+        REFUSING_AGENT.replace(
+            'send({"jsonrpc": "2.0", "id": m["id"],\n                  "error": {"code": -32603, '
+            '"message": "not today"}})',
+            "pass  # a restart never answers initialize",
+        )
+    )
+    assert "never answers" in script.read_text()
+    agent = write_executable(tmp_path / "mute", f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    added = run_cli("agents", "add", "mute", "--env", f"REFUSING_AGENT_LOG={log}", "--", str(agent))
+    assert added.returncode == 0
+    config = home / "config" / "config.toml"
+    config.write_text("request_timeout_s = 1\n" + config.read_text())
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "mute") as editor:
+            sid = await editor.session(str(tmp_path))
+            crashed = await editor.prompt(sid, "crash")
+            assert "agent exited with status 3" in crashed["error"]["message"]
+            stuck = await asyncio.wait_for(editor.prompt(sid, "hello?"), 20)
+            assert "did not answer initialize within 1 s" in stuck["error"]["message"], stuck
+
+    asyncio.run(scenario())

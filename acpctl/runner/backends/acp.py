@@ -102,7 +102,7 @@ class AcpBackend:
 
     async def _replay_handshake(self, process: AgentProcess, peer: Peer[int]) -> None:
         try:
-            await self.handshake.replay(peer.call)
+            await self.handshake.replay(lambda method, params: self._request(peer, method, params))
         except RpcError as exc:
             self.log.warning(
                 "the restarted agent refused the connection's handshake (%s); ending it",
@@ -144,9 +144,20 @@ class AcpBackend:
             future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
             future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR, "agent is not running"))
             return future
-        future = self.peer.call(method, params, on_response)
+        return self._request(self.peer, method, params, on_response)
+
+    def _request(
+        self,
+        peer: Peer[int],
+        method: str,
+        params: Any,
+        on_response: ResponseHook | None = None,
+    ) -> asyncio.Future[JsonObject]:
+        """Every request to the agent, the replayed handshake's too, goes out here: with
+        the deadline, unless it is a turn or a sign-in."""
+        future = peer.call(method, params, on_response)
         if self.request_timeout_s > 0 and method not in UNTIMED_METHODS:
-            self._deadline(self.peer, future, method)
+            self._deadline(peer, future, method)
         return future
 
     def _deadline(self, peer: Peer[int], future: asyncio.Future[JsonObject], method: str) -> None:
