@@ -116,7 +116,7 @@ class RelayConnection:
             jsonrpc.read_messages(self.process.stdout), self._route, closed=self._exited
         )
 
-    async def _exited(self) -> Any:
+    async def _exited(self) -> Callable[[Pending], JsonObject]:
         tail = "; ".join(self.stderr_tail) or "no output"
 
         def failed(entry: Pending) -> JsonObject:

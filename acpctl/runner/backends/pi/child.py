@@ -8,6 +8,7 @@ import collections
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from acpctl import jsonrpc
@@ -137,7 +138,7 @@ class PiChild:
         if isinstance(message, dict) and self.listener is not None:
             self.listener.put_nowait(message)
 
-    async def _exited(self) -> Any:
+    async def _exited(self) -> Callable[[Pending], JsonObject]:
         self.exit_code = await self.process.wait()
         tail = self.stderr_tail()
         self.log.warning(
