@@ -76,6 +76,14 @@ MCP_MESSAGE = "mcp/message"  # either direction (unstable)
 # Either direction
 CANCEL_REQUEST = "$/cancel_request"
 
+# Several clients on one session (the multi-client attach proposal), served by the host
+SESSION_ATTACH = "session/attach"
+SESSION_DETACH = "session/detach"
+CONTROLLER = "controller"
+OBSERVER = "observer"
+PERMISSION_RESOLVED = "permission_resolved"  # session/update kinds acpctl sends itself
+CLIENT_DISCONNECTED = "client_disconnected"
+
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"
 AGENT_MESSAGE_CHUNK = "agent_message_chunk"
@@ -115,6 +123,9 @@ REJECT_ALWAYS = "reject_always"
 REQUEST_CANCELLED = -32800
 AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002
+# The host's: an observer's request to act. (The attach proposal says -32002, which ACP v1
+# already gives to "resource not found".)
+NOT_AUTHORISED = -32001
 
 
 # == What acpctl does with each method =================================================
@@ -226,6 +237,19 @@ METHODS: dict[str, Method] = {
         "client",
         Handling.SERVED,
         "deletes acpctl's history; relayed when the agent supports it",
+        session_ids=_SESSION,
+    ),
+    SESSION_ATTACH: Method(
+        "client",
+        Handling.SERVED,
+        "joins a session open at the agent (the multi-client proposal): its history replayed "
+        "as the policy asks, its updates from then on, as a controller or an observer",
+        session_ids=_SESSION,
+    ),
+    SESSION_DETACH: Method(
+        "client",
+        Handling.SERVED,
+        "leaves a session without ending it; the other clients are told",
         session_ids=_SESSION,
     ),
     SESSION_PROMPT: Method(

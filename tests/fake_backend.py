@@ -21,6 +21,7 @@ from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.jsonrpc.channel import MemoryChannel, memory_pair
 from acpctl.jsonrpc.pending import PendingRequests
 from acpctl.runner.backends import AgentEvents
+from acpctl.runner.clients import Client
 from acpctl.runner.context import Connection
 from acpctl.runner.handshake import Handshake
 from acpctl.runner.recorder import Recorder
@@ -231,15 +232,16 @@ class Harness:
             self.agent,
             self.store,
             Recorder(self.store, "fake", ["fake-agent"], log, history),
-            server_end,
             log,
             silence_s=SILENCE_WARNING_S,
         )
         self.server = AcpServer(self.conn)
+        self.client = Client(server_end)
+        self.endpoint = self.server.join(self.client)
         self.ids: Iterator[int] = itertools.count(1)
 
     def send(self, message: Any) -> None:
-        self.server.endpoint.dispatch(message)
+        self.endpoint.dispatch(message)
 
     async def request(self, method: str, params: Any) -> JsonObject:
         msg_id = next(self.ids)

@@ -369,7 +369,7 @@ def test_bad_lines_get_parse_errors_and_serving_goes_on(tmp_path: Path) -> None:
         editor.write(b"not json\n\xff\xfe\n" + b"[" * 100_000 + b"\n\n")
         editor.write(json.dumps(jsonrpc.request(1, acp.INITIALIZE, {})).encode() + b"\n")
         editor.close()
-        await h.server.endpoint.serve()
+        await h.endpoint.serve()
         errors = [m for m in h.editor.messages if m.get("id") is None]
         assert [e["error"]["code"] for e in errors] == [acp.PARSE_ERROR] * 3
         assert "nested too deeply" in errors[2]["error"]["message"]
@@ -424,7 +424,7 @@ def test_a_bug_in_a_handler_is_an_internal_error_not_a_crash(tmp_path: Path) -> 
         response = await h.request(acp.INITIALIZE, {"protocolVersion": 1})
         assert response["error"] == {"code": acp.INTERNAL_ERROR, "message": "boom"}
 
-        async def crash(params: Any, msg_id: Any) -> JsonObject:
+        async def crash(client: Any, params: Any, msg_id: Any) -> JsonObject:
             raise ZeroDivisionError("a bug")
 
         h.server.handlers[acp.SESSION_LIST] = crash

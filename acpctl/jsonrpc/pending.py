@@ -60,6 +60,13 @@ class PendingRequests(Generic[IdT]):
                 entry.future.set_result(response)
         return entry
 
+    def get(self, msg_id: Any) -> Pending | None:
+        """The request `msg_id` while it waits (None when none does)."""
+        try:
+            return self._by_id.get(msg_id)
+        except TypeError:
+            return None
+
     def id_of(self, future: asyncio.Future[JsonObject]) -> IdT | None:
         return self._by_future.get(future)
 

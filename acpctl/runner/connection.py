@@ -13,6 +13,7 @@ import subprocess
 from acpctl.jsonrpc.channel import StdioChannel
 from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend
+from acpctl.runner.clients import Client
 from acpctl.runner.context import Connection
 from acpctl.runner.incidents import Incidents
 from acpctl.runner.options import RunLimits
@@ -44,13 +45,12 @@ def serve_stdio(
             build_backend(kind, argv, env, log, store, spawned, limits.request_timeout_s),
             store,
             Recorder(store, name, argv, log, enabled=history),
-            await StdioChannel.open(),
             log,
             incidents=Incidents(log_path, log, {**os.environ, **env}),
             run_record=record,
             silence_s=limits.silence_s,
         )
-        await run_server(conn)
+        await run_server(conn, Client(await StdioChannel.open()))
 
     try:
         asyncio.run(serve())
@@ -75,8 +75,8 @@ def build_backend(
     return AcpBackend(argv, env, log, spawned, request_timeout_s)
 
 
-async def run_server(conn: Connection) -> None:
-    """Serve the connection's channel until it closes, or until SIGTERM or SIGINT."""
+async def run_server(conn: Connection, client: Client) -> None:
+    """Serve the one client until it closes its end, or until SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
     server = AcpServer(conn)
     # Start the agent now, while the editor is still sending initialize: its start-up
@@ -86,12 +86,12 @@ async def run_server(conn: Connection) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    serving = asyncio.create_task(server.endpoint.serve())
+    serving = asyncio.create_task(server.serve(client))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    client = os.environ.get("ACPCTL_CLIENT") or "the editor"  # `acpctl run` names itself
-    conn.log.info(f"{client} closed the connection" if serving.done() else "stopping on signal")
+    who = os.environ.get("ACPCTL_CLIENT") or "the editor"  # `acpctl run` names itself
+    conn.log.info(f"{who} closed the connection" if serving.done() else "stopping on signal")
     await server.shutdown()
     serving.cancel()
     stopping.cancel()
-    conn.out.close()
+    client.channel.close()

@@ -1,6 +1,7 @@
 """One connection's state, owned in one place: the backend and the handshake it replays,
 the store and the recorder, the sessions open on the connection and the request ids across
-both hops, the editor's channel, the log, the incidents and the limits.
+both hops, the clients (one editor for `run --acp`; any number in the session host), the
+log, the incidents and the limits.
 
 The server and its parts (lifecycle, turns, attach) each take this one object, so what a
 connection knows is written once and read by whoever needs it."""
@@ -12,8 +13,8 @@ import os
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import RpcError
-from acpctl.jsonrpc.channel import Channel
 from acpctl.runner.backends import Backend
+from acpctl.runner.clients import Client
 from acpctl.runner.handshake import Handshake
 from acpctl.runner.idmap import IdMap
 from acpctl.runner.incidents import Incidents
@@ -29,18 +30,21 @@ class Connection:
         backend: Backend,
         store: SessionStore,
         recorder: Recorder,
-        channel: Channel,
         log: logging.Logger,
         *,
         incidents: Incidents | None = None,
         run_record: RunRecord | None = None,
         silence_s: float,
+        shared: bool = False,
     ) -> None:
         self.backend = backend
         self.store = store
         self.recorder = recorder
-        self.out = channel
         self.log = log
+        # Whether several clients may join one session (the session host): then initialize
+        # advertises session/attach.
+        self.shared = shared
+        self.clients: list[Client] = []
         self.incidents = incidents or Incidents(None, log)
         self.run_record = run_record
         self.silence_s = silence_s  # config.toml's silence_warning_s (0: no watchdog)
@@ -48,6 +52,15 @@ class Connection:
         self.handshake = Handshake()
         self.sessions = SessionTable(self.update_run_record)
         self.ids = IdMap()
+
+    def broadcast(self, line: bytes) -> None:
+        """What concerns no one session goes to every client."""
+        for client in self.clients:
+            client.channel.write(line)
+
+    async def drain(self) -> None:
+        for client in self.clients:
+            await client.channel.drain()
 
     def update_run_record(self) -> None:
         if self.run_record is not None:

@@ -1,6 +1,6 @@
-"""The editor's end of `run --acp`: reads JSON-RPC from the editor's channel, checks that
-each message is one, answers batches as arrays, and writes every reply. What a message
-means is the router's business (`runner.server.AcpServer`)."""
+"""A client's end of the server (the editor's, for `run --acp`): reads JSON-RPC from the
+client's channel, checks that each message is one, answers batches as arrays, and writes
+every reply. What a message means is the router's business (`runner.server.AcpServer`)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,19 @@ class Router(Protocol):
 
 
 class EditorEndpoint:
-    def __init__(self, channel: Channel, log: logging.Logger, debug: bool) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        log: logging.Logger,
+        debug: bool,
+        tasks: set[asyncio.Future[Any]] | None = None,
+    ) -> None:
         self.out = channel
         self.log = log
         self.debug = debug
         self.router: Router | None = None
-        self.tasks: set[asyncio.Future[Any]] = set()
+        # The requests in flight (shared by a server's clients, which waits for them all).
+        self.tasks: set[asyncio.Future[Any]] = set() if tasks is None else tasks
 
     async def serve(self) -> None:
         """Until the editor closes its end."""

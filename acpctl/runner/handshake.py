@@ -28,9 +28,9 @@ def negotiated_version(offered: Any) -> Any:
     return offered
 
 
-def served_capabilities(agent: Any) -> JsonObject:
+def served_capabilities(agent: Any, shared: bool = False) -> JsonObject:
     """The agent's capabilities plus load, list, resume, close, delete and fork, which
-    acpctl serves from its store."""
+    acpctl serves from its store; and, on the session host (`shared`), attach."""
     capabilities = dict(agent) if isinstance(agent, dict) else {}
     capabilities["loadSession"] = True
     session_caps = capabilities.get("sessionCapabilities")
@@ -38,6 +38,8 @@ def served_capabilities(agent: Any) -> JsonObject:
     for name in SESSION_CAPABILITIES_SERVED:
         if not isinstance(session_caps.get(name), dict):
             session_caps[name] = {}
+    if shared:
+        session_caps["attach"] = {"roles": [acp.CONTROLLER, acp.OBSERVER]}
     capabilities["sessionCapabilities"] = session_caps
     return capabilities
 
@@ -48,6 +50,8 @@ class Handshake:
         self.initialize_params: JsonObject | None = None
         self.authenticate_params: JsonObject | None = None
         self.capabilities: JsonObject = {}  # the agent's own, before acpctl adds its own
+        # The first client's answer, as it got it: the session host's later clients get it.
+        self.answer: JsonObject | None = None
 
     @property
     def started(self) -> bool:
@@ -62,20 +66,21 @@ class Handshake:
         }
         return self.initialize_params
 
-    def to_editor(self, response: JsonObject) -> JsonObject:
+    def to_editor(self, response: JsonObject, shared: bool = False) -> JsonObject:
         """The agent's initialize answer as the editor gets it; its capabilities kept."""
         result = response.get("result")
         if not isinstance(result, dict):
             return response
         self._absorb(result)
-        return {
+        self.answer = {
             **response,
             "result": {
                 **result,
                 "protocolVersion": negotiated_version(result.get("protocolVersion")),
-                "agentCapabilities": served_capabilities(result.get("agentCapabilities")),
+                "agentCapabilities": served_capabilities(result.get("agentCapabilities"), shared),
             },
         }
+        return self.answer
 
     def logged_in(self, params: JsonObject | None) -> None:
         """A successful authenticate (params) or logout (None): what a restart replays."""

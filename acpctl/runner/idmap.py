@@ -1,8 +1,9 @@
 """Request ids across acpctl, both ways.
 
 Editor → agent: a forwarded request gets the backend's id on the agent hop; the editor's id
-is kept here so that the editor's `$/cancel_request` can name the agent's id, and the
-agent's messages that name the request (a request-scoped elicitation) the editor's.
+is kept here (by its key, unique among the connection's clients) so that the editor's
+`$/cancel_request` can name the agent's id, and the agent's messages that name the request
+(a request-scoped elicitation) the editor's.
 Agent → editor: a request from the agent (a permission, fs, terminal...) gets an id of
 acpctl's own on the editor hop, from a pending table; the editor's answer goes back under
 the agent's id, and the agent's `$/cancel_request` is translated to the editor's id.
@@ -13,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import jsonrpc
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.pending import PendingRequests
+from acpctl.runner.clients import Client, RequestKey, cancel_request, tell
 
 
 @dataclass
@@ -29,11 +31,27 @@ class ReverseRequest:
     generation: int  # the agent process that asked; its answer is void once it died
     session: Any  # the SessionRecord it belongs to, or None
     method: str
+    message: JsonObject = field(default_factory=dict)  # as the clients get it
+    # The clients asked (a controller that attaches later is asked too); the first to
+    # answer settles it.
+    asked: list[Client] = field(default_factory=list)
+
+    def ask(self, clients: list[Client]) -> None:
+        """Send the request to those of `clients` not asked yet."""
+        line = jsonrpc.encode(self.message)
+        for client in clients:
+            if client not in self.asked:
+                self.asked.append(client)
+                client.channel.write(line)
+
+    def withdraw(self, editor_id: Any, clients: list[Client] | None = None) -> None:
+        """Tell the clients asked (or `clients` of them) that the request is settled."""
+        tell(self.asked if clients is None else clients, cancel_request(editor_id))
 
 
 class IdMap:
     def __init__(self) -> None:
-        self._upstream: dict[tuple[bool, Any], asyncio.Future[JsonObject]] = {}
+        self._upstream: dict[RequestKey, asyncio.Future[JsonObject]] = {}
         self._reverse: PendingRequests[int] = PendingRequests(itertools.count(1))
         self._editor_id_of: dict[tuple[bool, Any], int] = {}
         self._forwarded_as: dict[tuple[bool, Any], Any] = {}  # agent-hop id -> editor's
@@ -41,11 +59,14 @@ class IdMap:
     # -- editor → agent -------------------------------------------------------------
 
     def forwarded(
-        self, editor_id: Any, upstream: asyncio.Future[JsonObject], agent_id: Any
+        self,
+        key: RequestKey,
+        editor_id: Any,
+        upstream: asyncio.Future[JsonObject],
+        agent_id: Any,
     ) -> None:
         """`upstream` (`agent_id` on the agent's hop) answers the editor's request
-        `editor_id`, until it is done."""
-        key = jsonrpc.id_key(editor_id)
+        `editor_id` (`key` among the connection's), until it is done."""
         self._upstream[key] = upstream
         agent_key = jsonrpc.id_key(agent_id) if agent_id is not None else None
         if agent_key is not None:
@@ -67,9 +88,9 @@ class IdMap:
         except TypeError:
             return agent_id
 
-    def upstream(self, editor_id: Any) -> asyncio.Future[JsonObject] | None:
+    def upstream(self, client: Client, editor_id: Any) -> asyncio.Future[JsonObject] | None:
         try:
-            return self._upstream.get(jsonrpc.id_key(editor_id))
+            return self._upstream.get(client.key(editor_id))
         except TypeError:  # an unhashable id in a $/cancel_request
             return None
 
@@ -86,6 +107,11 @@ class IdMap:
             return self._editor_id_of.get(jsonrpc.id_key(agent_id))
         except TypeError:
             return None
+
+    def pending(self, editor_id: Any) -> ReverseRequest | None:
+        """The request `editor_id` names while it waits for an answer."""
+        entry = self._reverse.get(editor_id)
+        return entry.context if entry is not None else None
 
     def settle(self, editor_id: Any, response: JsonObject) -> ReverseRequest | None:
         """The editor answered (or acpctl settled) `editor_id`: the request it answers, no

@@ -1,6 +1,8 @@
 """The lifecycle of the sessions on one connection: session/new and session/fork (registered
 before the agent's next message is routed), load and resume (of acpctl's own history, or of
-a session only the agent knows), list (both, merged), close and delete.
+a session only the agent knows), list (both, merged), close and delete; and which clients
+see each session: the one that opened it, and on the session host those that joined it
+(load, resume or session/attach of a session open at the agent) until they detach or go.
 
 A connection serves one agent: it lists and opens that agent's sessions only."""
 
@@ -16,15 +18,23 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import served
 from acpctl.runner.attach import Attacher, with_note
+from acpctl.runner.clients import Client, attach_role, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.session import SessionRecord, not_found, wire_session_id
-from acpctl.store.sessions import CorruptSession, HistoryWriter, SessionMeta, valid_session_id
+from acpctl.store.sessions import (
+    CorruptSession,
+    HistoryWriter,
+    SessionMeta,
+    utc_stamp,
+    valid_session_id,
+)
 
 # Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
 OpenHistory = Callable[[str, str], tuple[SessionMeta, HistoryWriter]]
 # The agent's own session/list: how many pages acpctl reads, and how long it waits.
 AGENT_LIST_PAGES = 20
 AGENT_LIST_TIMEOUT_S = 10.0
+HISTORY_POLICIES = ("full", "pending_only", "none")  # session/attach's
 
 
 class SessionLifecycle:
@@ -40,11 +50,12 @@ class SessionLifecycle:
 
     # == new sessions ==================================================================
 
-    async def new(self, params: JsonObject) -> JsonObject:
+    async def new(self, client: Client, params: JsonObject) -> JsonObject:
         cwd = _absolute_cwd(params)
         await self.conn.ensure_agent()
         opened: list[SessionRecord] = []
         register = self._registering(
+            client,
             params,
             lambda client_id, agent_id: self.conn.recorder.create(
                 client_id, agent_id, cwd, _directories(params)
@@ -56,7 +67,7 @@ class SessionLifecycle:
         finally:
             self._announce(opened)
 
-    async def fork(self, params: JsonObject) -> JsonObject:
+    async def fork(self, client: Client, params: JsonObject) -> JsonObject:
         """The agent's fork when it has one; else acpctl's: the history copied, and a fresh
         agent session (with the context-lost note) behind it."""
         cwd = _absolute_cwd(params)
@@ -68,6 +79,7 @@ class SessionLifecycle:
             )
             record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
             record.unannounced = []  # the fork is new to the editor too
+            record.clients[client] = acp.CONTROLLER
             self.conn.sessions.add(record)
             try:
                 async with record.lock:
@@ -77,6 +89,7 @@ class SessionLifecycle:
                 self._announce([record])
         opened: list[SessionRecord] = []
         register = self._registering(
+            client,
             params,
             lambda client_id, agent_id: self.conn.recorder.fork(
                 parent, client_id, agent_id, cwd, _directories(params)
@@ -92,7 +105,11 @@ class SessionLifecycle:
             self._announce(opened)
 
     def _registering(
-        self, params: JsonObject, open_history: OpenHistory, opened: list[SessionRecord]
+        self,
+        client: Client,
+        params: JsonObject,
+        open_history: OpenHistory,
+        opened: list[SessionRecord],
     ) -> ResponseHook:
         """The hook that registers the session a session/new or fork answer names (and adds
         it to `opened`). It runs in the agent's read loop, before the agent's next message
@@ -110,6 +127,7 @@ class SessionLifecycle:
             # Updates the agent sends right behind its answer (claude-agent-acp's commands)
             # are routed before the answer reaches the editor: held until it has.
             record.unannounced = []
+            record.clients[client] = acp.CONTROLLER
             self._add(record, result)
             opened.append(record)
             if client_id != agent_id:
@@ -123,7 +141,7 @@ class SessionLifecycle:
         next. Also when the request failed or was cancelled, so nothing stays held."""
         loop = asyncio.get_running_loop()
         for record in opened:
-            loop.call_soon(record.announced, self.conn.out.write)
+            loop.call_soon(record.announced)
 
     def _client_id(self, agent_id: str) -> str:
         """The id the editor knows a new session by: the agent's own, unless it cannot name
@@ -143,24 +161,109 @@ class SessionLifecycle:
 
     # == reopening =====================================================================
 
-    async def load(self, params: JsonObject) -> JsonObject:
-        return await self._reopen(params, replay=True)
+    async def load(self, client: Client, params: JsonObject) -> JsonObject:
+        return await self._reopen(client, params, replay=True)
 
-    async def resume(self, params: JsonObject) -> JsonObject:
-        return await self._reopen(params, replay=False)
+    async def resume(self, client: Client, params: JsonObject) -> JsonObject:
+        return await self._reopen(client, params, replay=False)
 
-    async def _reopen(self, params: JsonObject, replay: bool) -> JsonObject:
+    async def _reopen(self, client: Client, params: JsonObject, replay: bool) -> JsonObject:
+        """Load or resume: a session open at the agent is joined (the session host's
+        clients share it), one in the store is opened; a session only the agent knows is
+        adopted."""
         session_id = wire_session_id(params.get("sessionId"))
         if self.conn.sessions.get(session_id) is None and not self.conn.store.exists(session_id):
-            return await self._adopt(session_id, params, replay)
-        record = await self._open(params)
-        record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
-        await self.conn.ensure_agent()
-        if replay:
-            await served.replay(self.conn.store, record.id, self.conn.out)
+            return await self._adopt(client, session_id, params, replay)
+        record, _ = await self._join(client, params, acp.CONTROLLER, replay)
         async with record.lock:
             result, note = await self.attacher.attach(record)
         return jsonrpc.result(None, with_note(result, note))
+
+    async def attach(self, client: Client, params: JsonObject) -> JsonObject:
+        """session/attach (the multi-client proposal): the session, open or stored, joined
+        as a controller or an observer, its history replayed as `historyPolicy` asks
+        (as session/update notifications, the way load replays; a controller is also
+        asked the permission requests still open)."""
+        policy = params.get("historyPolicy", "full")
+        if policy not in HISTORY_POLICIES:
+            raise RpcError(
+                acp.INVALID_PARAMS, f"historyPolicy must be one of {', '.join(HISTORY_POLICIES)}"
+            )
+        info = params.get("clientInfo")
+        if isinstance(info, dict):
+            client.info = info
+        role = attach_role(client, params.get("role"))
+        record, others = await self._join(client, params, role, replay=policy == "full")
+        async with record.lock:
+            result, note = await self.attacher.attach(record)
+        return jsonrpc.result(
+            None,
+            {
+                **with_note(result, note),
+                "sessionId": record.id,
+                "role": role,
+                "connectedClients": others,
+            },
+        )
+
+    async def _join(
+        self, client: Client, params: JsonObject, role: str, replay: bool
+    ) -> tuple[SessionRecord, list[JsonObject]]:
+        """`client` sees the session from now on (after its replay, when asked for), in
+        `role`; and the other clients that see it."""
+        live = self.conn.sessions.get(params.get("sessionId"))
+        record = await self._open(params)
+        if live is None or not live.clients:
+            record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
+        await self.conn.ensure_agent()
+        if replay:
+            if live is None:
+                await served.replay(self.conn.store, record.id, client.channel)
+            else:
+                # The session is live: its history up to now goes out in this turn of the
+                # event loop, so that no update falls between the replay and the live ones.
+                self.conn.recorder.batch_end()
+                served.replay_now(self.conn.store, record.id, client.channel)
+        others = [c.label(r) for c, r in record.clients.items() if c is not client]
+        record.clients[client] = role
+        if role == acp.CONTROLLER:
+            for editor_id in self.conn.ids.waiting(lambda request: request.session is record):
+                request = self.conn.ids.pending(editor_id)
+                if request is not None:
+                    request.ask([client])
+        return record, others
+
+    async def detach(self, client: Client, params: JsonObject) -> JsonObject:
+        session_id = params.get("sessionId")
+        record = self.conn.sessions.get(session_id)
+        if record is None or not record.sees(client):
+            raise not_found(session_id)
+        self._leave(record, client)
+        return jsonrpc.result(None, {"sessionId": record.id, "status": "detached"})
+
+    def left(self, client: Client) -> None:
+        """`client` is gone: it leaves every session it saw, which go on."""
+        for record in self.conn.sessions:
+            if record.sees(client):
+                self._leave(record, client)
+
+    def _leave(self, record: SessionRecord, client: Client) -> None:
+        """The session goes on without `client`; the clients still there are told. The
+        permission requests it was asked wait for another controller."""
+        role = record.clients.pop(client)
+        for editor_id in self.conn.ids.waiting(lambda request: request.session is record):
+            request = self.conn.ids.pending(editor_id)
+            if request is not None and client in request.asked:
+                request.asked.remove(client)
+        update: JsonObject = {
+            "sessionUpdate": acp.CLIENT_DISCONNECTED,
+            "client": client.label(role),
+            "timestamp": utc_stamp(),
+        }
+        tell(
+            list(record.clients),
+            jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
+        )
 
     async def _open(self, params: JsonObject) -> SessionRecord:
         """The session `params` names: open on this connection, or opened from the store
@@ -189,7 +292,9 @@ class SessionLifecycle:
         self.conn.sessions.add(record)
         return record
 
-    async def _adopt(self, session_id: str, params: JsonObject, replay: bool) -> JsonObject:
+    async def _adopt(
+        self, client: Client, session_id: str, params: JsonObject, replay: bool
+    ) -> JsonObject:
         """A session acpctl has no history of, that the agent may know (made before acpctl
         was installed, or in another client): loaded or resumed through the agent, its
         replay relayed and recorded, and recorded from then on."""
@@ -199,6 +304,7 @@ class SessionLifecycle:
         cwd = _absolute_cwd(params)
         meta, writer = self.conn.recorder.create(session_id, session_id, cwd, _directories(params))
         record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
+        record.clients[client] = acp.CONTROLLER
         self.conn.sessions.add(record)
         response = await self.conn.backend.call(
             acp.SESSION_LOAD if replay else acp.SESSION_RESUME, params
@@ -265,13 +371,18 @@ class SessionLifecycle:
 
     # == closing =======================================================================
 
-    async def close(self, params: JsonObject) -> JsonObject:
+    async def close(self, client: Client, params: JsonObject) -> JsonObject:
+        """Ends the session; on the session host, while other clients see it (or for an
+        observer), only this client's part in it."""
         session_id = params.get("sessionId")
         record = self.conn.sessions.get(session_id)
-        if record is None:
+        if record is None or not record.sees(client):
             if isinstance(session_id, str) and self.conn.store.exists(session_id):
                 return jsonrpc.result(None, {})
             raise not_found(session_id)
+        if len(record.clients) > 1 or record.clients[client] != acp.CONTROLLER:
+            self._leave(record, client)
+            return jsonrpc.result(None, {})
         await self.end_turns(record)
         await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
         self.forget(record)

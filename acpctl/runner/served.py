@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from acpctl import jsonrpc
@@ -22,16 +23,27 @@ async def replay(store: SessionStore, session_id: str, out: Channel) -> None:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read. Stored agent notifications go
     out as their own bytes."""
-    for sent, item in enumerate(store.iter_replay(session_id), 1):
-        if isinstance(item, bytes):
-            out.write(item)
-        else:
-            out.send(
-                jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": item})
-            )
+    for sent, line in enumerate(_replayed(store, session_id), 1):
+        out.write(line)
         if sent % REPLAY_DRAIN_EVERY == 0:
             await out.drain()
     await out.drain()
+
+
+def replay_now(store: SessionStore, session_id: str, out: Channel) -> None:
+    """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
+    for line in _replayed(store, session_id):
+        out.write(line)
+
+
+def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
+    for item in store.iter_replay(session_id):
+        if isinstance(item, bytes):
+            yield item
+        else:
+            yield jsonrpc.encode(
+                jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": item})
+            )
 
 
 def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[SessionMeta]:

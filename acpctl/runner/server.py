@@ -24,6 +24,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.attach import Attacher
+from acpctl.runner.clients import Client, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.endpoint import Answer, EditorEndpoint
 from acpctl.runner.idmap import ReverseRequest, map_at
@@ -57,59 +58,125 @@ SPECIAL_UPDATES = STATE_UPDATES | {
     acp.SESSION_MESSAGE_CHUNK,
 }
 NESTED_SESSION_IDS = acp.METHODS[acp.SESSION_UPDATE].session_ids[1:]
+# What a client whose credentials make it an observer may send: it sees, never acts.
+OBSERVER_METHODS = frozenset(
+    {
+        acp.INITIALIZE,
+        acp.SESSION_LIST,
+        acp.SESSION_LOAD,
+        acp.SESSION_RESUME,
+        acp.SESSION_ATTACH,
+        acp.SESSION_DETACH,
+        acp.SESSION_CLOSE,  # for an observer, only its own detach
+        acp.CANCEL_REQUEST,  # of its own requests
+    }
+)
 
-Handler = Callable[[JsonObject, Any], Awaitable[JsonObject]]
+Handler = Callable[[Client, JsonObject, Any], Awaitable[JsonObject]]
 
 
 def _params_only(handler: Callable[[JsonObject], Awaitable[JsonObject]]) -> Handler:
-    return lambda params, _msg_id: handler(params)
+    return lambda _client, params, _msg_id: handler(params)
+
+
+def _no_id(handler: Callable[[Client, JsonObject], Awaitable[JsonObject]]) -> Handler:
+    return lambda client, params, _msg_id: handler(client, params)
+
+
+class ClientRoutes:
+    """One client's end of the server: what it sends is routed as coming from it."""
+
+    def __init__(self, server: AcpServer, client: Client) -> None:
+        self.server = server
+        self.client = client
+
+    def route_request(self, method: str, params: Any, msg_id: Any) -> Answer:
+        return self.server.route_request(self.client, method, params, msg_id)
+
+    def route_notification(self, method: str, params: Any) -> None:
+        self.server.route_notification(self.client, method, params)
+
+    def route_response(self, message: JsonObject) -> None:
+        self.server.route_response(self.client, message)
 
 
 class AcpServer:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.endpoint = EditorEndpoint(conn.out, conn.log, conn.debug)
-        self.endpoint.router = self
+        self.tasks: set[asyncio.Future[Any]] = set()  # every client's requests in flight
         self.attacher = Attacher(conn)
         self.turns = Turns(conn, self.attacher)
         self.lifecycle = SessionLifecycle(conn, self.attacher, self.turns.end)
         self._closed = False
         lifecycle = self.lifecycle
         self.handlers: dict[str, Handler] = {
-            acp.INITIALIZE: _params_only(self.initialize),
+            acp.INITIALIZE: _no_id(self.initialize),
             acp.AUTHENTICATE: _params_only(self.authenticate),
             acp.LOGOUT: _params_only(self.logout),
-            acp.SESSION_NEW: _params_only(lifecycle.new),
-            acp.SESSION_LOAD: _params_only(lifecycle.load),
-            acp.SESSION_RESUME: _params_only(lifecycle.resume),
-            acp.SESSION_FORK: _params_only(lifecycle.fork),
+            acp.SESSION_NEW: _no_id(lifecycle.new),
+            acp.SESSION_LOAD: _no_id(lifecycle.load),
+            acp.SESSION_RESUME: _no_id(lifecycle.resume),
+            acp.SESSION_ATTACH: _no_id(lifecycle.attach),
+            acp.SESSION_DETACH: _no_id(lifecycle.detach),
+            acp.SESSION_FORK: _no_id(lifecycle.fork),
             acp.SESSION_LIST: _params_only(lifecycle.list_sessions),
-            acp.SESSION_CLOSE: _params_only(lifecycle.close),
+            acp.SESSION_CLOSE: _no_id(lifecycle.close),
             acp.SESSION_DELETE: _params_only(lifecycle.delete),
             acp.SESSION_PROMPT: self.prompt,
             **{method: functools.partial(self.setting, method) for method in SETTINGS_METHODS},
         }
         conn.backend.connect(self, conn.handshake)
 
-    # == from the editor (Router) ======================================================
+    async def serve(self, client: Client) -> None:
+        """Serve `client` until it closes its end; then it leaves the sessions it saw
+        (which stay open: the session host keeps them for the next client)."""
+        endpoint = self.join(client)
+        try:
+            await endpoint.serve()
+        finally:
+            self.leave(client)
 
-    def route_request(self, method: str, params: Any, msg_id: Any) -> Answer:
+    def join(self, client: Client) -> EditorEndpoint:
+        """`client` is connected: the endpoint that reads what it sends."""
+        endpoint = EditorEndpoint(client.channel, self.conn.log, self.conn.debug, self.tasks)
+        endpoint.router = ClientRoutes(self, client)
+        self.conn.clients.append(client)
+        return endpoint
+
+    def leave(self, client: Client) -> None:
+        self.conn.clients.remove(client)
+        self.lifecycle.left(client)
+
+    def spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # == from a client (Router, through ClientRoutes) ==================================
+
+    def route_request(self, client: Client, method: str, params: Any, msg_id: Any) -> Answer:
         rule = acp.METHODS.get(method)
         if rule is not None and rule.handling is acp.Handling.NOT_RELAYED:
             return jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: {rule.why}")
+        if not client.may_control and method not in OBSERVER_METHODS:
+            return jsonrpc.error(
+                msg_id, acp.NOT_AUTHORISED, f"not authorised: an observer cannot send {method}"
+            )
         if (
             method not in self.handlers
             and self.conn.backend.alive
             and not (isinstance(params, dict) and "sessionId" in params)
         ):
-            return self._relay_now(method, params, msg_id)
-        return self._request(method, params, msg_id)
+            return self._relay_now(client, method, params, msg_id)
+        return self._request(client, method, params, msg_id)
 
-    def route_notification(self, method: str, params: Any) -> None:
-        if method == acp.SESSION_CANCEL:
-            self.endpoint.spawn(self.cancel(params))
-        elif method == acp.CANCEL_REQUEST:
-            self._cancel_request(params)
+    def route_notification(self, client: Client, method: str, params: Any) -> None:
+        if method == acp.CANCEL_REQUEST:
+            self._cancel_request(client, params)
+        elif not client.may_control:
+            self.conn.log.info("dropped %s from an observer", method)
+        elif method == acp.SESSION_CANCEL:
+            self.spawn(self.cancel(client, params))
         elif not self.conn.backend.alive:
             self.conn.log.debug("dropped %s: the agent is not running", method)
         else:
@@ -120,22 +187,51 @@ class AcpServer:
             )
             self.conn.backend.notify(method, record.to_agent(params) if record else params)
 
-    def route_response(self, message: JsonObject) -> None:
-        """The editor answered a request that came from the agent: send it back."""
-        request = self.conn.ids.settle(message.get("id"), message)
-        if request is None:
-            self.conn.log.debug("editor answered unknown or settled request %r", message.get("id"))
+    def route_response(self, client: Client, message: JsonObject) -> None:
+        """A client answered a request that came from the agent: the first answer from a
+        client that was asked goes back; the others asked are told it is settled."""
+        request = self.conn.ids.pending(message.get("id"))
+        if request is None or client not in request.asked:
+            self.conn.log.debug("client answered unknown or settled request %r", message.get("id"))
             return
-        if request.method == acp.REQUEST_PERMISSION and request.session is not None:
-            self.conn.recorder.permission_outcome(request.session, message)
+        self.conn.ids.settle(message.get("id"), message)
+        record = request.session
+        if request.method == acp.REQUEST_PERMISSION and record is not None:
+            self.conn.recorder.permission_outcome(record, message)
+            self._tell_resolved(record, request.message, message, client)
         if request.generation == self.conn.backend.generation:  # else the agent that asked died
             self.conn.backend.send({**message, "id": request.agent_id})
+        request.withdraw(message.get("id"), [c for c in request.asked if c is not client])
 
-    def _relay_now(self, method: str, params: Any, msg_id: Any) -> asyncio.Future[JsonObject]:
+    def _tell_resolved(
+        self, record: SessionRecord, asked: JsonObject, answer: JsonObject, by: Client
+    ) -> None:
+        """The session's other clients learn who answered a permission, and how (the
+        attach proposal's permission_resolved)."""
+        params = asked.get("params")
+        tool = params.get("toolCall") if isinstance(params, dict) else None
+        result = answer.get("result")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        update: JsonObject = {
+            "sessionUpdate": acp.PERMISSION_RESOLVED,
+            "toolCallId": tool.get("toolCallId") if isinstance(tool, dict) else None,
+            "chosenOptionId": outcome.get("optionId") if isinstance(outcome, dict) else None,
+            "resolvedBy": by.label(record.clients.get(by)),
+        }
+        tell(
+            [client for client in record.clients if client is not by],
+            jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
+        )
+
+    def _relay_now(
+        self, client: Client, method: str, params: Any, msg_id: Any
+    ) -> asyncio.Future[JsonObject]:
         """A request that needs no session routing goes to the agent at once, without a
         task: this is the path whose round trip the relay benchmark measures."""
         upstream = self.conn.backend.call(method, params)
-        self.conn.ids.forwarded(msg_id, upstream, self.conn.backend.request_id_of(upstream))
+        self.conn.ids.forwarded(
+            client.key(msg_id), msg_id, upstream, self.conn.backend.request_id_of(upstream)
+        )
         answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
 
         def relay(done: asyncio.Future[JsonObject]) -> None:
@@ -147,15 +243,15 @@ class AcpServer:
         upstream.add_done_callback(relay)
         return answer
 
-    async def _request(self, method: str, params: Any, msg_id: Any) -> JsonObject:
+    async def _request(self, client: Client, method: str, params: Any, msg_id: Any) -> JsonObject:
         try:
             handler = self.handlers.get(method)
             if handler is None:
-                response = await self._forward(method, params, msg_id)
+                response = await self._forward(client, method, params, msg_id)
             elif not isinstance(params, dict):
                 raise RpcError(acp.INVALID_PARAMS, f"{method} takes an object as params")
             else:
-                response = await handler(params, msg_id)
+                response = await handler(client, params, msg_id)
         except RpcError as exc:
             return jsonrpc.error_response(msg_id, exc)
         except Exception as exc:  # a bug must not take the connection down
@@ -165,7 +261,7 @@ class AcpServer:
             self.conn.incidents.failed(method, response["error"])
         return {**response, "jsonrpc": "2.0", "id": msg_id}
 
-    async def _forward(self, method: str, params: Any, msg_id: Any) -> JsonObject:
+    async def _forward(self, client: Client, method: str, params: Any, msg_id: Any) -> JsonObject:
         """Any other request: relay it, mapping the session id if it names one."""
         await self.conn.ensure_agent()
         if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
@@ -175,11 +271,13 @@ class AcpServer:
                 method, {**params, "sessionId": self._agent_id_of(params)}
             )
         else:
-            record = self._require(params)
+            record = self._require(params, client)
             async with record.lock:
                 await self.attacher.attach(record)
                 future = self.conn.backend.call(method, record.to_agent(params))
-        self.conn.ids.forwarded(msg_id, future, self.conn.backend.request_id_of(future))
+        self.conn.ids.forwarded(
+            client.key(msg_id), msg_id, future, self.conn.backend.request_id_of(future)
+        )
         return await future
 
     def _agent_id_of(self, params: JsonObject) -> Any:
@@ -197,11 +295,13 @@ class AcpServer:
                 pass
         return session_id
 
-    async def setting(self, method: str, params: JsonObject, msg_id: Any) -> JsonObject:
+    async def setting(
+        self, method: str, client: Client, params: JsonObject, msg_id: Any
+    ) -> JsonObject:
         """set_mode, set_model, set_config_option, set_title: relayed; what the agent
         accepted is kept in the session's state (re-applied after a context-less
         reattach) and its metadata."""
-        response = await self._forward(method, params, msg_id)
+        response = await self._forward(client, method, params, msg_id)
         record = self.conn.sessions.get(params.get("sessionId"))
         if record is not None and "result" in response:
             if method == acp.SESSION_SET_TITLE and isinstance(params.get("title"), str):
@@ -211,13 +311,19 @@ class AcpServer:
             self.conn.recorder.save(record)
         return response
 
-    def _cancel_request(self, params: Any) -> None:
-        """$/cancel_request from the editor names the editor's id: translate it (or end a
-        prompt that is still waiting its turn, which the agent never saw; a running prompt
-        becomes its session's session/cancel, runner/turns.py)."""
-        if not isinstance(params, dict) or self.turns.withdraw(params.get("requestId")):
+    def _cancel_request(self, client: Client, params: Any) -> None:
+        """$/cancel_request from a client names its own id: translate it (or end a prompt
+        that is still waiting its turn, which the agent never saw; a running prompt becomes
+        its session's session/cancel, runner/turns.py)."""
+        if not isinstance(params, dict):
             return
-        upstream = self.conn.ids.upstream(params.get("requestId"))
+        try:
+            key = client.key(params.get("requestId"))
+        except TypeError:  # an unhashable id
+            return
+        if self.turns.withdraw(key):
+            return
+        upstream = self.conn.ids.upstream(client, params.get("requestId"))
         if upstream is not None and self.turns.cancel_running(upstream):
             return
         agent_id = self.conn.backend.request_id_of(upstream) if upstream is not None else None
@@ -226,12 +332,21 @@ class AcpServer:
 
     # == connection-level methods ======================================================
 
-    async def initialize(self, params: JsonObject) -> JsonObject:
+    async def initialize(self, client: Client, params: JsonObject) -> JsonObject:
         # Both sides speak the version acpctl's own handlers implement, at most.
+        info = params.get("clientInfo")
+        client.info = info if isinstance(info, dict) else {}
         handshake = self.conn.handshake
+        if self.conn.shared and handshake.answer is not None:
+            # The agent is initialized already (by the first client, or as a spare): the
+            # session host's later clients get its answer.
+            await self.conn.start_agent()
+            return handshake.answer
         to_agent = handshake.to_agent(params)
         await self.conn.start_agent()
-        return handshake.to_editor(await self.conn.backend.call(acp.INITIALIZE, to_agent))
+        return handshake.to_editor(
+            await self.conn.backend.call(acp.INITIALIZE, to_agent), self.conn.shared
+        )
 
     async def authenticate(self, params: JsonObject) -> JsonObject:
         return await self._login_state(acp.AUTHENTICATE, params, replayed=params)
@@ -252,23 +367,28 @@ class AcpServer:
 
     # == sessions ======================================================================
 
-    def _require(self, params: JsonObject) -> SessionRecord:
-        return self.conn.sessions.require(params, self.conn.store.exists)
+    def _require(self, params: JsonObject, client: Client) -> SessionRecord:
+        record = self.conn.sessions.require(params, self.conn.store.exists, client)
+        if record.clients[client] != acp.CONTROLLER:
+            raise RpcError(
+                acp.NOT_AUTHORISED, f"not authorised: an observer of session {record.id}"
+            )
+        return record
 
     # == prompts and cancellation (runner/turns.py) ===================================
 
-    async def prompt(self, params: JsonObject, msg_id: Any) -> JsonObject:
-        record = self._require(params)
+    async def prompt(self, client: Client, params: JsonObject, msg_id: Any) -> JsonObject:
+        record = self._require(params, client)
         prompt = params.get("prompt")
         if not isinstance(prompt, list):
             raise RpcError(acp.INVALID_PARAMS, "prompt must be an array of content blocks")
-        return await self.turns.prompt(record, params, prompt, msg_id)
+        return await self.turns.prompt(record, params, prompt, client.key(msg_id), msg_id)
 
-    async def cancel(self, params: Any) -> None:
+    async def cancel(self, client: Client, params: Any) -> None:
         record = (
             self.conn.sessions.get(params.get("sessionId")) if isinstance(params, dict) else None
         )
-        if record is not None:
+        if record is not None and record.clients.get(client) == acp.CONTROLLER:
             await self.turns.cancel(record, params)
 
     # == from the agent (AgentEvents) ==================================================
@@ -305,20 +425,19 @@ class AcpServer:
             line = raw + b"\n"
         else:
             line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})
-        if record.unannounced is None:
-            self.conn.out.write(line)
-        else:
-            record.unannounced.append(line)
+        record.write(line)
 
     def _sessionless_notification(self, message: JsonObject, params: Any, raw: bytes) -> None:
         if message.get("method") == acp.CANCEL_REQUEST and isinstance(params, dict):
             editor_id = self.conn.ids.editor_id(params.get("requestId"))
-            if editor_id is not None:
-                self.conn.out.send(
-                    jsonrpc.notification(acp.CANCEL_REQUEST, {**params, "requestId": editor_id})
+            request = self.conn.ids.pending(editor_id) if editor_id is not None else None
+            if request is not None:
+                tell(
+                    request.asked,
+                    jsonrpc.notification(acp.CANCEL_REQUEST, {**params, "requestId": editor_id}),
                 )
             return
-        self.conn.out.write(raw + b"\n")
+        self.conn.broadcast(raw + b"\n")
 
     def _special_update(
         self, record: SessionRecord, params: JsonObject, update: JsonObject, kind: str
@@ -364,9 +483,8 @@ class AcpServer:
             record.heard = time.monotonic()  # a question is not silence
             if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
                 self.conn.recorder.permission(record, params)
-        editor_id = self.conn.ids.to_editor(
-            ReverseRequest(message["id"], generation, record, method)
-        )
+        request = ReverseRequest(message["id"], generation, record, method)
+        editor_id = self.conn.ids.to_editor(request)
         forwarded = {**message, "id": editor_id}
         if isinstance(params, dict):
             rule = acp.METHODS.get(method)
@@ -379,18 +497,32 @@ class AcpServer:
             self.conn.log.debug(
                 "-> %s id=%s%s", method, editor_id, f" session={record.id}" if record else ""
             )
-        self.conn.out.send(forwarded)
+        request.message = forwarded
+        # A session's requests go to its controllers (one who attaches later is asked
+        # then); anything else to every client that may act.
+        if record is not None:
+            asked = record.controllers()
+        else:
+            asked = [client for client in self.conn.clients if client.may_control]
+        if record is None and not asked:
+            self.conn.ids.settle(editor_id, {})
+            self.conn.backend.send(
+                jsonrpc.error(message["id"], acp.INTERNAL_ERROR, "no client is connected")
+            )
+            return
+        request.ask(asked)
 
     async def on_agent_batch_end(self) -> None:
         self.conn.recorder.batch_end()
-        await self.conn.out.drain()
+        await self.conn.drain()
 
     def on_agent_exit(self, description: str, generation: int) -> None:
-        # Requests the dead agent asked the editor are void; tell the editor.
+        # Requests the dead agent asked the clients are void; tell them.
         void = jsonrpc.error(None, acp.INTERNAL_ERROR, description)
         for editor_id in self.conn.ids.waiting(lambda request: request.generation == generation):
-            self.conn.ids.settle(editor_id, void)
-            self.conn.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
+            request = self.conn.ids.settle(editor_id, void)
+            if request is not None:
+                request.withdraw(editor_id)
         self.conn.log.warning("%s; it will be restarted on the next request", description)
         self.conn.update_run_record()
 
@@ -406,13 +538,13 @@ class AcpServer:
         )
         # Requests still in flight (the prompts just settled among them) get a moment to
         # record their end and answer; whatever still waits for the agent then is cut off.
-        if self.endpoint.tasks:
-            await asyncio.wait(set(self.endpoint.tasks), timeout=SHUTDOWN_GRACE_S)
-        await self.conn.out.drain()
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=SHUTDOWN_GRACE_S)
+        await self.conn.drain()
         await self.conn.backend.stop()
         await self.conn.recorder.committed()
         for record in self.conn.sessions:
             self.lifecycle.forget(record)
-        for task in list(self.endpoint.tasks):
+        for task in list(self.tasks):
             task.cancel()
-        await self.conn.out.drain()
+        await self.conn.drain()

@@ -11,6 +11,7 @@ from typing import Any
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner.clients import Client
 from acpctl.runner.state import SessionState
 from acpctl.store.sessions import (
     HistoryWriter,
@@ -34,6 +35,8 @@ class SessionRecord:
     # What the agent said about a new session before the editor got the answer naming it:
     # relayed right after that answer (None once it is sent).
     unannounced: list[bytes] | None = None
+    # The clients that see it, and each one's role (acp.CONTROLLER or acp.OBSERVER).
+    clients: dict[Client, str] = field(default_factory=dict)
     state: SessionState = field(init=False)
 
     def __post_init__(self) -> None:
@@ -47,11 +50,26 @@ class SessionRecord:
     def agent_session_id(self) -> str | None:
         return self.meta.agent_session_id
 
-    def announced(self, write: Callable[[bytes], None]) -> None:
-        """The editor has the answer that names this session: what was held goes now."""
+    def write(self, line: bytes) -> None:
+        """To every client that sees the session (held while the answer naming it is on
+        its way)."""
+        if self.unannounced is not None:
+            self.unannounced.append(line)
+            return
+        for client in self.clients:
+            client.channel.write(line)
+
+    def announced(self) -> None:
+        """The client has the answer that names this session: what was held goes now."""
         held, self.unannounced = self.unannounced, None
         for line in held or ():
-            write(line)
+            self.write(line)
+
+    def controllers(self) -> list[Client]:
+        return [client for client, role in self.clients.items() if role == acp.CONTROLLER]
+
+    def sees(self, client: Client) -> bool:
+        return client in self.clients
 
     def to_agent(self, params: JsonObject) -> JsonObject:
         """`params` with the agent's id for this session."""
@@ -92,13 +110,15 @@ class SessionTable:
             return None
         return self.by_agent_id.get(agent_session_id)
 
-    def require(self, params: JsonObject, stored: Callable[[str], bool]) -> SessionRecord:
-        """The open session `params` names, or the error the editor gets."""
+    def require(
+        self, params: JsonObject, stored: Callable[[str], bool], client: Client
+    ) -> SessionRecord:
+        """The open session `params` names that `client` sees, or the error it gets."""
         session_id = params.get("sessionId")
         if not isinstance(session_id, str):
             raise RpcError(acp.INVALID_PARAMS, "sessionId is required")
         record = self.by_id.get(session_id)
-        if record is None:
+        if record is None or not record.sees(client):
             raise not_found(
                 wire_session_id(session_id),
                 "; load or resume it first" if stored(session_id) else "",

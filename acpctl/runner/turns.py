@@ -15,6 +15,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.attach import Attacher
+from acpctl.runner.clients import RequestKey
 from acpctl.runner.context import Connection
 from acpctl.runner.session import SessionRecord
 
@@ -43,9 +44,9 @@ class Turns:
         self._queues: weakref.WeakKeyDictionary[SessionRecord, TurnQueue] = (
             weakref.WeakKeyDictionary()
         )
-        # Prompts waiting their turn, by the editor's request id: a $/cancel_request for
+        # Prompts waiting their turn, by the client's request id: a $/cancel_request for
         # one ends it there (the agent never saw it).
-        self.waiting: dict[tuple[bool, Any], asyncio.Future[None]] = {}
+        self.waiting: dict[RequestKey, asyncio.Future[None]] = {}
         # Prompts at the agent, by their pending answer: a $/cancel_request for one names it.
         self.running: dict[asyncio.Future[JsonObject], SessionRecord] = {}
 
@@ -56,7 +57,12 @@ class Turns:
         return queue
 
     async def prompt(
-        self, record: SessionRecord, params: JsonObject, prompt: list[Any], msg_id: Any
+        self,
+        record: SessionRecord,
+        params: JsonObject,
+        prompt: list[Any],
+        key: RequestKey,
+        msg_id: Any,
     ) -> JsonObject:
         """One turn, answered with the agent's response (or `cancelled` when a cancel came
         while it waited its turn)."""
@@ -66,13 +72,13 @@ class Turns:
         queue.idle.clear()
         try:
             if self.conn.handshake.queues_prompts():
-                return await self._run(record, queue, params, prompt, msg_id)
-            if not await self._my_turn(queue, msg_id):
+                return await self._run(record, queue, params, prompt, key, msg_id)
+            if not await self._my_turn(queue, key):
                 return jsonrpc.error(None, acp.REQUEST_CANCELLED, "request cancelled")
             try:
                 if queue.cancels != cancels:
                     return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
-                return await self._run(record, queue, params, prompt, msg_id)
+                return await self._run(record, queue, params, prompt, key, msg_id)
             finally:
                 queue.turn.release()
         finally:
@@ -80,13 +86,12 @@ class Turns:
             if not queue.active:
                 queue.idle.set()
 
-    async def _my_turn(self, queue: TurnQueue, msg_id: Any) -> bool:
-        """Wait for the session's turn (first in first out); False when the editor
+    async def _my_turn(self, queue: TurnQueue, key: RequestKey) -> bool:
+        """Wait for the session's turn (first in first out); False when the client
         withdrew the request meanwhile."""
         if not queue.turn.locked():
             await queue.turn.acquire()
             return True
-        key = jsonrpc.id_key(msg_id)
         withdrawn = self.waiting[key] = asyncio.get_running_loop().create_future()
         acquiring = asyncio.ensure_future(queue.turn.acquire())
         try:
@@ -100,12 +105,9 @@ class Turns:
             await acquiring
         return False
 
-    def withdraw(self, editor_id: Any) -> bool:
-        """The editor cancelled a prompt still waiting its turn: it ends now."""
-        try:
-            withdrawn = self.waiting.get(jsonrpc.id_key(editor_id))
-        except TypeError:
-            return False
+    def withdraw(self, key: RequestKey) -> bool:
+        """The client cancelled a prompt still waiting its turn: it ends now."""
+        withdrawn = self.waiting.get(key)
         if withdrawn is None or withdrawn.done():
             return False
         withdrawn.set_result(None)
@@ -117,6 +119,7 @@ class Turns:
         queue: TurnQueue,
         params: JsonObject,
         prompt: list[Any],
+        key: RequestKey,
         msg_id: Any,
     ) -> JsonObject:
         conn = self.conn
@@ -124,7 +127,7 @@ class Turns:
             await self.attacher.attach(record)
             conn.recorder.prompt(record, prompt)
             future = conn.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
-        conn.ids.forwarded(msg_id, future, conn.backend.request_id_of(future))
+        conn.ids.forwarded(key, msg_id, future, conn.backend.request_id_of(future))
         queue.prompts.add(future)
         self.running[future] = record
         try:
@@ -210,7 +213,7 @@ class Turns:
             conn.recorder.permission_outcome(record, cancelled)
             if request.generation == conn.backend.generation:
                 conn.backend.send({**cancelled, "id": request.agent_id})
-            conn.out.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id}))
+            request.withdraw(editor_id)
 
     async def end(self, record: SessionRecord) -> None:
         """Before a session closes: cancel its running and waiting prompts and wait for

@@ -1,0 +1,66 @@
+"""The clients of one agent connection. `run --acp` has one, the editor on stdio; the session
+host (`acpctl serve`) has as many as connect, each attached to the sessions it opened or
+joined, as a controller (prompts, cancels, answers permissions) or an observer (sees only).
+
+Every request id a client sends lives in that client's own namespace: `key` makes it
+unique on the connection."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc.channel import Channel
+
+_numbers = itertools.count(1)
+
+# A client's request id, unique on the connection: (client number, the id's key).
+RequestKey = tuple[int, tuple[bool, Any]]
+
+
+@dataclass(eq=False)  # compared, and hashed, by identity
+class Client:
+    channel: Channel
+    # What the client's credentials allow: an observer's token never acts.
+    may_control: bool = True
+    number: int = field(default_factory=lambda: next(_numbers))
+    info: JsonObject = field(default_factory=dict)  # its initialize's clientInfo
+
+    def key(self, msg_id: Any) -> RequestKey:
+        return (self.number, jsonrpc.id_key(msg_id))
+
+    def label(self, role: str | None = None) -> JsonObject:
+        """How the other clients are told of this one (resolvedBy, connectedClients)."""
+        label: JsonObject = {
+            "name": str(self.info.get("name") or f"client {self.number}"),
+        }
+        if isinstance(self.info.get("version"), str):
+            label["version"] = self.info["version"]
+        if role is not None:
+            label["role"] = role
+        return label
+
+
+def tell(clients: list[Client], message: JsonObject) -> None:
+    """One message to several clients, encoded once."""
+    if clients:
+        line = jsonrpc.encode(message)
+        for client in clients:
+            client.channel.write(line)
+
+
+def cancel_request(editor_id: Any) -> JsonObject:
+    """What tells a client that a request it was asked needs no answer any more."""
+    return jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id})
+
+
+def attach_role(client: Client, asked: Any) -> str:
+    """The role a client gets in a session: what it asked for (controller by default), never
+    more than its credentials allow."""
+    if not client.may_control or asked == acp.OBSERVER:
+        return acp.OBSERVER
+    return acp.CONTROLLER
