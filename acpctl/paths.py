@@ -99,6 +99,16 @@ def runs_dir() -> Path:
     return state_dir() / "runs"
 
 
+def host_socket() -> Path:
+    """The session host's unix socket (`acpctl serve`); its directory is private."""
+    return state_dir() / "host" / "acp.sock"
+
+
+def host_tokens() -> Path:
+    """The session host's bearer tokens, one a role (0600)."""
+    return config_dir() / "host-tokens.json"
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` with mode 0700, and each missing parent too, whatever the umask;
     tighten `path` if it already exists."""

@@ -14,7 +14,7 @@ import typer
 import typer.core
 
 from acpctl import __version__
-from acpctl.cli import agents, completions, doctor, history, install, ps, run, sessions
+from acpctl.cli import agents, completions, doctor, history, install, ps, run, serve, sessions
 from acpctl.cli.completions import COMPLETE_VARIABLE
 from acpctl.errors import AcpctlError, report
 
@@ -38,6 +38,7 @@ sessions.app.command("watch")(history.watch)
 app.add_typer(sessions.app, name="sessions")
 app.command("run")(run.run)
 app.command("ps")(ps.ps)
+app.command("serve")(serve.serve)
 app.command("install")(install.install)
 app.command("uninstall")(install.uninstall)
 app.command("doctor")(doctor.doctor)

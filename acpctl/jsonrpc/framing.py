@@ -128,11 +128,16 @@ async def read_messages(
                     )
                 )
             elif line.strip():
-                try:
-                    batch.append((parse_line(line), line))
-                except RpcError as exc:
-                    whole = isinstance(exc.data, dict)
-                    msg_id = exc.data.get("id") if whole else None
-                    batch.append(BadLine(exc, line[:BAD_LINE_SHOWN], msg_id, whole))
+                batch.append(parse_message(line))
         if batch:
             yield batch
+
+
+def parse_message(line: bytes) -> Message | BadLine:
+    """One line (or a WebSocket frame's text) as a message, or the BadLine it is."""
+    try:
+        return (parse_line(line), line)
+    except RpcError as exc:
+        whole = isinstance(exc.data, dict)
+        msg_id = exc.data.get("id") if whole else None
+        return BadLine(exc, line[:BAD_LINE_SHOWN], msg_id, whole)

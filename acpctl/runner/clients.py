@@ -29,6 +29,9 @@ class Client:
     may_control: bool = True
     number: int = field(default_factory=lambda: next(_numbers))
     info: JsonObject = field(default_factory=dict)  # its initialize's clientInfo
+    # It sent session/attach, so it knows the proposal's own update kinds
+    # (permission_resolved, client_disconnected); an ACP v1 client would refuse them.
+    knows_attach: bool = False
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))

@@ -192,6 +192,7 @@ class SessionLifecycle:
         info = params.get("clientInfo")
         if isinstance(info, dict):
             client.info = info
+        client.knows_attach = True
         role = attach_role(client, params.get("role"))
         record, others = await self._join(client, params, role, replay=policy == "full")
         async with record.lock:
@@ -248,8 +249,8 @@ class SessionLifecycle:
                 self._leave(record, client)
 
     def _leave(self, record: SessionRecord, client: Client) -> None:
-        """The session goes on without `client`; the clients still there are told. The
-        permission requests it was asked wait for another controller."""
+        """The session goes on without `client`; the clients still there that attached are
+        told. The permission requests it was asked wait for another controller."""
         role = record.clients.pop(client)
         for editor_id in self.conn.ids.waiting(lambda request: request.session is record):
             request = self.conn.ids.pending(editor_id)
@@ -261,7 +262,7 @@ class SessionLifecycle:
             "timestamp": utc_stamp(),
         }
         tell(
-            list(record.clients),
+            [other for other in record.clients if other.knows_attach],
             jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
         )
 

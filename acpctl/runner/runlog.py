@@ -40,11 +40,13 @@ def agent_of(log: Path) -> str:
     return log.name.rsplit("-", 2)[0]
 
 
-def open_log(agent: str) -> tuple[logging.Logger, Path]:
+def open_log(agent: str, logger_name: str = LOGGER_NAME) -> tuple[logging.Logger, Path]:
+    """A fresh log for `agent` (the session host opens one per agent it runs, each under
+    a logger name of its own)."""
     directory = paths.ensure_private_dir(paths.logs_dir())
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     path = directory / f"{agent}-{stamp}-{os.getpid()}.log"
-    logger = logging.getLogger(LOGGER_NAME)
+    logger = logging.getLogger(logger_name)
     logger.handlers.clear()
     logger.setLevel(logging.DEBUG)
     logger.propagate = False

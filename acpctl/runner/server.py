@@ -206,8 +206,9 @@ class AcpServer:
     def _tell_resolved(
         self, record: SessionRecord, asked: JsonObject, answer: JsonObject, by: Client
     ) -> None:
-        """The session's other clients learn who answered a permission, and how (the
-        attach proposal's permission_resolved)."""
+        """The session's other clients that attached learn who answered a permission, and
+        how (the attach proposal's permission_resolved; the rest are told by the
+        $/cancel_request that closes their dialog)."""
         params = asked.get("params")
         tool = params.get("toolCall") if isinstance(params, dict) else None
         result = answer.get("result")
@@ -219,7 +220,7 @@ class AcpServer:
             "resolvedBy": by.label(record.clients.get(by)),
         }
         tell(
-            [client for client in record.clients if client is not by],
+            [client for client in record.clients if client is not by and client.knows_attach],
             jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
         )
 

@@ -1,0 +1,111 @@
+"""`acpctl serve`: the session host (acpctl/host, docs/remote.md)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+SYSTEMD_UNIT = """\
+# ~/.config/systemd/user/acpctl.service; then: systemctl --user enable --now acpctl
+[Unit]
+Description=acpctl session host: ACP agents and sessions that outlive the editor
+
+[Service]
+ExecStart={command}
+Restart=on-failure
+
+[Install]
+WantedBy=default.target
+"""
+
+LAUNCHD_PLIST = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- ~/Library/LaunchAgents/dev.acpctl.serve.plist; then:
+     launchctl load ~/Library/LaunchAgents/dev.acpctl.serve.plist -->
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+<dict>
+  <key>Label</key><string>dev.acpctl.serve</string>
+  <key>ProgramArguments</key>
+  <array>
+{arguments}
+  </array>
+  <key>RunAtLoad</key><true/>
+  <key>KeepAlive</key><true/>
+</dict>
+</plist>
+"""
+
+
+def serve(
+    listen: str | None = typer.Option(
+        None, "--listen", metavar="HOST:PORT", help="Also listen on TCP (WebSocket on /acp)."
+    ),
+    tls_cert: Path | None = typer.Option(None, "--tls-cert", help="TLS certificate (PEM)."),
+    tls_key: Path | None = typer.Option(None, "--tls-key", help="TLS private key (PEM)."),
+    behind_tls_proxy: bool = typer.Option(
+        False,
+        "--behind-tls-proxy",
+        help="Allow a non-loopback --listen without TLS: a TLS-terminating proxy is in front.",
+    ),
+    allow_origin: list[str] = typer.Option(
+        [], "--allow-origin", help="An Origin that may connect (browsers); none by default."
+    ),
+    allow_host: list[str] = typer.Option(
+        [], "--allow-host", help="Another name clients reach this host by (the Host header)."
+    ),
+    idle_stop: float = typer.Option(
+        600.0, "--idle-stop", metavar="SECONDS", help="Stop an agent idle this long (0: never)."
+    ),
+    show_token: bool = typer.Option(False, "--show-token", help="Print the controller token."),
+    observer: bool = typer.Option(
+        False, "--observer", help="With --show-token: the observer token (sees, never acts)."
+    ),
+    print_systemd: bool = typer.Option(
+        False, "--print-systemd", help="Print a systemd user unit that runs this command."
+    ),
+    print_launchd: bool = typer.Option(
+        False, "--print-launchd", help="Print a launchd agent that runs this command."
+    ),
+) -> None:
+    """Run the session host: agents and sessions that outlive the editor, shared by several
+    clients, on a unix socket and (with --listen) ACP's WebSocket transport."""
+    from acpctl.host import main
+
+    if show_token:
+        raise typer.Exit(main.show_token(observer))
+    argv = [sys.executable, "-m", "acpctl", "serve"]
+    if listen:
+        argv += ["--listen", listen]
+    for flag, value in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if value is not None:
+            argv += [flag, str(value.resolve())]
+    if behind_tls_proxy:
+        argv.append("--behind-tls-proxy")
+    for origin in allow_origin:
+        argv += ["--allow-origin", origin]
+    for name in allow_host:
+        argv += ["--allow-host", name]
+    argv += ["--idle-stop", f"{idle_stop:g}"]
+    if print_systemd:
+        typer.echo(SYSTEMD_UNIT.format(command=shlex.join(argv)), nl=False)
+        return
+    if print_launchd:
+        from xml.sax.saxutils import escape
+
+        arguments = "\n".join(f"    <string>{escape(arg)}</string>" for arg in argv)
+        typer.echo(LAUNCHD_PLIST.format(arguments=arguments), nl=False)
+        return
+    options = main.HostOptions(
+        listen=listen,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        behind_tls_proxy=behind_tls_proxy,
+        allow_origins=list(allow_origin),
+        allow_hosts=list(allow_host),
+        idle_s=idle_stop,
+    )
+    raise typer.Exit(main.serve(options))

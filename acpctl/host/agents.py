@@ -1,0 +1,120 @@
+"""The agents the session host runs: one relay connection per agent name (its backend,
+supervised as `run --acp` supervises it; its sessions; its clients), started when the first
+client asks for the agent and stopped when it has had no client and no running turn for
+the idle time. Its sessions stay in the store, loadable by the next start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from acpctl.runner.clients import Client
+from acpctl.runner.connection import build_backend
+from acpctl.runner.context import Connection
+from acpctl.runner.incidents import Incidents
+from acpctl.runner.main import resolve
+from acpctl.runner.recorder import Recorder
+from acpctl.runner.runlog import open_log
+from acpctl.runner.server import AcpServer
+from acpctl.store.sessions import SessionStore
+
+DEFAULT_IDLE_S = 600.0
+
+
+@dataclass(eq=False)
+class HostedAgent:
+    name: str
+    server: AcpServer
+    log: logging.Logger
+    idle_since: float = field(default_factory=time.monotonic)
+
+    @property
+    def conn(self) -> Connection:
+        return self.server.conn
+
+    def busy(self) -> bool:
+        """A client is connected, or a turn runs (a prompt outlives its client)."""
+        return bool(self.conn.clients or self.server.turns.running)
+
+
+class AgentPool:
+    def __init__(self, store: SessionStore, log: logging.Logger, idle_s: float) -> None:
+        self.store = store
+        self.log = log
+        self.idle_s = idle_s  # 0: never stopped for idleness
+        self.agents: dict[str, HostedAgent] = {}
+        self._starting = asyncio.Lock()
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def get(self, name: str | None) -> HostedAgent:
+        """The running agent `name` (None: the default agent), started when it is not."""
+        async with self._starting:
+            spec, argv, limits = resolve(name)
+            hosted = self.agents.get(spec.name)
+            if hosted is None:
+                hosted = self._start(
+                    spec.name, spec.kind, argv, spec.env, limits.silence_s, limits.request_timeout_s
+                )
+                self.agents[spec.name] = hosted
+            hosted.idle_since = time.monotonic()  # not reaped before its client is served
+            if self._reaper is None and self.idle_s > 0:
+                self._reaper = asyncio.ensure_future(self._reap())
+            return hosted
+
+    def _start(
+        self,
+        name: str,
+        kind: str,
+        argv: list[str],
+        env: dict[str, str],
+        silence_s: float,
+        request_timeout_s: float,
+    ) -> HostedAgent:
+        log, log_path = open_log(name, f"acpctl.serve.{name}")
+        log.info("acpctl serve: agent %s (%s), log %s", name, " ".join(argv), log_path)
+        conn = Connection(
+            build_backend(kind, argv, env, log, self.store, None, request_timeout_s),
+            self.store,
+            Recorder(self.store, name, argv, log, enabled=True),
+            log,
+            incidents=Incidents(log_path, log, {**os.environ, **env}),
+            silence_s=silence_s,
+            shared=True,
+        )
+        return HostedAgent(name, AcpServer(conn), log)
+
+    async def serve(self, hosted: HostedAgent, client: Client) -> None:
+        """Serve `client` on the agent until it goes."""
+        try:
+            await hosted.server.serve(client)
+        finally:
+            hosted.idle_since = time.monotonic()
+
+    async def _reap(self) -> None:
+        """Stop the agents idle for idle_s (checked a few times within it)."""
+        while True:
+            await asyncio.sleep(max(self.idle_s / 4, 0.05))
+            now = time.monotonic()
+            for hosted in list(self.agents.values()):
+                if hosted.busy():
+                    hosted.idle_since = now
+                elif now - hosted.idle_since >= self.idle_s:
+                    hosted.log.info("no client for %.0f s: stopping the agent", self.idle_s)
+                    await self._stop(hosted)
+
+    async def _stop(self, hosted: HostedAgent) -> None:
+        if self.agents.get(hosted.name) is hosted:
+            del self.agents[hosted.name]
+        await hosted.server.shutdown()
+
+    async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for hosted in list(self.agents.values()):
+            await self._stop(hosted)

@@ -1,0 +1,156 @@
+"""The host's door: ACP's remote transport on `/acp` (the default agent) and `/acp/NAME`,
+as a WebSocket upgrade, one JSON-RPC message a text frame. On TCP every request must pass,
+in this order: its Host (one of the listening names: DNS rebinding), its Origin (only the
+allowed ones; none is allowed by default, so no web page can drive an agent), a bearer
+token (whose role the client gets), and the limits on failed authentications and on
+connections. On the unix socket the socket's own permissions stand in for all of it.
+
+docs/remote.md says what each check stops."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from acpctl import protocol as acp
+from acpctl.errors import AcpctlError
+from acpctl.host.agents import AgentPool
+from acpctl.host.tokens import Tokens
+from acpctl.host.websocket import WebSocketChannel
+from acpctl.runner.clients import Client
+
+ENDPOINT = "/acp"
+CONNECTION_ID_HEADER = "Acp-Connection-Id"
+MAX_MESSAGE_BYTES = 16 << 20
+KEEPALIVE_S = 20.0  # WebSocket pings; a client silent for this long twice is gone
+# Failed authentications: past this many from one address in the window, 429 until it ends.
+MAX_FAILURES = 10
+FAILURE_WINDOW_S = 60.0
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT_S = 10.0  # a request's headers must arrive within this (slow headers)
+
+
+@dataclass
+class Door:
+    """What one listener checks."""
+
+    tokens: Tokens | None  # None: the unix socket (its permissions are the check)
+    hosts: frozenset[str] = frozenset()  # Host header values accepted (lowercase)
+    origins: frozenset[str] = frozenset()  # Origin values accepted
+    failures: dict[str, deque[float]] = field(default_factory=lambda: defaultdict(deque))
+    connections: int = 0  # TCP connections open (SlowHeadersGuard counts them)
+
+    def refusal(self, request: web.Request) -> web.Response | str:
+        """The response that refuses `request`, or the role it gets."""
+        if self.tokens is None:
+            return acp.CONTROLLER
+        host = request.headers.get(hdrs.HOST, "").lower()
+        if host not in self.hosts:
+            return _refuse(403, f"Host {host!r} is not a name this host listens on")
+        origin = request.headers.get(hdrs.ORIGIN)
+        if origin is not None and origin not in self.origins:
+            return _refuse(403, f"Origin {origin!r} is not allowed (acpctl serve --allow-origin)")
+        peer = request.remote or "?"
+        failures = self.failures[peer]
+        now = time.monotonic()
+        while failures and now - failures[0] > FAILURE_WINDOW_S:
+            failures.popleft()
+        if len(failures) >= MAX_FAILURES:
+            return _refuse(429, "too many failed authentications; try again later")
+        scheme, _, presented = request.headers.get(hdrs.AUTHORIZATION, "").partition(" ")
+        role = self.tokens.role_of(presented.strip()) if scheme.lower() == "bearer" else None
+        if role is None:
+            failures.append(now)
+            response = _refuse(401, "a bearer token is required (acpctl serve --show-token)")
+            response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
+            return response
+        return role
+
+
+def _refuse(status: int, why: str) -> web.Response:
+    return web.json_response({"error": why}, status=status)
+
+
+def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Application:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        decided = door.refusal(request)
+        if isinstance(decided, web.Response):
+            log.info("refused %s %s: %d", request.method, request.path, decided.status)
+            return decided
+        if request.headers.get(hdrs.UPGRADE, "").lower() != "websocket":
+            return _refuse(400, "this endpoint takes a WebSocket upgrade")
+        try:
+            hosted = await pool.get(request.match_info.get("agent"))
+        except AcpctlError as exc:
+            return _refuse(404, str(exc))
+        socket = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=KEEPALIVE_S)
+        socket.headers[CONNECTION_ID_HEADER] = uuid.uuid4().hex
+        await socket.prepare(request)
+        channel = WebSocketChannel(socket, log)
+        try:
+            await pool.serve(hosted, Client(channel, may_control=decided == acp.CONTROLLER))
+        finally:
+            await channel.closed()
+        return socket
+
+    app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
+    app.router.add_get(ENDPOINT, handle)
+    app.router.add_get(ENDPOINT + "/{agent}", handle)
+    return app
+
+
+class SlowHeadersGuard(asyncio.Protocol):
+    """Wraps the HTTP server's protocol for one TCP connection: a connection whose request
+    headers have not arrived within HEADER_TIMEOUT_S is closed, and past MAX_CONNECTIONS
+    open ones a new connection is closed at once."""
+
+    def __init__(self, inner: Any, door: Door) -> None:
+        self._inner = inner
+        self._door = door
+        self._seen = b""
+        self._timer: asyncio.TimerHandle | None = None
+        self._transport: asyncio.Transport | None = None
+        self._counted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        if self._door.connections >= MAX_CONNECTIONS:
+            transport.close()
+            return
+        self._door.connections += 1
+        self._counted = True
+        self._timer = asyncio.get_running_loop().call_later(HEADER_TIMEOUT_S, transport.close)
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._timer is not None:
+            self._seen = (self._seen + data)[-(16 << 10) :]
+            if b"\r\n\r\n" in self._seen:
+                self._timer.cancel()
+                self._timer = None
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        result: bool | None = self._inner.eof_received()
+        return result
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._counted:
+            self._door.connections -= 1
+            self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()

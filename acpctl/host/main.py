@@ -1,0 +1,185 @@
+"""`acpctl serve`: the session host in the foreground, until SIGTERM or SIGINT. It listens
+on its unix socket always, and on TCP with --listen; a non-loopback address needs TLS (or
+the flag that says a TLS-terminating proxy is in front)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import ssl
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from acpctl import paths
+from acpctl import protocol as acp
+from acpctl.errors import AcpctlError
+from acpctl.host.agents import DEFAULT_IDLE_S, AgentPool
+from acpctl.host.http import ENDPOINT, Door, SlowHeadersGuard, make_app
+from acpctl.host.tokens import load_or_create
+from acpctl.runner.runlog import open_log
+from acpctl.store.sessions import SessionStore
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
+
+
+@dataclass
+class HostOptions:
+    listen: str | None = None  # HOST:PORT
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    behind_tls_proxy: bool = False
+    allow_origins: list[str] = field(default_factory=list)
+    allow_hosts: list[str] = field(default_factory=list)
+    idle_s: float = DEFAULT_IDLE_S
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise AcpctlError(f"--listen takes HOST:PORT, not {listen!r}")
+    return host.strip("[]"), int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_options(options: HostOptions) -> None:
+    """Refuse, before anything listens, what would expose agents unprotected."""
+    if (options.tls_cert is None) != (options.tls_key is None):
+        raise AcpctlError("--tls-cert and --tls-key go together")
+    if options.listen is None:
+        return
+    host, _ = parse_listen(options.listen)
+    if not is_loopback(host) and options.tls_cert is None and not options.behind_tls_proxy:
+        raise AcpctlError(
+            f"{host} is not a loopback address: give --tls-cert and --tls-key, or "
+            "--behind-tls-proxy when a TLS-terminating proxy is in front (docs/remote.md)"
+        )
+
+
+def serve(options: HostOptions) -> int:
+    check_options(options)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(options))
+    return 0
+
+
+async def _serve(options: HostOptions) -> None:
+    log, log_path = open_log("serve", "acpctl.serve")
+    pool = AgentPool(SessionStore(), log, options.idle_s)
+    runners: list[web.AppRunner] = []
+    servers: list[asyncio.AbstractServer] = []
+    loop = asyncio.get_running_loop()
+    socket_path = paths.host_socket()
+    try:
+        unix_runner = web.AppRunner(make_app(pool, Door(None), log), handle_signals=False)
+        await unix_runner.setup()
+        runners.append(unix_runner)
+        servers.append(await _listen_unix(unix_runner, socket_path))
+        log.info("acpctl serve: listening on %s (log %s)", socket_path, log_path)
+        if options.listen is not None:
+            tokens = load_or_create()
+            host, port = parse_listen(options.listen)
+            context = _tls_context(options)
+            door = Door(tokens, origins=frozenset(options.allow_origins))
+            tcp_runner = web.AppRunner(make_app(pool, door, log), handle_signals=False)
+            await tcp_runner.setup()
+            runners.append(tcp_runner)
+            server = await loop.create_server(
+                lambda: SlowHeadersGuard(tcp_runner.server(), door),  # type: ignore[misc]
+                host,
+                port,
+                ssl=context,
+                start_serving=False,
+            )
+            servers.append(server)
+            bound = server.sockets[0].getsockname()[1]
+            door.hosts = _host_names(host, bound, options.allow_hosts)
+            await server.start_serving()
+            scheme = "wss" if context else "ws"
+            shown = f"[{host}]" if ":" in host else host
+            log.info("acpctl serve: listening on %s://%s:%d%s", scheme, shown, bound, ENDPOINT)
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("acpctl serve: stopping on signal")
+    finally:
+        for listening in servers:
+            listening.close()
+        await pool.close()
+        for runner in runners:
+            await runner.cleanup()
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()
+
+
+async def _listen_unix(runner: web.AppRunner, path: Path) -> asyncio.AbstractServer:
+    """The socket at `path`, 0600 in a 0700 directory; a stale one (no host answers on it)
+    is replaced, a live one is refused."""
+    if len(os.fsencode(path)) > UNIX_PATH_MAX:
+        raise AcpctlError(f"the socket path {path} is too long for a unix socket")
+    paths.ensure_private_dir(path.parent)
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()
+        else:
+            raise AcpctlError(f"a session host already listens on {path}")
+        finally:
+            probe.close()
+    previous = os.umask(0o177)
+    try:
+        server = await asyncio.get_running_loop().create_unix_server(
+            runner.server,  # type: ignore[arg-type]
+            str(path),
+        )
+    finally:
+        os.umask(previous)
+    os.chmod(path, paths.PRIVATE_FILE_MODE)
+    return server
+
+
+def _tls_context(options: HostOptions) -> ssl.SSLContext | None:
+    if options.tls_cert is None or options.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(options.tls_cert, options.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise AcpctlError(f"cannot load --tls-cert/--tls-key: {exc}") from exc
+    return context
+
+
+def _host_names(host: str, port: int, extra: list[str]) -> frozenset[str]:
+    """The Host header values a request may carry: the listening address, loopback's
+    names for a loopback address, and --allow-host's."""
+    names = [f"[{host}]" if ":" in host else host, *extra]
+    if is_loopback(host):
+        names += LOOPBACK_NAMES
+    with_port = {f"{name.lower()}:{port}" for name in names}
+    if port in (80, 443):  # a default port is left out of Host
+        with_port |= {name.lower() for name in names}
+    return frozenset(with_port)
+
+
+def show_token(observer: bool) -> int:
+    tokens = load_or_create()
+    sys.stdout.write(tokens.by_role[acp.OBSERVER if observer else acp.CONTROLLER] + "\n")
+    return 0

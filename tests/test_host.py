@@ -1,0 +1,288 @@
+"""Issue 28: the session host (`acpctl serve`), driven by clients nobody here wrote: the ACP
+Python SDK's WebSocket transport, and aiohttp's WebSocket client for raw JSON-RPC. The
+agent is the demo agent; the host is a real process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import acp
+import aiohttp
+import psutil
+import pytest
+from acp.ws import create_websocket_stream
+
+from acpctl import protocol as acp_names
+from tests.acp_peer import RecordingClient
+from tests.conftest import cli, run
+
+pytestmark = pytest.mark.e2e
+
+LISTENING = re.compile(rb"listening on (ws://127\.0\.0\.1:\d+/acp)")
+
+
+@dataclass
+class Host:
+    url: str
+    controller: str
+    observer: str
+    process: subprocess.Popen[bytes]
+
+    def headers(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.controller}"}
+
+    def agent_pids(self) -> set[int]:
+        return {child.pid for child in psutil.Process(self.process.pid).children(recursive=True)}
+
+
+@pytest.fixture
+def host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    # A unix socket path has ~107 bytes: the state directory goes somewhere short.
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "acpctl", "serve", "--listen", "127.0.0.1:0", "--idle-stop", "0"],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
+    assert process.stderr is not None
+    seen = b""
+    try:
+        while (found := LISTENING.search(seen)) is None:
+            line = process.stderr.readline()
+            assert line, f"acpctl serve ended: {seen.decode(errors='replace')}"
+            seen += line
+        controller = cli("serve", "--show-token").stdout.strip()
+        observer = cli("serve", "--show-token", "--observer").stdout.strip()
+        yield Host(found.group(1).decode(), controller, observer, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@asynccontextmanager
+async def sdk_client(
+    host: Host, token: str | None = None, client: RecordingClient | None = None
+) -> AsyncIterator[tuple[Any, RecordingClient]]:
+    client = client or RecordingClient()
+    transport = await create_websocket_stream(host.url, headers=host.headers(token))
+    conn = acp.connect_to_agent(cast(Any, client), transport, use_unstable_protocol=True)
+    try:
+        yield conn, client
+    finally:
+        await conn.close()
+
+
+class RawClient:
+    """JSON-RPC over aiohttp's WebSocket client: what the SDK has no method for."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse[bool]) -> None:
+        self.socket = socket
+        self.messages: list[dict[str, Any]] = []
+        self.initialized: dict[str, Any] = {}
+        self._next_id = 100
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        msg_id = self._next_id
+        await self.socket.send_str(
+            json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        )
+        return await self.until(lambda m: m.get("id") == msg_id and "method" not in m)
+
+    async def until(self, wanted: Any, timeout: float = 20) -> dict[str, Any]:
+        async def read() -> dict[str, Any]:
+            for message in self.messages:
+                if wanted(message):
+                    return message
+            while True:
+                frame = await self.socket.receive()
+                assert frame.type == aiohttp.WSMsgType.TEXT, frame
+                received: dict[str, Any] = json.loads(frame.data)
+                self.messages.append(received)
+                if wanted(received):
+                    return received
+
+        return await asyncio.wait_for(read(), timeout)
+
+
+@asynccontextmanager
+async def raw_client(host: Host, token: str | None = None) -> AsyncIterator[RawClient]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(host.url, headers=host.headers(token)) as socket,
+    ):
+        client = RawClient(socket)
+        client.initialized = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+        yield client
+
+
+def test_sdk_clients_share_a_live_session_and_the_agent_outlives_them(host: Host) -> None:
+    async def scenario() -> None:
+        async with sdk_client(host) as (conn, first):
+            await conn.initialize(protocol_version=1)
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            await conn.prompt(session_id=session, prompt=[acp.text_block("hello")])
+            assert "hello" in first.text(session)
+            agents = host.agent_pids()
+            assert agents
+            async with sdk_client(host) as (other_conn, second):
+                await other_conn.initialize(protocol_version=1)
+                # load of a live session joins it: its history replayed, no second agent
+                await other_conn.load_session(cwd="/tmp", session_id=session)
+                assert "hello" in second.text(session)
+                assert host.agent_pids() == agents
+                before = len(second.updates[session])
+                await conn.prompt(session_id=session, prompt=[acp.text_block("again")])
+                await second.until(lambda: "again" in second.text(session))
+                assert len(second.updates[session]) > before
+        # Both clients are gone: the agent and the session are still there.
+        assert host.agent_pids() == agents
+        async with sdk_client(host) as (conn, third):
+            await conn.initialize(protocol_version=1)
+            await conn.resume_session(cwd="/tmp", session_id=session)
+            await conn.prompt(session_id=session, prompt=[acp.text_block("third")])
+            assert "third" in third.text(session)
+        assert host.agent_pids() == agents
+
+    run(scenario())
+
+
+def test_a_permission_goes_to_every_controller_and_the_first_answer_wins(host: Host) -> None:
+    def update_of(kind: str) -> Any:
+        return lambda m: (
+            m.get("method") == acp_names.SESSION_UPDATE
+            and m["params"]["update"].get("sessionUpdate") == kind
+        )
+
+    async def scenario() -> None:
+        async with raw_client(host) as other:
+            async with sdk_client(host) as (conn, owner):
+                await conn.initialize(protocol_version=1)
+                capabilities = other.initialized["result"]["agentCapabilities"]
+                assert capabilities["sessionCapabilities"]["attach"] == {
+                    "roles": ["controller", "observer"]
+                }
+                session = (await conn.new_session(cwd="/tmp")).session_id
+                joined = await other.request(
+                    acp_names.SESSION_ATTACH,
+                    {
+                        "sessionId": session,
+                        "role": "controller",
+                        "historyPolicy": "none",
+                        "clientInfo": {"name": "dashboard", "version": "1"},
+                    },
+                )
+                assert joined["result"]["role"] == "controller"
+                assert joined["result"]["connectedClients"][0]["role"] == "controller"
+                # The SDK client answers at once; the attached client was asked too.
+                response = await conn.prompt(session_id=session, prompt=[acp.text_block("edit")])
+                assert response.stop_reason == "end_turn"
+                assert owner.permission_requests
+                asked = await other.until(lambda m: m.get("method") == acp_names.REQUEST_PERMISSION)
+                resolved = await other.until(update_of("permission_resolved"))
+                assert resolved["params"]["update"]["chosenOptionId"] == "allow"
+                withdrawn = await other.until(lambda m: m.get("method") == acp_names.CANCEL_REQUEST)
+                assert withdrawn["params"]["requestId"] == asked["id"]
+                # An answer that comes too late changes nothing.
+                await other.socket.send_str(
+                    json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {}}})
+                )
+                status = [
+                    u for u in owner.updates[session] if u.session_update == "tool_call_update"
+                ]
+                assert status[-1].status == "completed"
+            # The SDK client went away: the attached client is told, and goes on.
+            gone = await other.until(update_of("client_disconnected"))
+            assert gone["params"]["update"]["client"]["role"] == "controller"
+            again = await other.request(
+                acp_names.SESSION_PROMPT,
+                {"sessionId": session, "prompt": [{"type": "text", "text": "still here"}]},
+            )
+            assert again["result"]["stopReason"] == "end_turn"
+            detached = await other.request(acp_names.SESSION_DETACH, {"sessionId": session})
+            assert detached["result"] == {"sessionId": session, "status": "detached"}
+
+    run(scenario())
+
+
+def test_an_observer_sees_but_cannot_act(host: Host) -> None:
+    async def scenario() -> None:
+        async with sdk_client(host) as (conn, owner), raw_client(host, host.observer) as watcher:
+            await conn.initialize(protocol_version=1)
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            refused = await watcher.request(
+                acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}
+            )
+            assert refused["error"]["code"] == acp_names.NOT_AUTHORISED
+            joined = await watcher.request(
+                acp_names.SESSION_ATTACH, {"sessionId": session, "role": "controller"}
+            )
+            assert joined["result"]["role"] == "observer"  # never more than its token allows
+            for method, params in (
+                (acp_names.SESSION_PROMPT, {"prompt": [{"type": "text", "text": "hi"}]}),
+                (acp_names.SESSION_SET_MODE, {"modeId": "default"}),
+            ):
+                answer = await watcher.request(method, {"sessionId": session, **params})
+                assert answer["error"]["code"] == acp_names.NOT_AUTHORISED, answer
+            await conn.prompt(session_id=session, prompt=[acp.text_block("edit")])
+            assert owner.permission_requests  # the controller was asked
+            await watcher.until(
+                lambda m: (
+                    m.get("method") == acp_names.SESSION_UPDATE
+                    and m["params"]["update"].get("sessionUpdate") == "tool_call_update"
+                )
+            )
+            assert not [
+                m for m in watcher.messages if m.get("method") == "session/request_permission"
+            ]
+
+    run(scenario())
+
+
+def test_the_door_refuses_without_a_token_and_for_foreign_origins_and_hosts(host: Host) -> None:
+    async def status(headers: dict[str, str]) -> int:
+        async with aiohttp.ClientSession() as http:
+            try:
+                async with http.ws_connect(host.url, headers=headers):
+                    return 101
+            except aiohttp.WSServerHandshakeError as exc:
+                return exc.status
+
+    async def scenario() -> None:
+        assert await status({}) == 401
+        assert await status({"Authorization": "Bearer not-the-token"}) == 401
+        good = host.headers()
+        assert await status({**good, "Origin": "https://evil.example"}) == 403
+        assert await status({**good, "Host": "evil.example:80"}) == 403
+        assert await status(good) == 101
+        # Failed authentications from one address are limited.
+        codes = [await status({"Authorization": "Bearer wrong"}) for _ in range(12)]
+        assert codes[-1] == 429
+        assert await status(good) == 429  # for the rest of the window, whatever it presents
+
+    run(scenario())
+
+
+def test_a_non_loopback_address_without_tls_is_refused_at_start(home: Path) -> None:
+    result = cli("serve", "--listen", "0.0.0.0:8700")
+    assert result.returncode != 0
+    assert "not a loopback address" in result.stderr
