@@ -286,3 +286,132 @@ def test_a_non_loopback_address_without_tls_is_refused_at_start(home: Path) -> N
     result = cli("serve", "--listen", "0.0.0.0:8700")
     assert result.returncode != 0
     assert "not a loopback address" in result.stderr
+
+
+def test_sessions_survive_a_killed_host_and_load_through_run_acp(host: Host) -> None:
+    """kill -9 of the host mid-turn: what was recorded is there, and the session loads
+    without the host."""
+
+    async def scenario() -> str:
+        holding = RecordingClient()
+        holding.default_answer = "hold"
+        async with sdk_client(host, client=holding) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            await conn.prompt(session_id=session, prompt=[acp.text_block("remember me")])
+            turn = asyncio.ensure_future(
+                conn.prompt(session_id=session, prompt=[acp.text_block("edit")])
+            )
+            await holding.permission_asked.wait()
+            host.process.kill()
+            host.process.wait(10)
+            # The client learns its host is gone (the SDK fails the request it waits on).
+            with pytest.raises((ConnectionError, acp.RequestError)):
+                await asyncio.wait_for(turn, 20)
+        return str(session)
+
+    session = run(scenario())
+    from tests.acp_peer import connect
+
+    async def reload() -> None:
+        async with connect() as (conn, _, client):
+            await conn.initialize(protocol_version=1)
+            await conn.load_session(cwd="/tmp", session_id=session)
+            assert "remember me" in client.text(session)
+
+    run(reload())
+
+
+def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "acpctl", "serve", "--idle-stop", "0.5"],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    socket_path = state / "host" / "acp.sock"
+    try:
+        assert process.stderr is not None
+        while b"listening on" not in process.stderr.readline():
+            assert process.poll() is None
+        assert socket_path.stat().st_mode & 0o777 == 0o600
+        assert socket_path.parent.stat().st_mode & 0o777 == 0o700
+
+        async def connect_unix() -> tuple[str, set[int]]:
+            connector = aiohttp.UnixConnector(path=str(socket_path))
+            async with (
+                aiohttp.ClientSession(connector=connector) as http,
+                http.ws_connect("ws://localhost/acp") as socket,
+            ):
+                client = RawClient(socket)
+                await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+                created = await client.request(
+                    acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}
+                )
+                session = created["result"]["sessionId"]
+                await client.request(
+                    acp_names.SESSION_PROMPT,
+                    {"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]},
+                )
+                agents = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
+                assert agents
+            return session, agents
+
+        session, _ = run(connect_unix())
+
+        async def stopped() -> None:
+            while psutil.Process(process.pid).children(recursive=True):
+                await asyncio.sleep(0.1)
+
+        run(stopped(), timeout=20)
+
+        async def reload() -> None:
+            connector = aiohttp.UnixConnector(path=str(socket_path))
+            async with (
+                aiohttp.ClientSession(connector=connector) as http,
+                http.ws_connect("ws://localhost/acp") as socket,
+            ):
+                client = RawClient(socket)
+                await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+                loaded = await client.request(
+                    acp_names.SESSION_LOAD, {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
+                )
+                assert "result" in loaded, loaded
+                assert any("hello" in json.dumps(m) for m in client.messages)
+
+        run(reload())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)
+        shutil.rmtree(state, ignore_errors=True)
+    assert not socket_path.exists()
+
+
+def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None:
+    from acpctl.host.http import MAX_CONNECTIONS, MAX_MESSAGE_BYTES
+
+    async def scenario() -> None:
+        async with raw_client(host) as client:
+            try:
+                await client.socket.send_str("x" * (MAX_MESSAGE_BYTES + 1))
+                frame = await client.socket.receive()
+            except ConnectionError:  # cut off while still sending it
+                pass
+            else:  # not answered (with a parse error, say): the connection is closed
+                assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED), frame
+        port = int(host.url.rsplit(":", 1)[1].split("/")[0])
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(MAX_CONNECTIONS)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed at once
+        writer.close()
+        for _, held_writer in held:
+            held_writer.close()
+        # Once they are gone, a client gets in again.
+        await asyncio.sleep(0.5)
+        async with raw_client(host) as client:
+            assert "result" in client.initialized
+
+    run(scenario())
