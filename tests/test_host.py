@@ -360,7 +360,15 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
                 assert agents
             return session, agents
 
-        session, _ = run(connect_unix())
+        session, agents = run(connect_unix())
+        shown = cli("serve", "--status", "--json")
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        assert status["pid"] == process.pid
+        [agent] = status["agents"]
+        assert agent["agentPid"] in agents and agent["rss"] > 0
+        assert [s["sessionId"] for s in agent["sessions"]] == [session]
+        assert "1 session(s)" in cli("serve", "--status").stdout
 
         async def stopped() -> None:
             while psutil.Process(process.pid).children(recursive=True):
@@ -413,5 +421,19 @@ def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None
         await asyncio.sleep(0.5)
         async with raw_client(host) as client:
             assert "result" in client.initialized
+
+    run(scenario())
+
+
+def test_a_request_whose_headers_trickle_in_is_cut_off(host: Host) -> None:
+    from acpctl.host.http import HEADER_TIMEOUT_S
+
+    async def scenario() -> None:
+        port = int(host.url.rsplit(":", 1)[1].split("/")[0])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the rest
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), HEADER_TIMEOUT_S + 10) == b""
+        writer.close()
 
     run(scenario())

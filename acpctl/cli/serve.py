@@ -70,6 +70,10 @@ def serve(
     print_launchd: bool = typer.Option(
         False, "--print-launchd", help="Print a launchd agent that runs this command."
     ),
+    status: bool = typer.Option(
+        False, "--status", help="Show the running host's agents, sessions and clients."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="With --status: print JSON."),
 ) -> None:
     """Run the session host: agents and sessions that outlive the editor, shared by several
     clients, on a unix socket and (with --listen) ACP's WebSocket transport."""
@@ -77,6 +81,8 @@ def serve(
 
     if show_token:
         raise typer.Exit(main.show_token(observer))
+    if status:
+        raise typer.Exit(main.show_status(as_json))
     argv = [sys.executable, "-m", "acpctl", "serve"]
     if listen:
         argv += ["--listen", listen]

@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from acpctl.jsonrpc import JsonObject
 from acpctl.runner.clients import Client
 from acpctl.runner.connection import build_backend
 from acpctl.runner.context import Connection
@@ -35,6 +36,24 @@ class HostedAgent:
     @property
     def conn(self) -> Connection:
         return self.server.conn
+
+    def status(self) -> JsonObject:
+        """What `acpctl serve --status` shows of it."""
+        pid = self.conn.backend.pid
+        return {
+            "agent": self.name,
+            "agentPid": pid,
+            "rss": _tree_rss(pid),
+            "clients": len(self.conn.clients),
+            "sessions": [
+                {
+                    "sessionId": record.id,
+                    "clients": [client.label(role) for client, role in record.clients.items()],
+                    "running": any(r is record for r in self.server.turns.running.values()),
+                }
+                for record in self.conn.sessions
+            ],
+        }
 
     def busy(self) -> bool:
         """A client is connected, or a turn runs (a prompt outlives its client)."""
@@ -87,6 +106,9 @@ class AgentPool:
         )
         return HostedAgent(name, AcpServer(conn), log)
 
+    def status(self) -> list[JsonObject]:
+        return [hosted.status() for hosted in self.agents.values()]
+
     async def serve(self, hosted: HostedAgent, client: Client) -> None:
         """Serve `client` on the agent until it goes."""
         try:
@@ -118,3 +140,17 @@ class AgentPool:
                 await self._reaper
         for hosted in list(self.agents.values()):
             await self._stop(hosted)
+
+
+def _tree_rss(pid: int | None) -> int | None:
+    """The resident memory of the agent's process tree, in bytes."""
+    if pid is None:
+        return None
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        total: int = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        return total
+    except psutil.Error:
+        return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections import defaultdict, deque
@@ -27,6 +28,7 @@ from acpctl.host.websocket import WebSocketChannel
 from acpctl.runner.clients import Client
 
 ENDPOINT = "/acp"
+STATUS_PATH = "/status"  # `acpctl serve --status`, on the unix socket
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 MAX_MESSAGE_BYTES = 16 << 20
 KEEPALIVE_S = 20.0  # WebSocket pings; a client silent for this long twice is gone
@@ -100,9 +102,14 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
             await channel.closed()
         return socket
 
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"pid": os.getpid(), "agents": pool.status()})
+
     app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
     app.router.add_get(ENDPOINT, handle)
     app.router.add_get(ENDPOINT + "/{agent}", handle)
+    if door.tokens is None:  # the unix socket only: it says which sessions exist
+        app.router.add_get(STATUS_PATH, status)
     return app
 
 

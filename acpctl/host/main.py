@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import os
 import signal
 import socket
@@ -21,8 +22,9 @@ from acpctl import paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import DEFAULT_IDLE_S, AgentPool
-from acpctl.host.http import ENDPOINT, Door, SlowHeadersGuard, make_app
+from acpctl.host.http import ENDPOINT, STATUS_PATH, Door, SlowHeadersGuard, make_app
 from acpctl.host.tokens import load_or_create
+from acpctl.jsonrpc import JsonObject
 from acpctl.runner.runlog import open_log
 from acpctl.store.sessions import SessionStore
 
@@ -182,4 +184,46 @@ def _host_names(host: str, port: int, extra: list[str]) -> frozenset[str]:
 def show_token(observer: bool) -> int:
     tokens = load_or_create()
     sys.stdout.write(tokens.by_role[acp.OBSERVER if observer else acp.CONTROLLER] + "\n")
+    return 0
+
+
+async def read_status() -> JsonObject | None:
+    """The running host's status, over its unix socket; None when no host answers."""
+    import aiohttp
+
+    path = paths.host_socket()
+    if not path.exists():
+        return None
+    try:
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(path))) as http,
+            http.get(f"http://localhost{STATUS_PATH}", timeout=aiohttp.ClientTimeout(10)) as reply,
+        ):
+            status: JsonObject = await reply.json()
+            return status
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError):
+        return None
+
+
+def show_status(as_json: bool) -> int:
+    status = asyncio.run(read_status())
+    if status is None:
+        sys.stderr.write(f"acpctl: no session host answers on {paths.host_socket()}\n")
+        return 1
+    if as_json:
+        sys.stdout.write(json.dumps(status, indent=2) + "\n")
+        return 0
+    sys.stdout.write(f"session host pid {status['pid']}\n")
+    if not status["agents"]:
+        sys.stdout.write("no agent running\n")
+    for agent in status["agents"]:
+        rss = f"{agent['rss'] / 2**20:.1f} MiB" if agent.get("rss") else "-"
+        sys.stdout.write(
+            f"{agent['agent']}: pid {agent['agentPid'] or '-'}, {rss}, "
+            f"{agent['clients']} client(s), {len(agent['sessions'])} session(s)\n"
+        )
+        for session in agent["sessions"]:
+            who = ", ".join(f"{c['name']} ({c['role']})" for c in session["clients"]) or "-"
+            state = "running" if session["running"] else "idle"
+            sys.stdout.write(f"  {session['sessionId']}  {state}  {who}\n")
     return 0
