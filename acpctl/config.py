@@ -6,12 +6,14 @@ Layout:
     package_runners = false        # allow npx/uvx fallbacks for catalog agents
     silence_warning_s = 30         # a prompt this long without a word is logged (0: never)
     request_timeout_s = 300        # a request other than a prompt fails after this (0: never)
+    host = false                   # run --acp through the session host (acpctl serve)
 
     [agents.claude]
     command = "claude-agent-acp"
     args = []
     env = { ANTHROPIC_API_KEY = "..." }
     kind = "acp"                    # or "pi-rpc"
+    host = true                     # this agent through the host (overrides the default)
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Config:
         agents: dict[str, AgentSpec],
         silence_warning_s: float = SILENCE_WARNING_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        host: bool = False,
+        agents_host: dict[str, bool] | None = None,
     ) -> None:
         self.path = path
         self.text = text
@@ -67,7 +71,13 @@ class Config:
         self.agents = agents
         self.silence_warning_s = silence_warning_s
         self.request_timeout_s = request_timeout_s
+        self.host = host
+        self.agents_host = agents_host or {}  # [agents.NAME] host = ..., where it is set
         self._document: TOMLDocument | None = None
+
+    def through_host(self, agent: str) -> bool:
+        """Whether `run --acp` serves `agent` through the session host."""
+        return self.agents_host.get(agent, self.host)
 
     @property
     def document(self) -> TOMLDocument:
@@ -124,16 +134,37 @@ def load(path: Path | None = None) -> Config:
     default_agent = plain.get("default_agent")
     if default_agent is not None and not isinstance(default_agent, str):
         raise _fail(path, "default_agent must be a string")
-    package_runners = plain.get("package_runners", False)
-    if not isinstance(package_runners, bool):
-        raise _fail(path, "package_runners must be true or false")
+    package_runners = _flag(path, plain, "package_runners")
     silence = _seconds(path, plain, "silence_warning_s", SILENCE_WARNING_S, "never warn")
     request_timeout = _seconds(path, plain, "request_timeout_s", REQUEST_TIMEOUT_S, "never")
     agents_table = plain.get("agents", {})
     if not isinstance(agents_table, dict):
         raise _fail(path, "[agents] must be a table")
     agents = {name: _agent_from_table(path, name, t) for name, t in agents_table.items()}
-    return Config(path, text, default_agent, package_runners, agents, silence, request_timeout)
+    host = _flag(path, plain, "host")
+    agents_host = {
+        name: _flag(path, table, "host", f"[agents.{name}] ")
+        for name, table in agents_table.items()
+        if "host" in table
+    }
+    return Config(
+        path,
+        text,
+        default_agent,
+        package_runners,
+        agents,
+        silence,
+        request_timeout,
+        host,
+        agents_host,
+    )
+
+
+def _flag(path: Path, table: dict[str, Any], key: str, where: str = "") -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise _fail(path, f"{where}{key} must be true or false")
+    return value
 
 
 def _seconds(path: Path, plain: dict[str, Any], key: str, default: float, zero: str) -> float:

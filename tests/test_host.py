@@ -437,3 +437,68 @@ def test_a_request_whose_headers_trickle_in_is_cut_off(host: Host) -> None:
         writer.close()
 
     run(scenario())
+
+
+def test_editors_through_the_host_keep_the_agent_and_join_the_live_session(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """config.toml's `host = true`: run --acp starts the host detached, closing the editor
+    ends neither the agent nor the session, the next editor lists and joins it, and a host
+    that dies mid-turn fails the editor's request instead of leaving it waiting."""
+    from tests.acp_peer import connect
+
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    (home / "config").mkdir(exist_ok=True)
+    (home / "config" / "config.toml").write_text("host = true\n")
+
+    def host_status() -> dict[str, Any]:
+        shown = cli("serve", "--status", "--json")
+        assert shown.returncode == 0, shown.stderr
+        status: dict[str, Any] = json.loads(shown.stdout)
+        return status
+
+    async def first_editor() -> str:
+        async with connect() as (conn, _, client):
+            await conn.initialize(protocol_version=1)
+            session = str((await conn.new_session(cwd="/tmp")).session_id)
+            await conn.prompt(session_id=session, prompt=[acp.text_block("hello")])
+            assert "hello" in client.text(session)
+        return session
+
+    host_pid = None
+    try:
+        session = run(first_editor())
+        status = host_status()
+        host_pid = status["pid"]
+        [agent] = status["agents"]
+        assert psutil.pid_exists(agent["agentPid"])  # the editor went; the agent did not
+
+        async def second_editor() -> None:
+            async with connect() as (conn, _, client):
+                await conn.initialize(protocol_version=1)
+                listed = await conn.list_sessions(cwd="/tmp")
+                assert session in [s.session_id for s in listed.sessions]
+                await conn.load_session(cwd="/tmp", session_id=session)
+                assert "hello" in client.text(session)
+                from acpctl.host.main import read_status
+
+                live = await read_status()
+                assert live is not None
+                [now] = live["agents"]
+                assert now["agentPid"] == agent["agentPid"]  # joined, no new agent
+                holding = client
+                holding.default_answer = "hold"
+                turn = asyncio.ensure_future(
+                    conn.prompt(session_id=session, prompt=[acp.text_block("edit")])
+                )
+                await holding.permission_asked.wait()
+                os.kill(host_pid, signal.SIGKILL)
+                with pytest.raises(acp.RequestError, match="session host went away"):
+                    await asyncio.wait_for(turn, 20)
+
+        run(second_editor())
+    finally:
+        if host_pid is not None and psutil.pid_exists(host_pid):
+            os.kill(host_pid, signal.SIGKILL)
+        shutil.rmtree(state, ignore_errors=True)

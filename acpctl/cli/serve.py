@@ -60,6 +60,9 @@ def serve(
     idle_stop: float = typer.Option(
         600.0, "--idle-stop", metavar="SECONDS", help="Stop an agent idle this long (0: never)."
     ),
+    exit_when_idle: bool = typer.Option(
+        False, "--exit-when-idle", help="Exit once no agent has run for the idle time."
+    ),
     show_token: bool = typer.Option(False, "--show-token", help="Print the controller token."),
     observer: bool = typer.Option(
         False, "--observer", help="With --show-token: the observer token (sees, never acts)."
@@ -113,5 +116,6 @@ def serve(
         allow_origins=list(allow_origin),
         allow_hosts=list(allow_host),
         idle_s=idle_stop,
+        exit_when_idle=exit_when_idle,
     )
     raise typer.Exit(main.serve(options))

@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.clients import Client
@@ -26,9 +27,15 @@ from acpctl.store.sessions import SessionStore
 DEFAULT_IDLE_S = 600.0
 
 
+class AgentChanged(Exception):
+    """config.toml now resolves the agent to another command than the one running, and
+    that one still has clients or a turn: the new one is not started beside it."""
+
+
 @dataclass(eq=False)
 class HostedAgent:
     name: str
+    command: tuple[Any, ...]  # what it was resolved to: kind, argv, env
     server: AcpServer
     log: logging.Logger
     idle_since: float = field(default_factory=time.monotonic)
@@ -61,32 +68,57 @@ class HostedAgent:
 
 
 class AgentPool:
-    def __init__(self, store: SessionStore, log: logging.Logger, idle_s: float) -> None:
+    def __init__(
+        self, store: SessionStore, log: logging.Logger, idle_s: float, exit_when_idle: bool
+    ) -> None:
         self.store = store
         self.log = log
         self.idle_s = idle_s  # 0: never stopped for idleness
+        # Set once no agent has run for idle_s, when the host is to exit then.
+        self.exit_when_idle = exit_when_idle
+        self.idle = asyncio.Event()
         self.agents: dict[str, HostedAgent] = {}
         self._starting = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
+        self._empty_since = time.monotonic()
 
     async def get(self, name: str | None) -> HostedAgent:
         """The running agent `name` (None: the default agent), started when it is not."""
         async with self._starting:
-            spec, argv, limits = resolve(name)
+            spec, argv, limits, _ = resolve(name)
+            command = (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
             hosted = self.agents.get(spec.name)
+            if hosted is not None and hosted.command != command:
+                if hosted.busy():
+                    raise AgentChanged(
+                        f"agent {spec.name} changed in config.toml while it has clients; "
+                        "it restarts as changed once they have gone"
+                    )
+                hosted.log.info("agent %s changed in config.toml: restarting it", spec.name)
+                await self._stop(hosted)
+                hosted = None
             if hosted is None:
                 hosted = self._start(
-                    spec.name, spec.kind, argv, spec.env, limits.silence_s, limits.request_timeout_s
+                    spec.name,
+                    command,
+                    spec.kind,
+                    argv,
+                    spec.env,
+                    limits.silence_s,
+                    limits.request_timeout_s,
                 )
                 self.agents[spec.name] = hosted
             hosted.idle_since = time.monotonic()  # not reaped before its client is served
-            if self._reaper is None and self.idle_s > 0:
-                self._reaper = asyncio.ensure_future(self._reap())
             return hosted
+
+    def start_reaping(self) -> None:
+        if self.idle_s > 0:
+            self._reaper = asyncio.ensure_future(self._reap())
 
     def _start(
         self,
         name: str,
+        command: tuple[Any, ...],
         kind: str,
         argv: list[str],
         env: dict[str, str],
@@ -104,7 +136,7 @@ class AgentPool:
             silence_s=silence_s,
             shared=True,
         )
-        return HostedAgent(name, AcpServer(conn), log)
+        return HostedAgent(name, command, AcpServer(conn), log)
 
     def status(self) -> list[JsonObject]:
         return [hosted.status() for hosted in self.agents.values()]
@@ -126,7 +158,14 @@ class AgentPool:
                     hosted.idle_since = now
                 elif now - hosted.idle_since >= self.idle_s:
                     hosted.log.info("no client for %.0f s: stopping the agent", self.idle_s)
-                    await self._stop(hosted)
+                    async with self._starting:
+                        if not hosted.busy():
+                            await self._stop(hosted)
+            if self.agents:
+                self._empty_since = now
+            elif self.exit_when_idle and now - self._empty_since >= self.idle_s:
+                self.log.info("no agent for %.0f s: the host exits", self.idle_s)
+                self.idle.set()
 
     async def _stop(self, hosted: HostedAgent) -> None:
         if self.agents.get(hosted.name) is hosted:

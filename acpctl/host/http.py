@@ -22,7 +22,7 @@ from aiohttp import hdrs, web
 
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.agents import AgentPool
+from acpctl.host.agents import AgentChanged, AgentPool
 from acpctl.host.tokens import Tokens
 from acpctl.host.websocket import WebSocketChannel
 from acpctl.runner.clients import Client
@@ -90,6 +90,8 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
             return _refuse(400, "this endpoint takes a WebSocket upgrade")
         try:
             hosted = await pool.get(request.match_info.get("agent"))
+        except AgentChanged as exc:
+            return _refuse(409, str(exc))
         except AcpctlError as exc:
             return _refuse(404, str(exc))
         socket = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=KEEPALIVE_S)

@@ -41,6 +41,7 @@ class HostOptions:
     allow_origins: list[str] = field(default_factory=list)
     allow_hosts: list[str] = field(default_factory=list)
     idle_s: float = DEFAULT_IDLE_S
+    exit_when_idle: bool = False  # started by `run --acp`: gone once no agent runs
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -82,7 +83,7 @@ def serve(options: HostOptions) -> int:
 
 async def _serve(options: HostOptions) -> None:
     log, log_path = open_log("serve", "acpctl.serve")
-    pool = AgentPool(SessionStore(), log, options.idle_s)
+    pool = AgentPool(SessionStore(), log, options.idle_s, options.exit_when_idle)
     runners: list[web.AppRunner] = []
     servers: list[asyncio.AbstractServer] = []
     loop = asyncio.get_running_loop()
@@ -115,11 +116,17 @@ async def _serve(options: HostOptions) -> None:
             scheme = "wss" if context else "ws"
             shown = f"[{host}]" if ":" in host else host
             log.info("acpctl serve: listening on %s://%s:%d%s", scheme, shown, bound, ENDPOINT)
+        pool.start_reaping()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("acpctl serve: stopping on signal")
+        signalled = asyncio.ensure_future(stop.wait())
+        idle = asyncio.ensure_future(pool.idle.wait())
+        await asyncio.wait({signalled, idle}, return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        idle.cancel()
+        if stop.is_set():
+            log.info("acpctl serve: stopping on signal")
     finally:
         for listening in servers:
             listening.close()

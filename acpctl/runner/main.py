@@ -12,13 +12,21 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from acpctl.errors import AcpctlError, report
 from acpctl.runner.options import RunLimits, parse_serve_args
 
 if TYPE_CHECKING:
     from acpctl.config import AgentSpec
+
+
+class Resolved(NamedTuple):
+    spec: AgentSpec
+    argv: list[str]
+    limits: RunLimits
+    through_host: bool  # config.toml's host = true for this agent
+
 
 TTY_HINT = (
     "acpctl run --acp speaks ACP on stdin/stdout and is meant to be launched by an "
@@ -32,7 +40,7 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import signal
     import subprocess
 
-    spec, argv, _ = resolve(agent)
+    spec, argv, _, _ = resolve(agent)
     # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -52,7 +60,14 @@ def serve(agent: str | None, history: bool) -> int:
         return 2
     from acpctl import processes
 
-    spec, argv, limits = resolve(agent)
+    spec, argv, limits, through_host = resolve(agent)
+    if through_host:
+        from acpctl.runner.through_host import relay_through_host
+
+        code = relay_through_host(spec.name, history)
+        if code is not None:
+            return code
+        # None: the host cannot serve this agent as resolved here; served directly.
     spawned = None
     if spec.kind == "acp":
         with contextlib.suppress(OSError):  # tried again, and reported, at initialize
@@ -67,15 +82,20 @@ def serve(agent: str | None, history: bool) -> int:
     return 0
 
 
-def resolve(agent: str | None) -> tuple[AgentSpec, list[str], RunLimits]:
+def resolve(agent: str | None) -> Resolved:
     """The agent's spec (config.toml, else the catalog, else the demo), its command line,
-    and the limits config.toml sets for its connection."""
+    the limits config.toml sets for its connection, and whether it goes through the host."""
     from acpctl import config
     from acpctl.agents import discovery
 
     cfg = config.load()
     spec = discovery.resolve(cfg, agent).as_spec()
-    return spec, [spec.command, *spec.args], RunLimits(cfg.silence_warning_s, cfg.request_timeout_s)
+    return Resolved(
+        spec,
+        [spec.command, *spec.args],
+        RunLimits(cfg.silence_warning_s, cfg.request_timeout_s),
+        cfg.through_host(spec.name),
+    )
 
 
 def fast_main(args: list[str]) -> int | None:
