@@ -219,7 +219,9 @@ def test_a_permission_goes_to_every_controller_and_the_first_answer_wins(host: H
             )
             assert again["result"]["stopReason"] == "end_turn"
             detached = await other.request(acp_names.SESSION_DETACH, {"sessionId": session})
-            assert detached["result"] == {"sessionId": session, "status": "detached"}
+            result = dict(detached["result"])
+            assert int(result.pop("_meta")["acp/cursor"]) > 0  # every message has its cursor
+            assert result == {"sessionId": session, "status": "detached"}
 
     run(scenario())
 
@@ -502,3 +504,134 @@ def test_editors_through_the_host_keep_the_agent_and_join_the_live_session(
         if host_pid is not None and psutil.pid_exists(host_pid):
             os.kill(host_pid, signal.SIGKILL)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_sdk_http_clients_over_streamable_http(host: Host) -> None:
+    """The SDK's Streamable HTTP transport: initialize in a POST's body, the rest on its
+    connection and session streams, a permission answered by POST; a second client joins."""
+    from acp.http import create_http_stream
+
+    async def scenario() -> None:
+        transport = create_http_stream(host.url.replace("ws://", "http://"), headers=host.headers())
+        client = RecordingClient()
+        conn = acp.connect_to_agent(cast(Any, client), transport, use_unstable_protocol=True)
+        try:
+            await conn.initialize(protocol_version=1)
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            response = await conn.prompt(session_id=session, prompt=[acp.text_block("edit hi")])
+            assert response.stop_reason == "end_turn"
+            assert client.permission_requests
+            assert "hi" in client.text(session)
+            async with sdk_client(host) as (ws_conn, watcher):
+                await ws_conn.initialize(protocol_version=1)
+                await ws_conn.load_session(cwd="/tmp", session_id=session)
+                assert "hi" in watcher.text(session)
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
+def test_streamable_http_status_codes(host: Host) -> None:
+    import httpx
+
+    url = host.url.replace("ws://", "http://")
+    auth = host.headers()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient() as http:
+            assert (await http.post(url, content=json.dumps(init), headers=auth)).status_code == 415
+            assert (await http.post(url, json=[init], headers=auth)).status_code == 501
+            assert (await http.post(url, json=init)).status_code == 401
+            answered = await http.post(url, json=init, headers=auth)
+            assert answered.status_code == 200
+            assert answered.json()["result"]["protocolVersion"] == 1
+            connection = answered.headers["Acp-Connection-Id"]
+            other = {"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}
+            assert (await http.post(url, json=other, headers=auth)).status_code == 400
+            unknown = {**auth, "Acp-Connection-Id": "nope"}
+            assert (await http.post(url, json=other, headers=unknown)).status_code == 404
+            mine = {**auth, "Acp-Connection-Id": connection}
+            prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {}}
+            assert (await http.post(url, json=prompt, headers=mine)).status_code == 400
+            assert (await http.get(url, headers=mine)).status_code == 406
+            watching = {**host.headers(host.observer), "Acp-Connection-Id": connection}
+            # A connection id is not a credential: the observer token does not reach it.
+            assert (await http.post(url, json=other, headers=watching)).status_code == 404
+            assert (await http.post(url, json=other, headers=mine)).status_code == 202
+            stale = {**mine, "Accept": "text/event-stream", "Last-Event-ID": "999"}
+            assert (await http.get(url, headers=stale)).status_code == 409
+            assert (await http.delete(url, headers=mine)).status_code == 202
+            assert (await http.post(url, json=other, headers=mine)).status_code == 404
+
+    run(scenario())
+
+
+def test_a_dropped_websocket_resumes_from_its_cursor_and_a_retry_is_not_run_twice(
+    host: Host,
+) -> None:
+    def cursor(message: dict[str, Any]) -> int:
+        for part in ("params", "result"):
+            inner = message.get(part)
+            if isinstance(inner, dict) and "_meta" in inner:
+                return int(inner["_meta"]["acp/cursor"])
+        return int(message["_meta"]["acp/cursor"])
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            first = await http.ws_connect(host.url, headers=host.headers())
+            connection = first._response.headers["Acp-Connection-Id"]
+            client = RawClient(first)
+            initialized = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            resumable = initialized["result"]["capabilities"]["transport"]["resumable"]
+            assert resumable["retentionMessages"] > 0
+            created = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            session = created["result"]["sessionId"]
+            prompt = {
+                "jsonrpc": "2.0",
+                "id": 500,
+                "method": acp_names.SESSION_PROMPT,
+                "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]},
+            }
+            await first.send_str(json.dumps(prompt))
+            seen = await client.until(lambda m: m.get("method") == acp_names.SESSION_UPDATE)
+            last = cursor(seen)
+            await first.close(code=4000)  # a drop, not a goodbye: the connection waits
+
+            second = await http.ws_connect(
+                host.url, headers={**host.headers(), "Acp-Connection-Id": connection}
+            )
+            resumed = RawClient(second)
+            resumed._next_id = 1000  # ids go on where the dropped socket left them
+            answer = await resumed.request(
+                "stream/resume", {"connectionId": connection, "cursor": str(last)}
+            )
+            assert answer["result"]["_meta"]["acp/turnState"]["state"] in ("running", "idle")
+            done = await resumed.until(lambda m: m.get("id") == 500)
+            assert done["result"]["stopReason"] == "end_turn"
+            replayed = [cursor(m) for m in resumed.messages if m is not answer]
+            assert replayed == sorted(replayed) and replayed[0] > last  # nothing twice
+            # The same request again: taken once, so not run again.
+            await second.send_str(json.dumps(prompt))
+            listed = await resumed.request(acp_names.SESSION_LIST, {})
+            assert "result" in listed
+            assert [m for m in resumed.messages if m.get("id") == 500] == [done]
+            await second.close()
+
+            refused = await http.ws_connect(host.url, headers=host.headers())
+            await refused.send_str(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "stream/resume",
+                        "params": {"connectionId": connection, "cursor": "1"},
+                    }
+                )
+            )
+            failed = json.loads((await refused.receive()).data)
+            assert failed["method"] == "stream/resume_failed", failed
+            await refused.close()
+
+    run(scenario())

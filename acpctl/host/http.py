@@ -1,5 +1,6 @@
-"""The host's door: ACP's remote transport on `/acp` (the default agent) and `/acp/NAME`,
-as a WebSocket upgrade, one JSON-RPC message a text frame. On TCP every request must pass,
+"""The host's door: ACP's remote transport on `/acp` (the default agent) and `/acp/NAME`:
+a WebSocket upgrade (host/websocket.py), or Streamable HTTP (host/streamable.py), each a
+transport of a logical connection (host/connection.py). On TCP every request must pass,
 in this order: its Host (one of the listening names: DNS rebinding), its Origin (only the
 allowed ones; none is allowed by default, so no web page can drive an agent), a bearer
 token (whose role the client gets), and the limits on failed authentications and on
@@ -13,7 +14,6 @@ import asyncio
 import logging
 import os
 import time
-import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,14 +22,15 @@ from aiohttp import hdrs, web
 
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.agents import AgentChanged, AgentPool
+from acpctl.host import streamable
+from acpctl.host.agents import AgentChanged, AgentPool, HostedAgent
+from acpctl.host.connection import LogicalConnection
 from acpctl.host.tokens import Tokens
-from acpctl.host.websocket import WebSocketChannel
+from acpctl.host.websocket import serve_socket
 from acpctl.runner.clients import Client
 
 ENDPOINT = "/acp"
 STATUS_PATH = "/status"  # `acpctl serve --status`, on the unix socket
-CONNECTION_ID_HEADER = "Acp-Connection-Id"
 MAX_MESSAGE_BYTES = 16 << 20
 KEEPALIVE_S = 20.0  # WebSocket pings; a client silent for this long twice is gone
 # Failed authentications: past this many from one address in the window, 429 until it ends.
@@ -80,38 +81,101 @@ def _refuse(status: int, why: str) -> web.Response:
     return web.json_response({"error": why}, status=status)
 
 
+class Connections:
+    """The host's logical connections by id, each served on its agent by a task of its
+    own for as long as it lives (past any one transport)."""
+
+    def __init__(self, pool: AgentPool, log: logging.Logger) -> None:
+        self.pool = pool
+        self.log = log
+        self.by_id: dict[str, tuple[LogicalConnection, str]] = {}  # id -> (it, role)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def open(self, agent: str | None, role: str, connection_id: str) -> LogicalConnection:
+        """A new connection on `agent`, served from now on. Raises AgentChanged and
+        AcpctlError (unknown agent) before anything is made."""
+        if connection_id in self.by_id:
+            raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
+        hosted = await self.pool.get(agent)
+        connection = LogicalConnection(connection_id, on_idle=self._forget)
+        self.by_id[connection.id] = (connection, role)
+        client = Client(connection, may_control=role == acp.CONTROLLER)
+        task = asyncio.ensure_future(self._serve(hosted, client, connection))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return connection
+
+    async def _serve(
+        self, hosted: HostedAgent, client: Client, connection: LogicalConnection
+    ) -> None:
+        try:
+            await self.pool.serve(hosted, client)
+        finally:
+            connection.end()
+            self.by_id.pop(connection.id, None)
+
+    def _forget(self, connection: LogicalConnection) -> None:
+        self.by_id.pop(connection.id, None)
+
+    def find(self, connection_id: str | None, role: str) -> LogicalConnection | None:
+        """The live connection `connection_id` names, for a client of `role` (a connection
+        id is a name, not a credential: an observer's token never reaches a controller's
+        connection)."""
+        found = self.by_id.get(connection_id or "")
+        if found is None or found[1] != role or found[0].ended:
+            return None
+        return found[0]
+
+    async def close(self) -> None:
+        for connection, _ in list(self.by_id.values()):
+            connection.end()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5)
+
+
 def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Application:
+    connections = Connections(pool, log)
+
     async def handle(request: web.Request) -> web.StreamResponse:
         decided = door.refusal(request)
         if isinstance(decided, web.Response):
             log.info("refused %s %s: %d", request.method, request.path, decided.status)
             return decided
-        if request.headers.get(hdrs.UPGRADE, "").lower() != "websocket":
-            return _refuse(400, "this endpoint takes a WebSocket upgrade")
-        try:
-            hosted = await pool.get(request.match_info.get("agent"))
-        except AgentChanged as exc:
-            return _refuse(409, str(exc))
-        except AcpctlError as exc:
-            return _refuse(404, str(exc))
-        socket = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=KEEPALIVE_S)
-        socket.headers[CONNECTION_ID_HEADER] = uuid.uuid4().hex
-        await socket.prepare(request)
-        channel = WebSocketChannel(socket, log)
-        try:
-            await pool.serve(hosted, Client(channel, may_control=decided == acp.CONTROLLER))
-        finally:
-            await channel.closed()
-        return socket
+        role = decided
+        agent = request.match_info.get("agent")
+        if request.method == "GET" and request.headers.get(hdrs.UPGRADE, "").lower() == "websocket":
+
+            async def new_connection(connection_id: str) -> LogicalConnection:
+                return await connections.open(agent, role, connection_id)
+
+            try:
+                await pool.get(agent)  # an unknown agent is refused before the upgrade
+            except AgentChanged as exc:
+                return _refuse(409, str(exc))
+            except AcpctlError as exc:
+                return _refuse(404, str(exc))
+            return await serve_socket(
+                request,
+                new_connection,
+                lambda connection_id: connections.find(connection_id, role),
+                MAX_MESSAGE_BYTES,
+                KEEPALIVE_S,
+                log,
+            )
+        return await streamable.handle(request, connections, agent, role, log)
 
     async def status(request: web.Request) -> web.Response:
         return web.json_response({"pid": os.getpid(), "agents": pool.status()})
 
+    async def closing(app: web.Application) -> None:
+        await connections.close()
+
     app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
-    app.router.add_get(ENDPOINT, handle)
-    app.router.add_get(ENDPOINT + "/{agent}", handle)
+    for path in (ENDPOINT, ENDPOINT + "/{agent}"):
+        app.router.add_route("*", path, handle)
     if door.tokens is None:  # the unix socket only: it says which sessions exist
         app.router.add_get(STATUS_PATH, status)
+    app.on_shutdown.append(closing)
     return app
 
 

@@ -1,60 +1,75 @@
-"""A client on a WebSocket, as a channel (acpctl.jsonrpc.channel): one JSON-RPC message a
-text frame, both ways (ACP's remote transport). What the server writes is queued and sent
-by one task, so the server never waits on a client's network; a client that falls too far
-behind is disconnected rather than buffered without bound."""
+"""ACP's WebSocket profile: one JSON-RPC message a text frame, both ways, every stream of
+the connection on the one socket. A socket that drops can be resumed on a new one: its
+first frame is a `stream/resume` request naming the connection and the last cursor the
+client holds; the host replays what came after, answers with the turn's state, and goes
+on live, or refuses with `stream/resume_failed` and closes.
+
+What the host sends is queued and written by one task, so the server never waits on a
+client's network; a socket that falls too far behind is closed (its connection can resume)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from acpctl.jsonrpc.framing import BadLine, Message, parse_message
-from acpctl.jsonrpc.messages import encode
+from acpctl import jsonrpc
+from acpctl.errors import AcpctlError
+from acpctl.host.connection import (
+    ALL_STREAMS,
+    CONNECTION_ID_HEADER,
+    LogicalConnection,
+    Reader,
+    ResumeRefused,
+)
 
-# What may wait for a client: past HIGH_WATER the server's drain waits (the agent's output
-# is read no faster than the slowest client takes it); past MAX_BEHIND the client is cut off.
+# Past HIGH_WATER queued the server's drain waits (the agent is read no faster than the
+# slowest client takes it); past MAX_BEHIND the socket is cut off.
 HIGH_WATER = 1 << 20
 MAX_BEHIND = 64 << 20
-TOO_SLOW = 1013  # "try again later": the client did not keep up
+TOO_SLOW = 1013  # "try again later"
+POLICY = 1008
+# Close codes of a client that left on purpose; any other end (no close frame: 1006) is a
+# drop, and the connection waits its grace time for a resume.
+LEFT = frozenset({1000, 1001})
+FIRST_FRAME_TIMEOUT_S = 30.0
+STREAM_RESUME = "stream/resume"
+STREAM_RESUME_FAILED = "stream/resume_failed"
 
 
-class WebSocketChannel:
+class SocketSender:
     def __init__(self, socket: web.WebSocketResponse, log: logging.Logger) -> None:
         self._socket = socket
         self._log = log
         self._queue: collections.deque[str] = collections.deque()
-        self._queued = 0  # bytes waiting
+        self._queued = 0
         self._wake = asyncio.Event()
-        self._taken = asyncio.Event()  # the queue shrank below HIGH_WATER
-        self._closed = False
-        self._cut = False  # fell too far behind: closed without sending the rest
-        self._sender = asyncio.ensure_future(self._send_all())
+        self._taken = asyncio.Event()
+        self._done = False
+        self._cut = False
+        self._task = asyncio.ensure_future(self._send_all())
 
-    def send(self, message: Any) -> None:
-        self.write(encode(message))
-
-    def write(self, data: bytes) -> None:
-        if self._closed:
+    def push(self, _cursor: int, text: str) -> None:
+        if self._done:
             return
-        for line in data.split(b"\n"):
-            if line:
-                self._queue.append(line.decode("utf-8", "replace"))
-                self._queued += len(line)
+        self._queue.append(text)
+        self._queued += len(text)
         if self._queued > MAX_BEHIND:
-            self._log.warning("a client fell %d MiB behind; disconnecting it", MAX_BEHIND >> 20)
-            self._closed = self._cut = True
+            self._log.warning("a client fell %d MiB behind; closing its socket", MAX_BEHIND >> 20)
+            self._done = self._cut = True
             self._queue.clear()
             self._queued = 0
         self._wake.set()
 
     async def drain(self) -> None:
-        while self._queued > HIGH_WATER and not self._closed:
+        while self._queued > HIGH_WATER and not self._done:
             self._taken.clear()
             await self._taken.wait()
 
@@ -72,31 +87,138 @@ class WebSocketChannel:
                     if self._queued <= HIGH_WATER:
                         self._taken.set()
                     await self._socket.send_str(text)
-                if self._closed:
+                if self._done:
                     return
         except (ConnectionError, RuntimeError):  # the client went away mid-send
-            self._closed = True
+            self._done = True
         finally:
             self._taken.set()
 
-    async def incoming(self) -> AsyncIterator[list[Message | BadLine]]:
-        async for frame in self._socket:
-            if frame.type == WSMsgType.TEXT:
-                yield [parse_message(frame.data.encode())]
-            elif frame.type == WSMsgType.ERROR:
-                self._log.info("a client's WebSocket failed: %s", self._socket.exception())
-                return
-            # Binary frames carry nothing in ACP: ignored, as the SDKs do.
-
-    def close(self) -> None:
-        """Send what is queued, then close the socket."""
-        if not self._closed:
-            self._closed = True
-            self._wake.set()
-
-    async def closed(self) -> None:
-        """Until what was queued is sent and the socket is closed."""
-        self.close()
+    async def close(self) -> None:
+        """Send what is queued, then stop."""
+        self._done = True
+        self._wake.set()
         with contextlib.suppress(Exception):
-            await self._sender
-        await self._socket.close()
+            await self._task
+
+
+async def serve_socket(
+    request: web.Request,
+    new_connection: Callable[[str], Awaitable[LogicalConnection]],
+    find_connection: Callable[[str], LogicalConnection | None],
+    max_message: int,
+    keepalive_s: float,
+    log: logging.Logger,
+) -> web.WebSocketResponse:
+    """The socket, until it closes: a new connection's (the client's first frame is its
+    initialize), or a resumed one's."""
+    socket = web.WebSocketResponse(max_msg_size=max_message, heartbeat=keepalive_s)
+    connection_id = request.headers.get(CONNECTION_ID_HEADER) or uuid.uuid4().hex
+    socket.headers[CONNECTION_ID_HEADER] = connection_id
+    await socket.prepare(request)
+    try:
+        first = await socket.receive(timeout=FIRST_FRAME_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        await socket.close()
+        return socket
+    if first.type != WSMsgType.TEXT:
+        await socket.close()
+        return socket
+    resume = _resume_request(first.data)
+    sender = SocketSender(socket, log)
+    reader = Reader(ALL_STREAMS, sender.push, sender.drain)
+    if resume is not None:
+        connection = await _resume(socket, resume, connection_id, find_connection, reader)
+        if connection is None:
+            await sender.close()
+            return socket
+    else:
+        try:
+            connection = await new_connection(connection_id)
+        except AcpctlError as exc:  # the agent went, or the id is another connection's
+            await socket.close(code=POLICY, message=str(exc).encode()[:120])
+            await sender.close()
+            return socket
+        connection.attach(reader, None)
+        _take(connection, first.data, log)
+    try:
+        async for frame in socket:
+            if frame.type == WSMsgType.TEXT:
+                _take(connection, frame.data, log)
+            elif frame.type == WSMsgType.ERROR:
+                log.info("a client's WebSocket failed: %s", socket.exception())
+                break
+            # Binary frames carry nothing in ACP: ignored, as the SDKs do.
+    finally:
+        connection.detach(reader)
+        if socket.close_code in LEFT:
+            connection.end()  # the client closed it: it has gone, not dropped
+        await sender.close()
+        await socket.close()
+    return socket
+
+
+def _take(connection: LogicalConnection, text: str, log: logging.Logger) -> None:
+    if not connection.deliver(text.encode()):
+        log.info("a request repeated on connection %s was not run again", connection.id)
+
+
+def _resume_request(text: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == STREAM_RESUME:
+        return message
+    return None
+
+
+async def _resume(
+    socket: web.WebSocketResponse,
+    request: dict[str, Any],
+    connection_id: str,
+    find_connection: Callable[[str], LogicalConnection | None],
+    reader: Reader,
+) -> LogicalConnection | None:
+    """Attach `reader` to the connection the request names, after its cursor; None (the
+    client told why, the socket closed) when that cannot be done."""
+    params = request.get("params")
+    params = params if isinstance(params, dict) else {}
+    wanted = params.get("connectionId", connection_id)
+    cursor = params.get("cursor")
+    connection = find_connection(wanted) if isinstance(wanted, str) else None
+    reason = None
+    if connection is None or connection.ended:
+        reason = f"connection {wanted} is not held by this host"
+    elif not isinstance(cursor, str):
+        reason = "stream/resume needs params.cursor: the last acp/cursor the client holds"
+    else:
+        # The answer first: what is replayed comes after it, then what is live.
+        answer = {"_meta": {"acp/turnState": connection.turn_state()}, "connectionId": wanted}
+        try:
+            await _answer(socket, request, answer, connection, reader, cursor)
+            return connection
+        except ResumeRefused as exc:
+            reason = str(exc)
+    failed = jsonrpc.notification(STREAM_RESUME_FAILED, {"reason": reason})
+    await socket.send_str(json.dumps(failed))
+    if jsonrpc.is_id(request.get("id")):
+        await socket.send_str(
+            json.dumps(jsonrpc.error(request["id"], jsonrpc.INVALID_REQUEST, reason))
+        )
+    await socket.close()
+    return None
+
+
+async def _answer(
+    socket: web.WebSocketResponse,
+    request: dict[str, Any],
+    answer: dict[str, Any],
+    connection: LogicalConnection,
+    reader: Reader,
+    cursor: str,
+) -> None:
+    connection.check_resumable(reader.stream, cursor)
+    if jsonrpc.is_id(request.get("id")):
+        await socket.send_str(json.dumps(jsonrpc.result(request["id"], answer)))
+    connection.attach(reader, cursor)

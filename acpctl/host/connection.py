@@ -1,0 +1,300 @@
+"""One client's logical connection to the host (ACP's `Acp-Connection-Id`), as a channel for
+the server: what the client sends, from whichever transport carries it now, and what it is
+sent, each message with a cursor (the resumable-delivery draft), kept so that a transport
+that drops can be resumed without a message lost or doubled.
+
+Streams: a WebSocket carries all of a connection's messages; Streamable HTTP splits them
+into the connection-scoped stream and one stream per session (the SDKs' routing: a message
+naming a session established on the connection goes to that session's stream; the answers
+that establish one, and everything else, to the connection's). Cursors are one sequence per
+connection, so each stream's are increasing.
+
+The connection outlives its transports by GRACE_S, ends then, on DELETE, or when the host
+stops. A request whose id the connection has seen already is not run again (a client's
+retry after a drop): its answer comes once, on the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc.framing import BadLine, Message, parse_message
+
+CONNECTION_ID_HEADER = "Acp-Connection-Id"
+SESSION_ID_HEADER = "Acp-Session-Id"
+CONNECTION_STREAM = ""  # the connection-scoped stream's key; a session's is its id
+ALL_STREAMS = None  # what a WebSocket reads
+GRACE_S = 60.0
+RETENTION_MESSAGES = 100_000
+CURSOR_META = "acp/cursor"
+# The answers that name a session for the first time on this connection.
+ESTABLISHING = frozenset(
+    {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
+)
+
+
+class ResumeRefused(Exception):
+    """The cursor is not one this connection can resume from (unknown, or no longer held)."""
+
+
+@dataclass(eq=False)
+class Reader:
+    """A transport reading one stream (or, for a WebSocket, all of them)."""
+
+    stream: str | None
+    push: Callable[[int, str], None]
+    drain: Callable[[], Any]  # an awaitable: until the transport has taken enough
+
+
+class LogicalConnection:
+    def __init__(
+        self,
+        connection_id: str | None = None,
+        on_idle: Callable[[LogicalConnection], None] | None = None,
+    ) -> None:
+        self.id = connection_id or uuid.uuid4().hex
+        self._inbox: asyncio.Queue[list[Message | BadLine] | None] = asyncio.Queue()
+        self._log: collections.deque[tuple[int, str | None, str]] = collections.deque(
+            maxlen=RETENTION_MESSAGES
+        )  # (cursor, stream, text)
+        self._cursor = 0
+        self._readers: list[Reader] = []
+        self._delivered: dict[str | None, int] = {}  # stream -> last cursor a reader got
+        self.sessions: set[str] = set()  # sessions established (their streams exist)
+        self._routes: dict[tuple[bool, Any], str | None] = {}  # request -> session, method
+        self._methods: dict[tuple[bool, Any], str] = {}
+        self._seen: collections.OrderedDict[tuple[bool, Any], None] = collections.OrderedDict()
+        self._captured: dict[tuple[bool, Any], asyncio.Future[str]] = {}
+        self._grace: asyncio.TimerHandle | None = None
+        self._on_idle = on_idle
+        self.ended = False
+        self.done = asyncio.Event()  # set once it has ended
+        self.turn_requests: dict[str, Any] = {}  # session -> the prompt request running
+
+    # -- from the client ----------------------------------------------------------
+
+    def deliver(self, data: bytes) -> bool:
+        """A message from the client; False when it repeats a request already taken."""
+        item = parse_message(data)
+        if not isinstance(item, BadLine):
+            for message in item[0] if isinstance(item[0], list) else [item[0]]:
+                if not self._note(message):
+                    return False
+        self._inbox.put_nowait([item])
+        return True
+
+    def _note(self, message: Any) -> bool:
+        if not isinstance(message, dict) or "method" not in message:
+            return True
+        msg_id = message.get("id")
+        if not jsonrpc.is_id(msg_id):
+            return True
+        key = jsonrpc.id_key(msg_id)
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > RETENTION_MESSAGES:
+            self._seen.popitem(last=False)
+        params = message.get("params")
+        session = params.get("sessionId") if isinstance(params, dict) else None
+        self._routes[key] = session if isinstance(session, str) else None
+        self._methods[key] = str(message["method"])
+        if message["method"] == acp.SESSION_PROMPT and isinstance(session, str):
+            self.turn_requests[session] = msg_id
+        return True
+
+    def capture(self, msg_id: Any) -> asyncio.Future[str]:
+        """The answer to `msg_id`, handed here instead of to a stream (initialize over
+        HTTP is answered in its POST's body)."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._captured[jsonrpc.id_key(msg_id)] = future
+        return future
+
+    # -- the channel the server writes to ---------------------------------------------
+
+    def send(self, message: Any) -> None:
+        self._out(message)
+
+    def write(self, data: bytes) -> None:
+        for line in data.split(b"\n"):
+            if line.strip():
+                try:
+                    self._out(json.loads(line))
+                except ValueError:  # the server writes only what it encoded or checked
+                    continue
+
+    def _out(self, message: Any) -> None:
+        if self.ended:
+            return
+        stream = CONNECTION_STREAM
+        if isinstance(message, dict):
+            if "method" not in message:
+                msg_id = message.get("id")
+                key = jsonrpc.id_key(msg_id) if jsonrpc.is_id(msg_id) else None
+                if key is not None and self._methods.get(key) == acp.INITIALIZE:
+                    message = _resumable(message)
+                if key is not None and key in self._captured:
+                    self._methods.pop(key, None)
+                    self._routes.pop(key, None)
+                    self._captured.pop(key).set_result(jsonrpc.encode(message).decode().rstrip())
+                    return
+                stream = self._stream_of_answer(key, message)
+            else:
+                params = message.get("params")
+                session = params.get("sessionId") if isinstance(params, dict) else None
+                if isinstance(session, str) and session in self.sessions:
+                    stream = session
+        self._cursor += 1
+        text = _with_cursor(message, str(self._cursor))
+        self._log.append((self._cursor, stream, text))
+        for reader in self._readers:
+            if reader.stream is ALL_STREAMS or reader.stream == stream:
+                reader.push(self._cursor, text)
+                self._delivered[reader.stream] = self._cursor
+
+    def _stream_of_answer(self, key: tuple[bool, Any] | None, message: dict[str, Any]) -> str:
+        if key is None:
+            return CONNECTION_STREAM
+        session = self._routes.pop(key, None)
+        method = self._methods.pop(key, None)
+        if session is not None and self.turn_requests.get(session) == message.get("id"):
+            del self.turn_requests[session]
+        result = message.get("result")
+        if method in ESTABLISHING and isinstance(result, dict):
+            established = result.get("sessionId", session)
+            if isinstance(established, str):
+                self.sessions.add(established)
+            return CONNECTION_STREAM
+        if session is not None and session in self.sessions:
+            return session
+        return CONNECTION_STREAM
+
+    async def drain(self) -> None:
+        for reader in list(self._readers):
+            await reader.drain()
+
+    def incoming(self) -> AsyncIterator[list[Message | BadLine]]:
+        return self._read()
+
+    async def _read(self) -> AsyncIterator[list[Message | BadLine]]:
+        while True:
+            batch = await self._inbox.get()
+            if batch is None:
+                return
+            yield batch
+
+    def close(self) -> None:
+        """The host is done with it: what is logged stays readable to transports that
+        are attached, nothing more comes."""
+        self.end()
+
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.done.set()
+        if self._grace is not None:
+            self._grace.cancel()
+        self._inbox.put_nowait(None)
+        for future in self._captured.values():
+            future.cancel()
+
+    # -- transports ---------------------------------------------------------------
+
+    def attach(self, reader: Reader, after: str | None) -> None:
+        """`reader` reads its stream from now on: first what it missed, after the cursor
+        `after` (or, without one, what no reader has had yet). Raises ResumeRefused for a
+        cursor the connection does not hold."""
+        if after is None:
+            start = self._delivered.get(reader.stream, 0)
+        else:
+            start = self.check_resumable(reader.stream, after)
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        for cursor, stream, text in self._log:
+            if cursor > start and _on(stream, reader.stream):
+                reader.push(cursor, text)
+                self._delivered[reader.stream] = cursor
+        self._readers.append(reader)
+
+    def check_resumable(self, stream: str | None, after: str) -> int:
+        """The position of the cursor `after` on `stream`; ResumeRefused when the
+        connection never issued it there, or holds no longer what follows it."""
+        start = _cursor_of(after)
+        oldest = self._log[0][0] if self._log else self._cursor + 1
+        issued = any(cursor == start and _on(kind, stream) for cursor, kind, _ in self._log)
+        if not issued and not (start == oldest - 1 == self._cursor):
+            raise ResumeRefused(f"cursor {after} is not held for this connection")
+        return start
+
+    def detach(self, reader: Reader) -> None:
+        if reader in self._readers:
+            self._readers.remove(reader)
+        if not self._readers and not self.ended:
+            self._grace = asyncio.get_running_loop().call_later(GRACE_S, self._expire)
+
+    def _expire(self) -> None:
+        self._grace = None
+        if not self._readers:
+            self.end()
+            if self._on_idle is not None:
+                self._on_idle(self)
+
+    def turn_state(self) -> dict[str, Any]:
+        """`_meta["acp/turnState"]` for a resume (the draft's v1 form)."""
+        if not self.turn_requests:
+            return {"state": "idle"}
+        session, request = next(iter(self.turn_requests.items()))
+        return {"state": "running", "promptRequestId": request, "sessionId": session}
+
+
+def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
+    """The initialize answer with what the resumable-delivery draft has servers advertise."""
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return answer
+    capabilities = result.get("capabilities")
+    capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+    capabilities["transport"] = {
+        "resumable": {"retentionMessages": RETENTION_MESSAGES, "retentionSeconds": GRACE_S}
+    }
+    return {**answer, "result": {**result, "capabilities": capabilities}}
+
+
+def _on(stream: str | None, wanted: str | None) -> bool:
+    return wanted is ALL_STREAMS or stream == wanted
+
+
+def _cursor_of(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ResumeRefused(f"cursor {text!r} is not one this host issued") from None
+
+
+def _with_cursor(message: Any, cursor: str) -> str:
+    """The message with `_meta["acp/cursor"]`: in its params, else its result, else on the
+    envelope itself."""
+    if isinstance(message, dict):
+        for part in ("params", "result"):
+            inner = message.get(part)
+            if isinstance(inner, dict):
+                meta = inner.get("_meta")
+                meta = (
+                    {**meta, CURSOR_META: cursor}
+                    if isinstance(meta, dict)
+                    else {CURSOR_META: cursor}
+                )
+                message = {**message, part: {**inner, "_meta": meta}}
+                break
+        else:
+            message = {**message, "_meta": {CURSOR_META: cursor}}
+    return jsonrpc.encode(message).decode().rstrip("\n")

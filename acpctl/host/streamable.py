@@ -1,0 +1,216 @@
+"""ACP's Streamable HTTP profile, as the SDKs implement it. `POST` carries one client
+message (application/json, else 415; a batch 501): `initialize` is answered 200 with its
+result in the body and the new `Acp-Connection-Id`; any other message needs that header
+(400 without, 404 unknown), and the session-scoped ones `Acp-Session-Id` too, and is
+answered 202 at once, its result arriving on a stream. `GET` with `Accept:
+text/event-stream` (else 406) opens the connection's stream, or a session's with
+`Acp-Session-Id`; each event's `id:` is its cursor, and `Last-Event-ID` resumes after it
+(409 when the cursor is not held). `DELETE` ends the connection (202)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import hdrs, web
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.errors import AcpctlError
+from acpctl.host.agents import AgentChanged
+from acpctl.host.connection import (
+    CONNECTION_ID_HEADER,
+    CONNECTION_STREAM,
+    SESSION_ID_HEADER,
+    LogicalConnection,
+    Reader,
+    ResumeRefused,
+)
+
+if TYPE_CHECKING:
+    from acpctl.host.http import Connections
+
+SSE = "text/event-stream"
+KEEPALIVE_S = 15.0  # an SSE comment this often on an idle stream (the SDKs' interval)
+INITIALIZE_TIMEOUT_S = 60.0
+# The methods whose POST must name the session (the SDKs' list).
+SESSION_SCOPED = frozenset(
+    {
+        acp.SESSION_SET_MODE,
+        acp.SESSION_SET_CONFIG_OPTION,
+        acp.SESSION_PROMPT,
+        acp.SESSION_CANCEL,
+        acp.SESSION_CLOSE,
+    }
+)
+HIGH_WATER = 1 << 20
+
+
+def _error(status: int, why: str) -> web.Response:
+    return web.json_response({"error": why}, status=status)
+
+
+async def handle(
+    request: web.Request,
+    connections: Connections,
+    agent: str | None,
+    role: str,
+    log: logging.Logger,
+) -> web.StreamResponse:
+    if request.method == "POST":
+        return await _post(request, connections, agent, role)
+    if request.method == "GET":
+        return await _get(request, connections, role)
+    if request.method == "DELETE":
+        connection = connections.find(request.headers.get(CONNECTION_ID_HEADER), role)
+        if request.headers.get(CONNECTION_ID_HEADER) is None:
+            return _error(400, f"{CONNECTION_ID_HEADER} is required")
+        if connection is None:
+            return _error(404, "unknown connection")
+        connection.end()
+        return web.Response(status=202)
+    return _error(405, "POST, GET or DELETE")
+
+
+async def _post(
+    request: web.Request, connections: Connections, agent: str | None, role: str
+) -> web.Response:
+    if not request.content_type.lower().startswith("application/json"):
+        return _error(415, "Content-Type must be application/json")
+    body = await request.read()
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return _error(400, "the body is not JSON")
+    if isinstance(message, list):
+        return _error(501, "batches are not served over HTTP")
+    if not isinstance(message, dict):
+        return _error(400, "the body is not a JSON-RPC message")
+    if message.get("method") == acp.INITIALIZE and jsonrpc.is_id(message.get("id")):
+        return await _initialize(connections, agent, role, message, body)
+    connection_id = request.headers.get(CONNECTION_ID_HEADER)
+    if connection_id is None:
+        return _error(400, f"{CONNECTION_ID_HEADER} is required")
+    connection = connections.find(connection_id, role)
+    if connection is None:
+        return _error(404, "unknown connection")
+    session = request.headers.get(SESSION_ID_HEADER)
+    if message.get("method") in SESSION_SCOPED and session is None:
+        return _error(400, f"{SESSION_ID_HEADER} is required for {message['method']}")
+    if session is not None and session not in connection.sessions:
+        return _error(404, "unknown session")
+    connection.deliver(body)  # a repeated request is not run again, and still 202
+    return web.Response(status=202)
+
+
+async def _initialize(
+    connections: Connections,
+    agent: str | None,
+    role: str,
+    message: dict[str, object],
+    body: bytes,
+) -> web.Response:
+    try:
+        connection = await connections.open(agent, role, "")
+    except AgentChanged as exc:
+        return _error(409, str(exc))
+    except AcpctlError as exc:
+        return _error(404, str(exc))
+    answer = connection.capture(message["id"])
+    connection.deliver(body)
+    try:
+        text = await asyncio.wait_for(answer, INITIALIZE_TIMEOUT_S)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        connection.end()
+        return _error(504, "initialize was not answered")
+    return web.Response(
+        text=text,
+        content_type="application/json",
+        headers={CONNECTION_ID_HEADER: connection.id},
+    )
+
+
+async def _get(request: web.Request, connections: Connections, role: str) -> web.StreamResponse:
+    if SSE not in request.headers.get(hdrs.ACCEPT, ""):
+        return _error(406, f"Accept must include {SSE}")
+    connection_id = request.headers.get(CONNECTION_ID_HEADER)
+    if connection_id is None:
+        return _error(400, f"{CONNECTION_ID_HEADER} is required")
+    connection = connections.find(connection_id, role)
+    if connection is None:
+        return _error(404, "unknown connection")
+    session = request.headers.get(SESSION_ID_HEADER)
+    if session is not None and session not in connection.sessions:
+        return _error(404, "unknown session")
+    stream = session if session is not None else CONNECTION_STREAM
+    after = request.headers.get("Last-Event-ID")
+    if after is not None:
+        try:
+            connection.check_resumable(stream, after)
+        except ResumeRefused as exc:
+            return _error(409, str(exc))
+    response = web.StreamResponse(
+        headers={
+            hdrs.CONTENT_TYPE: SSE,
+            hdrs.CACHE_CONTROL: "no-cache",
+            CONNECTION_ID_HEADER: connection.id,
+        }
+    )
+    await response.prepare(request)
+    await _stream(response, connection, stream, after)
+    return response
+
+
+async def _stream(
+    response: web.StreamResponse,
+    connection: LogicalConnection,
+    stream: str,
+    after: str | None,
+) -> None:
+    """Events as they come (first those after `after`), a keepalive comment when idle,
+    until the client goes or the connection ends."""
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    queued = [0]
+    taken = asyncio.Event()
+
+    def push(cursor: int, text: str) -> None:
+        event = f"id: {cursor}\ndata: {text}\n\n".encode()
+        queued[0] += len(event)
+        queue.put_nowait(event)
+
+    async def drain() -> None:
+        while queued[0] > HIGH_WATER and not connection.ended:
+            taken.clear()
+            await taken.wait()
+
+    reader = Reader(stream, push, drain)
+    connection.attach(reader, after)
+    ended = asyncio.ensure_future(connection.done.wait())
+    try:
+        while True:
+            getting = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait(
+                {getting, ended}, timeout=KEEPALIVE_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            if getting not in done:
+                getting.cancel()
+                if ended in done and queue.empty():
+                    return
+                await response.write(b": keepalive\n\n")
+                continue
+            event = getting.result()
+            if event is None:
+                return
+            queued[0] -= len(event)
+            taken.set()
+            await response.write(event)
+    except (ConnectionError, RuntimeError):  # the client went away
+        return
+    finally:
+        ended.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ended
+        connection.detach(reader)
