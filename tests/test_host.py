@@ -635,3 +635,63 @@ def test_a_dropped_websocket_resumes_from_its_cursor_and_a_retry_is_not_run_twic
             await refused.close()
 
     run(scenario())
+
+
+def test_an_agent_used_recently_gets_an_initialized_spare(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "acpctl", "serve", "--idle-stop", "0.3", "--spare-for", "60"],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    socket_path = state / "host" / "acp.sock"
+    from acpctl.host.main import read_status
+
+    @asynccontextmanager
+    async def unix_client() -> AsyncIterator[RawClient]:
+        connector = aiohttp.UnixConnector(path=str(socket_path))
+        async with (
+            aiohttp.ClientSession(connector=connector) as http,
+            http.ws_connect("ws://localhost/acp") as socket,
+        ):
+            yield RawClient(socket)
+
+    async def agents() -> list[dict[str, Any]]:
+        status = await read_status()
+        assert status is not None
+        return list(status["agents"])
+
+    async def scenario() -> None:
+        async with unix_client() as client:
+            await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            [used] = await agents()
+        while not (now := await agents()) or not now[0]["spare"]:
+            await asyncio.sleep(0.1)
+        [spare] = now
+        assert spare["agentPid"] != used["agentPid"]
+        assert (
+            not psutil.pid_exists(used["agentPid"])
+            or psutil.Process(used["agentPid"]).status() == psutil.STATUS_ZOMBIE
+        )
+        assert spare["sessions"] == [] and spare["rss"] > 0
+        async with unix_client() as client:
+            answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            assert answer["result"]["agentCapabilities"]["loadSession"] is True
+            created = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            assert "result" in created
+            [serving] = await agents()
+            assert serving["agentPid"] == spare["agentPid"] and not serving["spare"]
+
+    try:
+        assert process.stderr is not None
+        while b"listening on" not in process.stderr.readline():
+            assert process.poll() is None
+        run(scenario(), timeout=60)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)
+        shutil.rmtree(state, ignore_errors=True)

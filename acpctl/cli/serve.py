@@ -60,6 +60,12 @@ def serve(
     idle_stop: float = typer.Option(
         600.0, "--idle-stop", metavar="SECONDS", help="Stop an agent idle this long (0: never)."
     ),
+    spare_for: float = typer.Option(
+        3600.0,
+        "--spare-for",
+        metavar="SECONDS",
+        help="Keep an initialized spare of an agent this long after its last client (0: none).",
+    ),
     exit_when_idle: bool = typer.Option(
         False, "--exit-when-idle", help="Exit once no agent has run for the idle time."
     ),
@@ -98,7 +104,7 @@ def serve(
         argv += ["--allow-origin", origin]
     for name in allow_host:
         argv += ["--allow-host", name]
-    argv += ["--idle-stop", f"{idle_stop:g}"]
+    argv += ["--idle-stop", f"{idle_stop:g}", "--spare-for", f"{spare_for:g}"]
     if print_systemd:
         typer.echo(SYSTEMD_UNIT.format(command=shlex.join(argv)), nl=False)
         return
@@ -117,5 +123,6 @@ def serve(
         allow_hosts=list(allow_host),
         idle_s=idle_stop,
         exit_when_idle=exit_when_idle,
+        spare_s=spare_for,
     )
     raise typer.Exit(main.serve(options))

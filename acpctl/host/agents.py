@@ -1,7 +1,12 @@
 """The agents the session host runs: one relay connection per agent name (its backend,
 supervised as `run --acp` supervises it; its sessions; its clients), started when the first
 client asks for the agent and stopped when it has had no client and no running turn for
-the idle time. Its sessions stay in the store, loadable by the next start."""
+the idle time. Its sessions stay in the store, loadable by the next start.
+
+An agent stopped that way, if a client used it within the spare time, is replaced by a
+spare: a fresh process of it, started and initialized as the last client initialized it,
+holding no session, so that the next editor's first thread does not wait for the agent's
+start-up. No session is opened ahead: session/new is the agent's own cost."""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from acpctl.jsonrpc import JsonObject
+from acpctl.errors import AcpctlError
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client
 from acpctl.runner.connection import build_backend
 from acpctl.runner.context import Connection
@@ -25,6 +31,7 @@ from acpctl.runner.server import AcpServer
 from acpctl.store.sessions import SessionStore
 
 DEFAULT_IDLE_S = 600.0
+DEFAULT_SPARE_S = 3600.0
 
 
 class AgentChanged(Exception):
@@ -39,6 +46,8 @@ class HostedAgent:
     server: AcpServer
     log: logging.Logger
     idle_since: float = field(default_factory=time.monotonic)
+    last_used: float = field(default_factory=time.monotonic)  # when a client last left
+    spare_until: float = 0.0  # a spare no client has used is kept until then
 
     @property
     def conn(self) -> Connection:
@@ -49,6 +58,7 @@ class HostedAgent:
         pid = self.conn.backend.pid
         return {
             "agent": self.name,
+            "spare": self.spare_until > 0,
             "agentPid": pid,
             "rss": _tree_rss(pid),
             "clients": len(self.conn.clients),
@@ -63,17 +73,26 @@ class HostedAgent:
         }
 
     def busy(self) -> bool:
-        """A client is connected, or a turn runs (a prompt outlives its client)."""
-        return bool(self.conn.clients or self.server.turns.running)
+        """A client is connected, or a turn runs (a prompt outlives its client), or it is a
+        spare still wanted."""
+        return bool(
+            self.conn.clients or self.server.turns.running or time.monotonic() < self.spare_until
+        )
 
 
 class AgentPool:
     def __init__(
-        self, store: SessionStore, log: logging.Logger, idle_s: float, exit_when_idle: bool
+        self,
+        store: SessionStore,
+        log: logging.Logger,
+        idle_s: float,
+        exit_when_idle: bool,
+        spare_s: float = 0.0,
     ) -> None:
         self.store = store
         self.log = log
         self.idle_s = idle_s  # 0: never stopped for idleness
+        self.spare_s = spare_s  # how long after its last client an agent has a spare
         # Set once no agent has run for idle_s, when the host is to exit then.
         self.exit_when_idle = exit_when_idle
         self.idle = asyncio.Event()
@@ -143,10 +162,11 @@ class AgentPool:
 
     async def serve(self, hosted: HostedAgent, client: Client) -> None:
         """Serve `client` on the agent until it goes."""
+        hosted.spare_until = 0.0  # used: a spare no more
         try:
             await hosted.server.serve(client)
         finally:
-            hosted.idle_since = time.monotonic()
+            hosted.idle_since = hosted.last_used = time.monotonic()
 
     async def _reap(self) -> None:
         """Stop the agents idle for idle_s (checked a few times within it)."""
@@ -161,11 +181,46 @@ class AgentPool:
                     async with self._starting:
                         if not hosted.busy():
                             await self._stop(hosted)
+                            await self._spare(hosted, now)
             if self.agents:
                 self._empty_since = now
             elif self.exit_when_idle and now - self._empty_since >= self.idle_s:
                 self.log.info("no agent for %.0f s: the host exits", self.idle_s)
                 self.idle.set()
+
+    async def _spare(self, stopped: HostedAgent, now: float) -> None:
+        """A spare in place of `stopped`, when a client used it within the spare time."""
+        params = stopped.conn.handshake.initialize_params
+        wanted_until = stopped.last_used + self.spare_s
+        if params is None or now >= wanted_until or stopped.spare_until:
+            return
+        try:
+            spec, argv, limits, _ = resolve(stopped.name)
+        except AcpctlError as exc:
+            self.log.info("no spare for %s: %s", stopped.name, exc)
+            return
+        command = (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
+        spare = self._start(
+            spec.name,
+            command,
+            spec.kind,
+            argv,
+            spec.env,
+            limits.silence_s,
+            limits.request_timeout_s,
+        )
+        spare.last_used = stopped.last_used
+        spare.spare_until = wanted_until
+        try:
+            answer = await spare.server.prepare(params)
+        except (RpcError, OSError) as exc:
+            answer = {"error": str(exc)}
+        if "result" not in answer:
+            spare.log.info("the spare of %s did not start: %s", spare.name, answer.get("error"))
+            await spare.server.shutdown()
+            return
+        spare.log.info("a spare of %s is ready (pid %s)", spare.name, spare.conn.backend.pid)
+        self.agents[spare.name] = spare
 
     async def _stop(self, hosted: HostedAgent) -> None:
         if self.agents.get(hosted.name) is hosted:

@@ -21,7 +21,7 @@ from aiohttp import web
 from acpctl import paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.agents import DEFAULT_IDLE_S, AgentPool
+from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.http import ENDPOINT, STATUS_PATH, Door, SlowHeadersGuard, make_app
 from acpctl.host.tokens import load_or_create
 from acpctl.jsonrpc import JsonObject
@@ -42,6 +42,7 @@ class HostOptions:
     allow_hosts: list[str] = field(default_factory=list)
     idle_s: float = DEFAULT_IDLE_S
     exit_when_idle: bool = False  # started by `run --acp`: gone once no agent runs
+    spare_s: float = DEFAULT_SPARE_S
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -83,7 +84,7 @@ def serve(options: HostOptions) -> int:
 
 async def _serve(options: HostOptions) -> None:
     log, log_path = open_log("serve", "acpctl.serve")
-    pool = AgentPool(SessionStore(), log, options.idle_s, options.exit_when_idle)
+    pool = AgentPool(SessionStore(), log, options.idle_s, options.exit_when_idle, options.spare_s)
     runners: list[web.AppRunner] = []
     servers: list[asyncio.AbstractServer] = []
     loop = asyncio.get_running_loop()

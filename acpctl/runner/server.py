@@ -343,6 +343,12 @@ class AcpServer:
             # session host's later clients get its answer.
             await self.conn.start_agent()
             return handshake.answer
+        return await self.prepare(params)
+
+    async def prepare(self, params: JsonObject) -> JsonObject:
+        """The agent started and initialized with `params` (a client's; or, for the session
+        host's spare, the last client's), the answer kept for the clients to come."""
+        handshake = self.conn.handshake
         to_agent = handshake.to_agent(params)
         await self.conn.start_agent()
         return handshake.to_editor(
