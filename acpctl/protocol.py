@@ -83,6 +83,9 @@ CONTROLLER = "controller"
 OBSERVER = "observer"
 PERMISSION_RESOLVED = "permission_resolved"  # session/update kinds acpctl sends itself
 CLIENT_DISCONNECTED = "client_disconnected"
+# The session host's unix socket: the first line of a connection (acpctl's own extension)
+HOST_CONNECT = "_acpctl/connect"
+HOST_STATUS = "_acpctl/status"
 
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"

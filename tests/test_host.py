@@ -92,20 +92,47 @@ async def sdk_client(
 
 
 class RawClient:
-    """JSON-RPC over aiohttp's WebSocket client: what the SDK has no method for."""
+    """Raw JSON-RPC, for what the SDK has no method for: over aiohttp's WebSocket client,
+    or (`lines`) the host's unix socket."""
 
-    def __init__(self, socket: aiohttp.ClientWebSocketResponse[bool]) -> None:
-        self.socket = socket
+    def __init__(
+        self,
+        socket: aiohttp.ClientWebSocketResponse[bool] | None,
+        lines: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None,
+    ) -> None:
+        self._socket = socket
+        self._lines = lines
         self.messages: list[dict[str, Any]] = []
         self.initialized: dict[str, Any] = {}
         self._next_id = 100
 
+    @property
+    def socket(self) -> aiohttp.ClientWebSocketResponse[bool]:
+        assert self._socket is not None
+        return self._socket
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if self._lines is not None:
+            self._lines[1].write(json.dumps(message).encode() + b"\n")
+            await self._lines[1].drain()
+        else:
+            await self.socket.send_str(json.dumps(message))
+
+    async def receive(self) -> dict[str, Any]:
+        if self._lines is not None:
+            line = await self._lines[0].readline()
+            assert line, "the host closed the connection"
+            received: dict[str, Any] = json.loads(line)
+            return received
+        frame = await self.socket.receive()
+        assert frame.type == aiohttp.WSMsgType.TEXT, frame
+        decoded: dict[str, Any] = json.loads(frame.data)
+        return decoded
+
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self._next_id += 1
         msg_id = self._next_id
-        await self.socket.send_str(
-            json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        )
+        await self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         return await self.until(lambda m: m.get("id") == msg_id and "method" not in m)
 
     async def until(self, wanted: Any, timeout: float = 20) -> dict[str, Any]:
@@ -114,14 +141,25 @@ class RawClient:
                 if wanted(message):
                     return message
             while True:
-                frame = await self.socket.receive()
-                assert frame.type == aiohttp.WSMsgType.TEXT, frame
-                received: dict[str, Any] = json.loads(frame.data)
+                received = await self.receive()
                 self.messages.append(received)
                 if wanted(received):
                     return received
 
         return await asyncio.wait_for(read(), timeout)
+
+
+@asynccontextmanager
+async def unix_client(agent: str | None = None) -> AsyncIterator[RawClient]:
+    """A client on the host's unix socket (its state directory from the environment)."""
+    from acpctl.runner.through_host import host_request
+
+    answer, reader, writer = await host_request(acp_names.HOST_CONNECT, {"agent": agent})
+    assert "result" in answer, answer
+    try:
+        yield RawClient(None, (reader, writer))
+    finally:
+        writer.close()
 
 
 @asynccontextmanager
@@ -330,7 +368,7 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
     state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
     monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
     process = subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "serve", "--idle-stop", "0.5"],
+        [sys.executable, "-m", "acpctl", "serve", "--idle-stop", "0.5", "--spare-for", "0"],
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
@@ -343,12 +381,7 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
         assert socket_path.parent.stat().st_mode & 0o777 == 0o700
 
         async def connect_unix() -> tuple[str, set[int]]:
-            connector = aiohttp.UnixConnector(path=str(socket_path))
-            async with (
-                aiohttp.ClientSession(connector=connector) as http,
-                http.ws_connect("ws://localhost/acp") as socket,
-            ):
-                client = RawClient(socket)
+            async with unix_client() as client:
                 await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
                 created = await client.request(
                     acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}
@@ -379,12 +412,7 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
         run(stopped(), timeout=20)
 
         async def reload() -> None:
-            connector = aiohttp.UnixConnector(path=str(socket_path))
-            async with (
-                aiohttp.ClientSession(connector=connector) as http,
-                http.ws_connect("ws://localhost/acp") as socket,
-            ):
-                client = RawClient(socket)
+            async with unix_client() as client:
                 await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
                 loaded = await client.request(
                     acp_names.SESSION_LOAD, {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
@@ -647,17 +675,7 @@ def test_an_agent_used_recently_gets_an_initialized_spare(
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
-    socket_path = state / "host" / "acp.sock"
     from acpctl.host.main import read_status
-
-    @asynccontextmanager
-    async def unix_client() -> AsyncIterator[RawClient]:
-        connector = aiohttp.UnixConnector(path=str(socket_path))
-        async with (
-            aiohttp.ClientSession(connector=connector) as http,
-            http.ws_connect("ws://localhost/acp") as socket,
-        ):
-            yield RawClient(socket)
 
     async def agents() -> list[dict[str, Any]]:
         status = await read_status()

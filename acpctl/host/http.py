@@ -4,7 +4,7 @@ transport of a logical connection (host/connection.py). On TCP every request mus
 in this order: its Host (one of the listening names: DNS rebinding), its Origin (only the
 allowed ones; none is allowed by default, so no web page can drive an agent), a bearer
 token (whose role the client gets), and the limits on failed authentications and on
-connections. On the unix socket the socket's own permissions stand in for all of it.
+connections. (The unix socket, host/unix.py, has its permissions for all of it.)
 
 docs/remote.md says what each check stops."""
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -30,7 +29,6 @@ from acpctl.host.websocket import serve_socket
 from acpctl.runner.clients import Client
 
 ENDPOINT = "/acp"
-STATUS_PATH = "/status"  # `acpctl serve --status`, on the unix socket
 MAX_MESSAGE_BYTES = 16 << 20
 KEEPALIVE_S = 20.0  # WebSocket pings; a client silent for this long twice is gone
 # Failed authentications: past this many from one address in the window, 429 until it ends.
@@ -44,7 +42,7 @@ HEADER_TIMEOUT_S = 10.0  # a request's headers must arrive within this (slow hea
 class Door:
     """What one listener checks."""
 
-    tokens: Tokens | None  # None: the unix socket (its permissions are the check)
+    tokens: Tokens
     hosts: frozenset[str] = frozenset()  # Host header values accepted (lowercase)
     origins: frozenset[str] = frozenset()  # Origin values accepted
     failures: dict[str, deque[float]] = field(default_factory=lambda: defaultdict(deque))
@@ -52,8 +50,6 @@ class Door:
 
     def refusal(self, request: web.Request) -> web.Response | str:
         """The response that refuses `request`, or the role it gets."""
-        if self.tokens is None:
-            return acp.CONTROLLER
         host = request.headers.get(hdrs.HOST, "").lower()
         if host not in self.hosts:
             return _refuse(403, f"Host {host!r} is not a name this host listens on")
@@ -164,17 +160,12 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
             )
         return await streamable.handle(request, connections, agent, role, log)
 
-    async def status(request: web.Request) -> web.Response:
-        return web.json_response({"pid": os.getpid(), "agents": pool.status()})
-
     async def closing(app: web.Application) -> None:
         await connections.close()
 
     app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
     for path in (ENDPOINT, ENDPOINT + "/{agent}"):
         app.router.add_route("*", path, handle)
-    if door.tokens is None:  # the unix socket only: it says which sessions exist
-        app.router.add_get(STATUS_PATH, status)
     app.on_shutdown.append(closing)
     return app
 

@@ -8,9 +8,7 @@ import asyncio
 import contextlib
 import ipaddress
 import json
-import os
 import signal
-import socket
 import ssl
 import sys
 from dataclasses import dataclass, field
@@ -21,15 +19,15 @@ from aiohttp import web
 from acpctl import paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
+from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
-from acpctl.host.http import ENDPOINT, STATUS_PATH, Door, SlowHeadersGuard, make_app
+from acpctl.host.http import ENDPOINT, Door, SlowHeadersGuard, make_app
 from acpctl.host.tokens import load_or_create
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.runlog import open_log
 from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
-UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
 
 
 @dataclass
@@ -90,10 +88,7 @@ async def _serve(options: HostOptions) -> None:
     loop = asyncio.get_running_loop()
     socket_path = paths.host_socket()
     try:
-        unix_runner = web.AppRunner(make_app(pool, Door(None), log), handle_signals=False)
-        await unix_runner.setup()
-        runners.append(unix_runner)
-        servers.append(await _listen_unix(unix_runner, socket_path))
+        servers.append(await unix.listen(socket_path, pool, log))
         log.info("acpctl serve: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
             tokens = load_or_create()
@@ -138,34 +133,6 @@ async def _serve(options: HostOptions) -> None:
             socket_path.unlink()
 
 
-async def _listen_unix(runner: web.AppRunner, path: Path) -> asyncio.AbstractServer:
-    """The socket at `path`, 0600 in a 0700 directory; a stale one (no host answers on it)
-    is replaced, a live one is refused."""
-    if len(os.fsencode(path)) > UNIX_PATH_MAX:
-        raise AcpctlError(f"the socket path {path} is too long for a unix socket")
-    paths.ensure_private_dir(path.parent)
-    if path.exists() or path.is_symlink():
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()
-        else:
-            raise AcpctlError(f"a session host already listens on {path}")
-        finally:
-            probe.close()
-    previous = os.umask(0o177)
-    try:
-        server = await asyncio.get_running_loop().create_unix_server(
-            runner.server,  # type: ignore[arg-type]
-            str(path),
-        )
-    finally:
-        os.umask(previous)
-    os.chmod(path, paths.PRIVATE_FILE_MODE)
-    return server
-
-
 def _tls_context(options: HostOptions) -> ssl.SSLContext | None:
     if options.tls_cert is None or options.tls_key is None:
         return None
@@ -197,20 +164,15 @@ def show_token(observer: bool) -> int:
 
 async def read_status() -> JsonObject | None:
     """The running host's status, over its unix socket; None when no host answers."""
-    import aiohttp
+    from acpctl.runner.through_host import host_request
 
-    path = paths.host_socket()
-    if not path.exists():
-        return None
     try:
-        async with (
-            aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(path))) as http,
-            http.get(f"http://localhost{STATUS_PATH}", timeout=aiohttp.ClientTimeout(10)) as reply,
-        ):
-            status: JsonObject = await reply.json()
-            return status
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError):
+        answer, _, writer = await asyncio.wait_for(host_request(acp.HOST_STATUS, {}), 10)
+    except (OSError, ValueError, asyncio.TimeoutError):
         return None
+    writer.close()
+    result = answer.get("result") if isinstance(answer, dict) else None
+    return result if isinstance(result, dict) else None
 
 
 def show_status(as_json: bool) -> int:

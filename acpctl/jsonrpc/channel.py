@@ -2,8 +2,8 @@
 whole (`send`, `write`), and come in as the read loop's batches (`incoming`).
 
 The server knows its client only through this interface, so the same server runs over
-stdio (an editor), over an in-memory pair (the in-process tests), and over any other
-transport that delivers whole lines."""
+stdio (an editor), a unix socket and a WebSocket (the session host's clients), an in-memory
+pair (the in-process tests), and any other transport that delivers whole lines."""
 
 from __future__ import annotations
 
@@ -32,16 +32,21 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
-class StdioChannel:
-    """The editor on this process's stdin and stdout."""
+class StreamChannel:
+    """A peer on a byte stream: the editor on this process's stdin and stdout (`open`), or
+    a client on a socket (`on_socket`)."""
 
     def __init__(self, reader: asyncio.StreamReader, output: Output) -> None:
         self._reader = reader
         self._output = output
 
     @classmethod
-    async def open(cls, in_fd: int = 0, out_fd: int = 1) -> StdioChannel:
+    async def open(cls, in_fd: int = 0, out_fd: int = 1) -> StreamChannel:
         return cls(await open_input(in_fd), await Output.open(out_fd))
+
+    @classmethod
+    def on_socket(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> StreamChannel:
+        return cls(reader, Output(writer, -1))
 
     def send(self, message: Any) -> None:
         self._output.send(message)

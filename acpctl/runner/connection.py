@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 
-from acpctl.jsonrpc.channel import StdioChannel
+from acpctl.jsonrpc.channel import StreamChannel
 from acpctl.runner.backends import Backend
 from acpctl.runner.backends.acp import AcpBackend
 from acpctl.runner.clients import Client
@@ -50,7 +50,7 @@ def serve_stdio(
             run_record=record,
             silence_s=limits.silence_s,
         )
-        await run_server(conn, Client(await StdioChannel.open()))
+        await run_server(conn, Client(await StreamChannel.open()))
 
     try:
         asyncio.run(serve())

@@ -1,7 +1,7 @@
 """`run --acp` through the session host (config.toml's `host = true`): a thin stdio client
-of the host on this machine. The editor's lines go to the host's unix socket as WebSocket
-text frames and the host's frames come back as lines; the agent and its sessions are the
-host's, so closing the editor ends neither. When no host answers, one is started detached
+of the host on this machine. The editor's lines go to the host's unix socket and the host's
+lines come back, as they are; the agent and its sessions are the host's, so closing the
+editor ends neither. When no host answers, one is started detached
 (`acpctl serve --exit-when-idle`).
 
 When the host goes away, every request the editor is still waiting on is answered with an
@@ -15,16 +15,12 @@ import json
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 from acpctl import jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.jsonrpc.streams import Output, open_input
-
-if TYPE_CHECKING:
-    import aiohttp
 
 HOST_START_WAIT_S = 15.0
 HOST_GONE = "the session host went away (its log: acpctl logs serve)"
@@ -47,46 +43,51 @@ def relay_through_host(agent: str, history: bool) -> int | None:
         return None
 
 
+async def host_request(
+    method: str, params: dict[str, Any]
+) -> tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]:
+    """The host's unix socket opened and its first line sent (acpctl.host.unix): the answer,
+    and the open stream. Raises OSError when no host listens."""
+    reader, writer = await asyncio.open_unix_connection(
+        str(paths.host_socket()), limit=MAX_LINE_BYTES
+    )
+    writer.write(jsonrpc.encode(jsonrpc.request(0, method, params)))
+    line = await reader.readline()
+    if not line:
+        writer.close()
+        raise ConnectionResetError("the session host closed the connection")
+    return json.loads(line), reader, writer
+
+
 async def _relay(agent: str) -> int:
-    import aiohttp
-
-    connector = aiohttp.UnixConnector(path=str(paths.host_socket()))
-    async with aiohttp.ClientSession(connector=connector) as http:
-        socket = await _connect(http, agent)
-        output = await Output.open(1)
-        waiting: dict[tuple[bool, Any], Any] = {}  # the editor's requests, by id key
-        editor = asyncio.ensure_future(_upstream(await open_input(0), socket, waiting))
-        host = asyncio.ensure_future(_downstream(socket, output, waiting))
-        await asyncio.wait({editor, host}, return_when=asyncio.FIRST_COMPLETED)
-        code = 0
-        if host.done():  # the host closed first: nobody will answer what waits
-            for msg_id in waiting.values():
-                output.send(jsonrpc.error(msg_id, acp.INTERNAL_ERROR, HOST_GONE))
-            _say(HOST_GONE)
-            code = 1
-        editor.cancel()
-        host.cancel()
-        await socket.close()
-        await output.drain()
-        output.close()
-        return code
+    host_reader, host_writer = await _connect(agent)
+    output = await Output.open(1)
+    waiting: dict[tuple[bool, Any], Any] = {}  # the editor's requests, by id key
+    editor = asyncio.ensure_future(_upstream(await open_input(0), host_writer, waiting))
+    host = asyncio.ensure_future(_downstream(host_reader, output, waiting))
+    await asyncio.wait({editor, host}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if host.done():  # the host closed first: nobody will answer what waits
+        for msg_id in waiting.values():
+            output.send(jsonrpc.error(msg_id, acp.INTERNAL_ERROR, HOST_GONE))
+        _say(HOST_GONE)
+        code = 1
+    editor.cancel()
+    host.cancel()
+    host_writer.close()
+    await output.drain()
+    output.close()
+    return code
 
 
-async def _connect(
-    http: aiohttp.ClientSession, agent: str
-) -> aiohttp.ClientWebSocketResponse[bool]:
-    """The host's WebSocket for `agent`; the host started first when none answers."""
-    import aiohttp
-
-    url = f"ws://localhost/acp/{quote(agent, safe='')}"
+async def _connect(agent: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The host's socket, connected to `agent`; the host started first when none answers."""
     started = False
     deadline = time.monotonic() + HOST_START_WAIT_S
     while True:
         try:
-            return await http.ws_connect(url, max_msg_size=MAX_LINE_BYTES, autoping=True)
-        except aiohttp.WSServerHandshakeError as exc:
-            raise HostRefused(f"the session host refused agent {agent}: {exc.message}") from exc
-        except (aiohttp.ClientConnectionError, OSError):
+            answer, reader, writer = await host_request(acp.HOST_CONNECT, {"agent": agent})
+        except (OSError, ValueError):
             if not started:
                 _start_host()
                 started = True
@@ -96,6 +97,13 @@ async def _connect(
                     f"{HOST_START_WAIT_S:.0f} s"
                 ) from None
             await asyncio.sleep(0.05)
+            continue
+        if not isinstance(answer, dict) or "result" not in answer:
+            writer.close()
+            error = answer.get("error") if isinstance(answer, dict) else None
+            reason = error.get("message") if isinstance(error, dict) else answer
+            raise HostRefused(f"the session host refused agent {agent}: {reason}")
+        return reader, writer
 
 
 def _start_host() -> None:
@@ -112,7 +120,7 @@ def _start_host() -> None:
 
 async def _upstream(
     reader: asyncio.StreamReader,
-    socket: aiohttp.ClientWebSocketResponse[bool],
+    host: asyncio.StreamWriter,
     waiting: dict[tuple[bool, Any], Any],
 ) -> None:
     """The editor's lines to the host, until the editor closes its end."""
@@ -121,27 +129,26 @@ async def _upstream(
             if line is None or not line.strip():
                 continue  # an oversized line: the host would refuse it anyway
             _note_request(line, waiting)
-            await socket.send_str(line.decode("utf-8", "replace"))
+            host.write(line + b"\n")
+        await host.drain()
 
 
 async def _downstream(
-    socket: aiohttp.ClientWebSocketResponse[bool],
+    host: asyncio.StreamReader,
     output: Output,
     waiting: dict[tuple[bool, Any], Any],
 ) -> None:
-    """The host's frames to the editor, until the host closes the socket."""
-    import aiohttp
-
-    async for frame in socket:
-        if frame.type != aiohttp.WSMsgType.TEXT:
-            continue
-        text: str = frame.data
-        if waiting:
-            for message in _messages(text):
-                if "method" not in message:  # a response: one request less waits
-                    with contextlib.suppress(TypeError):
-                        waiting.pop(jsonrpc.id_key(message.get("id")), None)
-        output.write(text.encode() + b"\n")
+    """The host's lines to the editor, until the host closes the socket."""
+    async for lines in read_lines(host):
+        for line in lines:
+            if line is None:
+                continue
+            if waiting:
+                for message in _messages(line):
+                    if "method" not in message:  # a response: one request less waits
+                        with contextlib.suppress(TypeError):
+                            waiting.pop(jsonrpc.id_key(message.get("id")), None)
+            output.write(line + b"\n")
         await output.drain()
 
 
@@ -152,10 +159,10 @@ def _note_request(line: bytes, waiting: dict[tuple[bool, Any], Any]) -> None:
                 waiting[jsonrpc.id_key(message["id"])] = message["id"]
 
 
-def _messages(text: str | bytes) -> list[dict[str, Any]]:
-    """The JSON-RPC objects in a line or frame (a batch holds several); [] for anything else."""
+def _messages(line: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC objects in a line (a batch holds several); [] for anything else."""
     try:
-        value = json.loads(text)
+        value = json.loads(line)
     except (ValueError, RecursionError):
         return []
     items = value if isinstance(value, list) else [value]
