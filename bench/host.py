@@ -79,7 +79,7 @@ def host(*args: str) -> Iterator[subprocess.Popen[bytes]]:
 
 
 async def host_agents() -> list[dict[str, Any]]:
-    from acpctl.host.main import read_status
+    from acpctl.runner.through_host import read_status
 
     status = await read_status()
     return list(status["agents"]) if status else []

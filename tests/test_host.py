@@ -404,6 +404,16 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
         assert agent["agentPid"] in agents and agent["rss"] > 0
         assert [s["sessionId"] for s in agent["sessions"]] == [session]
         assert "1 session(s)" in cli("serve", "--status").stdout
+        [row] = [r for r in json.loads(cli("ps", "--json").stdout) if r.get("host")]
+        assert row["pid"] == process.pid and row["sessions"] == [session]
+        from acpctl.doctor.checks import check_host
+
+        said = [f.message for f in check_host() if f.status == "ok"]
+        assert any(f"pid {process.pid}) answers" in message for message in said), said
+        socket_path.parent.chmod(0o755)
+        exposed = [f for f in check_host() if f.status == "problem"]
+        assert exposed and exposed[0].fix == f"chmod 700 {socket_path.parent}"
+        socket_path.parent.chmod(0o700)
 
         async def stopped() -> None:
             while psutil.Process(process.pid).children(recursive=True):
@@ -511,7 +521,7 @@ def test_editors_through_the_host_keep_the_agent_and_join_the_live_session(
                 assert session in [s.session_id for s in listed.sessions]
                 await conn.load_session(cwd="/tmp", session_id=session)
                 assert "hello" in client.text(session)
-                from acpctl.host.main import read_status
+                from acpctl.runner.through_host import read_status
 
                 live = await read_status()
                 assert live is not None
@@ -675,7 +685,7 @@ def test_an_agent_used_recently_gets_an_initialized_spare(
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
-    from acpctl.host.main import read_status
+    from acpctl.runner.through_host import read_status
 
     async def agents() -> list[dict[str, Any]]:
         status = await read_status()

@@ -56,6 +56,7 @@ def doctor(
         findings += checks.check_editors(cfg)
     findings += checks.check_storage()
     findings += checks.check_processes(fix, confirm)
+    findings += checks.check_host()
     findings += checks.check_incidents()
     findings += checks.check_logs()
     problems = sum(f.status == "problem" for f in findings)

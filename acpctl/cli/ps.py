@@ -1,4 +1,4 @@
-"""`acpctl ps`: live `acpctl run` processes."""
+"""`acpctl ps`: live `acpctl run` processes, and the session host's agents."""
 
 from __future__ import annotations
 
@@ -8,23 +8,46 @@ import typer
 
 
 def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")) -> None:
-    """List live acpctl runs: pid, agent, uptime, memory (agent tree included), sessions."""
+    """List live acpctl runs and the session host's agents: pid, agent, uptime, memory
+    (agent tree included), sessions."""
+    import asyncio
+
     from acpctl.runner import runs
+    from acpctl.runner.through_host import read_status
 
     live = runs.live_runs()
+    status = asyncio.run(read_status())
+    for agent in status["agents"] if status else []:
+        live.append(
+            {
+                "pid": status["pid"] if status else None,
+                "agent": agent["agent"],
+                "host": True,
+                "spare": agent["spare"],
+                "started": agent["started"],
+                "agentPid": agent["agentPid"],
+                "rss": agent["rss"] or 0,
+                "clients": agent["clients"],
+                "sessions": [s["sessionId"] for s in agent["sessions"]],
+            }
+        )
     if as_json:
         import json
 
         typer.echo(json.dumps(live, indent=2))
         return
     if not live:
-        typer.echo("no acpctl runs are live")
+        typer.echo("no acpctl runs are live, and no session host runs agents")
         return
     typer.echo(f"{'PID':>7}  {'AGENT':<14} {'UPTIME':>8} {'RSS':>9}  SESSIONS")
     for run in live:
         uptime = _duration(time.time() - run["started"])
         rss = f"{run['rss'] / 2**20:.1f} MiB"
         sessions = ", ".join(s[:12] for s in run["sessions"]) or "-"
+        if run.get("host"):
+            sessions += (
+                "  (host: spare)" if run["spare"] else f"  (host: {run['clients']} client(s))"
+            )
         typer.echo(f"{run['pid']:>7}  {run['agent']:<14} {uptime:>8} {rss:>9}  {sessions}")
 
 

@@ -48,6 +48,7 @@ class HostedAgent:
     idle_since: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)  # when a client last left
     spare_until: float = 0.0  # a spare no client has used is kept until then
+    started: float = field(default_factory=time.time)
 
     @property
     def conn(self) -> Connection:
@@ -59,6 +60,7 @@ class HostedAgent:
         return {
             "agent": self.name,
             "spare": self.spare_until > 0,
+            "started": self.started,
             "agentPid": pid,
             "rss": _tree_rss(pid),
             "clients": len(self.conn.clients),

@@ -25,6 +25,7 @@ from acpctl.host.http import ENDPOINT, Door, SlowHeadersGuard, make_app
 from acpctl.host.tokens import load_or_create
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.runlog import open_log
+from acpctl.runner.through_host import read_status
 from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -88,7 +89,8 @@ async def _serve(options: HostOptions) -> None:
     loop = asyncio.get_running_loop()
     socket_path = paths.host_socket()
     try:
-        servers.append(await unix.listen(socket_path, pool, log))
+        listening: list[JsonObject] = []  # what serve --status and doctor show
+        servers.append(await unix.listen(socket_path, pool, log, listening))
         log.info("acpctl serve: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
             tokens = load_or_create()
@@ -111,7 +113,11 @@ async def _serve(options: HostOptions) -> None:
             await server.start_serving()
             scheme = "wss" if context else "ws"
             shown = f"[{host}]" if ":" in host else host
-            log.info("acpctl serve: listening on %s://%s:%d%s", scheme, shown, bound, ENDPOINT)
+            address = f"{scheme}://{shown}:{bound}{ENDPOINT}"
+            listening.append(
+                {"address": address, "tls": context is not None, "loopback": is_loopback(host)}
+            )
+            log.info("acpctl serve: listening on %s", address)
         pool.start_reaping()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -124,8 +130,8 @@ async def _serve(options: HostOptions) -> None:
         if stop.is_set():
             log.info("acpctl serve: stopping on signal")
     finally:
-        for listening in servers:
-            listening.close()
+        for listener in servers:
+            listener.close()
         await pool.close()
         for runner in runners:
             await runner.cleanup()
@@ -162,34 +168,24 @@ def show_token(observer: bool) -> int:
     return 0
 
 
-async def read_status() -> JsonObject | None:
-    """The running host's status, over its unix socket; None when no host answers."""
-    from acpctl.runner.through_host import host_request
-
-    try:
-        answer, _, writer = await asyncio.wait_for(host_request(acp.HOST_STATUS, {}), 10)
-    except (OSError, ValueError, asyncio.TimeoutError):
-        return None
-    writer.close()
-    result = answer.get("result") if isinstance(answer, dict) else None
-    return result if isinstance(result, dict) else None
-
-
 def show_status(as_json: bool) -> int:
-    status = asyncio.run(read_status())
+    status = asyncio.run(read_status())  # acpctl.runner.through_host
     if status is None:
         sys.stderr.write(f"acpctl: no session host answers on {paths.host_socket()}\n")
         return 1
     if as_json:
         sys.stdout.write(json.dumps(status, indent=2) + "\n")
         return 0
-    sys.stdout.write(f"session host pid {status['pid']}\n")
+    sys.stdout.write(f"session host pid {status['pid']}, acpctl {status.get('version')}\n")
+    for listener in status.get("listening", []):
+        sys.stdout.write(f"listening on {listener['address']}\n")
     if not status["agents"]:
         sys.stdout.write("no agent running\n")
     for agent in status["agents"]:
         rss = f"{agent['rss'] / 2**20:.1f} MiB" if agent.get("rss") else "-"
+        spare = " (spare)" if agent.get("spare") else ""
         sys.stdout.write(
-            f"{agent['agent']}: pid {agent['agentPid'] or '-'}, {rss}, "
+            f"{agent['agent']}{spare}: pid {agent['agentPid'] or '-'}, {rss}, "
             f"{agent['clients']} client(s), {len(agent['sessions'])} session(s)\n"
         )
         for session in agent["sessions"]:

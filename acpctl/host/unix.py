@@ -20,10 +20,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from acpctl import jsonrpc, paths
+from acpctl import __version__, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentPool
+from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.channel import StreamChannel
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES
 from acpctl.runner.clients import Client
@@ -32,7 +33,9 @@ UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
 FIRST_LINE_TIMEOUT_S = 30.0
 
 
-async def listen(path: Path, pool: AgentPool, log: logging.Logger) -> asyncio.AbstractServer:
+async def listen(
+    path: Path, pool: AgentPool, log: logging.Logger, listening: list[JsonObject]
+) -> asyncio.AbstractServer:
     """The socket at `path`, 0600 in a 0700 directory; a stale one (no host answers on it)
     is replaced, a live one is refused."""
     if len(os.fsencode(path)) > UNIX_PATH_MAX:
@@ -51,7 +54,7 @@ async def listen(path: Path, pool: AgentPool, log: logging.Logger) -> asyncio.Ab
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _client(reader, writer, pool, log)
+            await _client(reader, writer, pool, log, listening)
         finally:
             writer.close()
 
@@ -69,6 +72,7 @@ async def _client(
     writer: asyncio.StreamWriter,
     pool: AgentPool,
     log: logging.Logger,
+    listening: list[JsonObject],
 ) -> None:
     try:
         first = await asyncio.wait_for(reader.readline(), FIRST_LINE_TIMEOUT_S)
@@ -81,7 +85,14 @@ async def _client(
     params = request.get("params")
     params = params if isinstance(params, dict) else {}
     if method == acp.HOST_STATUS:
-        _answer(writer, jsonrpc.result(msg_id, {"pid": os.getpid(), "agents": pool.status()}))
+        status = {
+            "pid": os.getpid(),
+            "version": __version__,
+            "socket": str(paths.host_socket()),
+            "listening": listening,
+            "agents": pool.status(),
+        }
+        _answer(writer, jsonrpc.result(msg_id, status))
         await writer.drain()
         return
     if method != acp.HOST_CONNECT:

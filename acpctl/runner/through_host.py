@@ -59,6 +59,18 @@ async def host_request(
     return json.loads(line), reader, writer
 
 
+async def read_status() -> dict[str, Any] | None:
+    """The running host's status (`acpctl serve --status`, doctor, ps), over its unix
+    socket; None when no host answers."""
+    try:
+        answer, _, writer = await asyncio.wait_for(host_request(acp.HOST_STATUS, {}), 10)
+    except (OSError, ValueError, asyncio.TimeoutError):
+        return None
+    writer.close()
+    result = answer.get("result") if isinstance(answer, dict) else None
+    return result if isinstance(result, dict) else None
+
+
 async def _relay(agent: str) -> int:
     host_reader, host_writer = await _connect(agent)
     output = await Output.open(1)

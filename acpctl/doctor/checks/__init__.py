@@ -1,10 +1,11 @@
 """The doctor's checks, one module per family, in the order `acpctl doctor` runs them:
 the install and config.toml, the agents, the editors' settings, the history store, live
-processes, and the logs. Each check returns findings: ok, warning or problem, with a
-one-line fix."""
+processes, the session host, and the logs. Each check returns findings: ok, warning or
+problem, with a one-line fix."""
 
 from acpctl.doctor.checks.agents import check_agents
 from acpctl.doctor.checks.editors import check_editors
+from acpctl.doctor.checks.host import check_host
 from acpctl.doctor.checks.logs import check_incidents, check_logs
 from acpctl.doctor.checks.processes import check_processes
 from acpctl.doctor.checks.setup import check_config, check_install, check_runtimes
@@ -14,6 +15,7 @@ __all__ = [
     "check_agents",
     "check_config",
     "check_editors",
+    "check_host",
     "check_incidents",
     "check_install",
     "check_logs",
