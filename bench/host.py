@@ -112,9 +112,7 @@ async def load(agent: str, session: str, cwd: str) -> float:
     begin = now()
     peer = await Peer.start(run_acp(agent))
     await peer.call("initialize", {"protocolVersion": 1})
-    answer = await peer.call(
-        "session/load", {"sessionId": session, "cwd": cwd, "mcpServers": []}
-    )
+    answer = await peer.call("session/load", {"sessionId": session, "cwd": cwd, "mcpServers": []})
     elapsed = now() - begin
     assert "result" in answer, answer
     await peer.close()
@@ -159,9 +157,7 @@ async def turns_websocket(url: str, token: str, cwd: str) -> list[float]:
                     return dict(message)
 
         await call("initialize", {"protocolVersion": 1})
-        session = (await call("session/new", {"cwd": cwd, "mcpServers": []}))["result"][
-            "sessionId"
-        ]
+        session = (await call("session/new", {"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
         times = []
         for _ in range(TURNS):
             begin = now()
@@ -211,57 +207,65 @@ def agents_wanted(wanted: list[str], stub: ModelStub, home: Path) -> list[str]:
     return names
 
 
-async def main(args: argparse.Namespace) -> None:
-    with ModelStub(default_reply="Hi.") as stub, tempfile.TemporaryDirectory() as scratch:
-        home = Path(scratch) / "home"
-        home.mkdir()
-        cwd = str(Path(scratch))
-        names = agents_wanted(args.agents.split(","), stub, home)
-        reopen: dict[str, dict[str, list[float]]] = {n: {"direct": [], "host": []} for n in names}
-        first: dict[str, dict[str, list[float]]] = {n: {"direct": [], "host": []} for n in names}
-        with host("--idle-stop", "600"):
-            stored = {}
+Table = dict[str, dict[str, list[float]]]
+
+
+async def reopening(names: list[str], reps: int, cwd: str) -> Table:
+    table: Table = {name: {"direct": [], "host": []} for name in names}
+    with host("--idle-stop", "600"):
+        stored = {}
+        for name in names:
+            for config in ("direct", "host"):
+                stored[(name, config)], _ = await new_session(f"{name}-{config}", cwd, "hi")
+        for rep in range(reps):
             for name in names:
-                for config in ("direct", "host"):
-                    stored[(name, config)], _ = await new_session(f"{name}-{config}", cwd, "hi")
-            for rep in range(args.reps):
-                for name in names:
-                    for config in interleaved(rep, ["direct", "host"]):
-                        reopen[name][config].append(
-                            await load(f"{name}-{config}", stored[(name, config)], cwd)
-                        )
-                print(f"reopening: repetition {rep + 1} of {args.reps}", file=sys.stderr)
-        with host("--idle-stop", "0.5", "--spare-for", "3600"):
-            for name in names:  # used once, so the host keeps a spare of it
-                await new_session(f"{name}-host", cwd, None)
-            for rep in range(args.reps):
-                for name in names:
-                    for config in interleaved(rep, ["direct", "host"]):
-                        if config == "host":
-                            await asyncio.wait_for(spare_ready(f"{name}-host"), 60)
-                        _, elapsed = await new_session(f"{name}-{config}", cwd, None)
-                        first[name][config].append(elapsed)
-                print(f"first thread: repetition {rep + 1} of {args.reps}", file=sys.stderr)
-        turn: dict[str, list[float]] = {"direct": [], "host (unix socket)": [], "ws": []}
-        if "demo" in names:
-            with host("--listen", "127.0.0.1:0", "--idle-stop", "600") as process:
-                url = await listening_url(process)
-                token = subprocess.run(
-                    [*ACPCTL_COMMAND, "serve", "--show-token"],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout.strip()
-                for rep in range(args.reps):
-                    for config in interleaved(rep, list(turn)):
-                        if config == "ws":
-                            turn[config] += await turns_websocket(url + "/demo-host", token, cwd)
-                        else:
-                            agent = "demo-direct" if config == "direct" else "demo-host"
-                            turn[config] += await turns_stdio(agent, cwd)
-                    print(f"turns: repetition {rep + 1} of {args.reps}", file=sys.stderr)
-    print("| agent | reopen: direct | reopen: host | ratio | first thread: direct "
-          "| first thread: host (spare) | ratio |")
+                for config in interleaved(rep, ["direct", "host"]):
+                    table[name][config].append(
+                        await load(f"{name}-{config}", stored[(name, config)], cwd)
+                    )
+            print(f"reopening: repetition {rep + 1} of {reps}", file=sys.stderr)
+    return table
+
+
+async def first_threads(names: list[str], reps: int, cwd: str) -> Table:
+    table: Table = {name: {"direct": [], "host": []} for name in names}
+    with host("--idle-stop", "0.5", "--spare-for", "3600"):
+        for name in names:  # used once, so the host keeps a spare of it
+            await new_session(f"{name}-host", cwd, None)
+        for rep in range(reps):
+            for name in names:
+                for config in interleaved(rep, ["direct", "host"]):
+                    if config == "host":
+                        await asyncio.wait_for(spare_ready(f"{name}-host"), 60)
+                    _, elapsed = await new_session(f"{name}-{config}", cwd, None)
+                    table[name][config].append(elapsed)
+            print(f"first thread: repetition {rep + 1} of {reps}", file=sys.stderr)
+    return table
+
+
+async def prompt_turns(reps: int, cwd: str) -> dict[str, list[float]]:
+    turn: dict[str, list[float]] = {"direct": [], "host (unix socket)": [], "ws": []}
+    with host("--listen", "127.0.0.1:0", "--idle-stop", "600") as process:
+        url = await listening_url(process)
+        token = subprocess.run(
+            [*ACPCTL_COMMAND, "serve", "--show-token"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for rep in range(reps):
+            for config in interleaved(rep, list(turn)):
+                if config == "ws":
+                    turn[config] += await turns_websocket(url + "/demo-host", token, cwd)
+                else:
+                    agent = "demo-direct" if config == "direct" else "demo-host"
+                    turn[config] += await turns_stdio(agent, cwd)
+            print(f"turns: repetition {rep + 1} of {reps}", file=sys.stderr)
+    return turn
+
+
+def report(names: list[str], reopen: Table, first: Table, turn: dict[str, list[float]]) -> None:
+    print(
+        "| agent | reopen: direct | reopen: host | ratio | first thread: direct "
+        "| first thread: host (spare) | ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in names:
         ratios = [
@@ -287,6 +291,17 @@ async def main(args: argparse.Namespace) -> None:
             "\n(ws: a WebSocket client on the host's TCP listener; the others `run --acp` on "
             f"stdio, direct or through the host.) {TURNS} turns a connection."
         )
+
+
+async def main(args: argparse.Namespace) -> None:
+    with ModelStub(default_reply="Hi.") as stub, tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        names = agents_wanted(args.agents.split(","), stub, home)
+        reopen = await reopening(names, args.reps, scratch)
+        first = await first_threads(names, args.reps, scratch)
+        turn = await prompt_turns(args.reps, scratch) if "demo" in names else {"direct": []}
+    report(names, reopen, first, turn)
     print(f"\n{args.reps} repetitions, interleaved; times are min / median.")
 
 

@@ -31,7 +31,7 @@ from acpctl.host.connection import (
 )
 
 if TYPE_CHECKING:
-    from acpctl.host.http import Connections
+    from acpctl.host.registry import Connections
 
 SSE = "text/event-stream"
 KEEPALIVE_S = 15.0  # an SSE comment this often on an idle stream (the SDKs' interval)
