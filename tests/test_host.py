@@ -723,3 +723,26 @@ def test_an_agent_used_recently_gets_an_initialized_spare(
         process.send_signal(signal.SIGTERM)
         process.wait(10)
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("transport", ["ws", "http"])
+def test_the_typescript_sdk_transports(host: Host, transport: str) -> None:
+    """The TypeScript SDK's WebSocket and Streamable HTTP clients against the host."""
+    from tests.npm_agents import NPM_DIR, install
+
+    install()
+    url = host.url if transport == "ws" else host.url.replace("ws://", "http://")
+    result = subprocess.run(
+        ["node", str(NPM_DIR / "ts_client.mjs"), transport, url, host.controller],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=NPM_DIR,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["protocolVersion"] == 1
+    assert seen["stopReason"] == "end_turn"
+    assert seen["asked"] == 1  # the permission came to it, and its answer was taken
+    assert "typescript" in seen["text"]
