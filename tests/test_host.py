@@ -746,3 +746,47 @@ def test_the_typescript_sdk_transports(host: Host, transport: str) -> None:
     assert seen["stopReason"] == "end_turn"
     assert seen["asked"] == 1  # the permission came to it, and its answer was taken
     assert "typescript" in seen["text"]
+
+
+def test_sessions_attach_shows_the_history_and_what_the_other_clients_do(host: Host) -> None:
+    async def scenario() -> None:
+        async with sdk_client(host) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            await conn.prompt(session_id=session, prompt=[acp.text_block("hello")])
+            watcher = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "acpctl",
+                "sessions",
+                "attach",
+                session,
+                "--format",
+                "json",
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            assert watcher.stdout is not None and watcher.stderr is not None
+
+            async def shown(text: str) -> dict[str, Any]:
+                while True:
+                    line = await watcher.stdout.readline()  # type: ignore[union-attr]
+                    assert line, "sessions attach ended"
+                    update: dict[str, Any] = json.loads(line)
+                    if text in json.dumps(update):
+                        return update
+
+            replayed = await asyncio.wait_for(shown("hello"), 20)
+            assert replayed["sessionUpdate"] == "user_message_chunk"
+            said = await asyncio.wait_for(watcher.stderr.readline(), 20)
+            while b"attached to" not in said:
+                said = await asyncio.wait_for(watcher.stderr.readline(), 20)
+            assert b"as observer" in said  # no terminal: it watches
+            await conn.prompt(session_id=session, prompt=[acp.text_block("again")])
+            theirs = await asyncio.wait_for(shown("again"), 20)
+            assert theirs["sessionUpdate"] == "user_message_chunk"  # the other client's prompt
+            watcher.send_signal(signal.SIGINT)
+            assert await asyncio.wait_for(watcher.wait(), 20) == 0
+
+    run(scenario())

@@ -243,6 +243,26 @@ def fork(
         typer.echo(forked)
 
 
+@app.command("attach")
+def attach(
+    session: str = typer.Argument(..., help=SESSION_HELP),
+    observe: bool = typer.Option(
+        False, "--observe", help="Watch only: no prompts, no answers to the agent."
+    ),
+    output_format: str = typer.Option(
+        "text", "--format", help="text (default) or json (one update a line)."
+    ),
+) -> None:
+    """Join a session the session host (acpctl serve) holds: its history, then everything
+    that happens in it; as a controller you prompt and answer the agent's permission
+    requests beside the other clients."""
+    from acpctl.terminal import client
+
+    if output_format not in ("text", "json"):
+        raise typer.BadParameter("text or json", param_hint="--format")
+    raise typer.Exit(client.attach(session, observe, output_format))
+
+
 @app.command("show")
 def show(
     session: str = typer.Argument(..., help=SESSION_HELP),

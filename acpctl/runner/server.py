@@ -389,6 +389,16 @@ class AcpServer:
         prompt = params.get("prompt")
         if not isinstance(prompt, list):
             raise RpcError(acp.INVALID_PARAMS, "prompt must be an array of content blocks")
+        # The session's other clients see what this one asked, as the user's message.
+        others = [other for other in record.clients if other is not client]
+        for block in prompt if others else ():
+            update = {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block}
+            tell(
+                others,
+                jsonrpc.notification(
+                    acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}
+                ),
+            )
         return await self.turns.prompt(record, params, prompt, client.key(msg_id), msg_id)
 
     async def cancel(self, client: Client, params: Any) -> None:

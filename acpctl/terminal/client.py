@@ -29,6 +29,7 @@ from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
+from acpctl.runner.through_host import host_request
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -62,13 +63,16 @@ class Options:
 
 
 class RelayConnection:
-    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its)."""
+    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its), or the
+    session host's unix socket (`start_on_host`)."""
 
     def __init__(self, host: ClientHost, renderer: Renderer) -> None:
         self.host = host
         self.renderer = renderer
         self.session_id: str | None = None
         self.process: asyncio.subprocess.Process | None = None
+        self._in: asyncio.StreamReader | None = None
+        self._out: asyncio.StreamWriter | None = None
         self.peer: Peer[int] = Peer(self._write)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -91,8 +95,16 @@ class RelayConnection:
             limit=jsonrpc.MAX_LINE_BYTES,
             env={**os.environ, CLIENT_VARIABLE: "acpctl run"},  # named in the run's log
         )
+        self._in, self._out = self.process.stdout, self.process.stdin
         self._spawn(self._read())
         self._spawn(self._read_stderr())
+
+    async def start_on_host(self, agent: str) -> None:
+        """Connected to `agent` on the session host. Raises OSError when no host runs,
+        RpcError when it refuses."""
+        answer, self._in, self._out = await host_request(acp.HOST_CONNECT, {"agent": agent})
+        jsonrpc.unwrap(answer)
+        self._spawn(self._read())
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -100,9 +112,9 @@ class RelayConnection:
         task.add_done_callback(self.tasks.discard)
 
     def _write(self, line: bytes) -> None:
-        assert self.process is not None and self.process.stdin is not None
-        if not self.process.stdin.is_closing():
-            self.process.stdin.write(line)
+        assert self._out is not None
+        if not self._out.is_closing():
+            self._out.write(line)
 
     async def request(self, method: str, params: JsonObject) -> Any:
         return jsonrpc.unwrap(await self.peer.call(method, params))
@@ -111,16 +123,17 @@ class RelayConnection:
         self.peer.notify(method, params)
 
     async def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        await self.peer.read(
-            jsonrpc.read_messages(self.process.stdout), self._route, closed=self._exited
-        )
+        assert self._in is not None
+        await self.peer.read(jsonrpc.read_messages(self._in), self._route, closed=self._exited)
 
     async def _exited(self) -> Callable[[Pending], JsonObject]:
-        tail = "; ".join(self.stderr_tail) or "no output"
+        if self.process is None:
+            why = "the session host went away"
+        else:
+            why = f"acpctl run --acp exited ({'; '.join(self.stderr_tail) or 'no output'})"
 
         def failed(entry: Pending) -> JsonObject:
-            return jsonrpc.error(None, acp.INTERNAL_ERROR, f"acpctl run --acp exited ({tail})")
+            return jsonrpc.error(None, acp.INTERNAL_ERROR, why)
 
         return failed
 
@@ -180,6 +193,10 @@ class RelayConnection:
     async def close(self) -> None:
         await self.host.close()
         if self.process is None:
+            if self._out is not None:
+                self._out.close()
+            for task in list(self.tasks):
+                task.cancel()
             return
         if self.process.stdin is not None:
             self.process.stdin.close()
@@ -506,3 +523,88 @@ def fork(text: str, name: str | None) -> str:
     if name:
         SessionStore().rename(session_id, name)
     return session_id
+
+
+def attach(text: str, observe: bool, format: str) -> int:
+    """`acpctl sessions attach`: this terminal joined to a session the session host holds,
+    as a controller (prompts, cancels, answers the agent's permission requests) or an
+    observer: its history, then everything that happens in it, whoever asks."""
+    meta = _stored(text)
+    cfg = config.load()
+    if not observe and not sys.stdin.isatty():
+        print(
+            "acpctl: no terminal to prompt from or answer on: attaching as an observer",
+            file=sys.stderr,
+        )
+        observe = True
+    return asyncio.run(_attached(meta, observe, format, cfg.silence_warning_s))
+
+
+async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: float) -> int:
+    renderer = RENDERERS[format]()
+    host = ClientHost([meta.cwd], "ask", ask_on_terminal)
+    conn = RelayConnection(host, renderer)
+    conn.session_id = meta.id  # the replay that answers the attach is ours to show
+    try:
+        await conn.start_on_host(meta.agent)
+    except (OSError, ValueError):
+        print("acpctl: no session host runs (acpctl serve)", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        await _initialize(conn, host)
+        role = acp.OBSERVER if observe else acp.CONTROLLER
+        result = await conn.request(
+            acp.SESSION_ATTACH,
+            {
+                "sessionId": meta.id,
+                "role": role,
+                "historyPolicy": "full",
+                "clientInfo": {"name": "acpctl sessions attach", "version": __version__},
+            },
+        )
+        others = ", ".join(
+            f"{c.get('name')} ({c.get('role')})" for c in result.get("connectedClients") or []
+        )
+        print(
+            f"\nacpctl: attached to {meta.id} as {result.get('role')}"
+            + (f"; also here: {others}" if others else "")
+            + ("; Ctrl-C leaves" if observe else "; Ctrl-C cancels a turn, Ctrl-D leaves"),
+            file=sys.stderr,
+        )
+        if observe:
+            await _until_gone(conn)
+            return EXIT_OK
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(
+            signal.SIGINT, lambda: conn.turn.interrupt() if conn.turn else conn._spawn(_leave(conn))
+        )
+        env = dict(os.environ)
+        options = Options(
+            agent=meta.agent,
+            prompt=None,
+            cwd=meta.cwd,
+            session=meta.id,
+            continue_=False,
+            policy="ask",
+            format=format,
+            timeout=None,
+            piped=None,
+        )
+        return await _chat(conn, renderer, options, lambda: Turn(conn, meta.agent, silence_s, env))
+    except RpcError as exc:
+        print(f"acpctl: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE if exc.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR
+    finally:
+        await conn.close()
+
+
+async def _until_gone(conn: RelayConnection) -> None:
+    """Watch until Ctrl-C, or until the host goes."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    reading = list(conn.tasks)
+    waiting = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({waiting, *reading}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    loop.remove_signal_handler(signal.SIGINT)
