@@ -1,0 +1,175 @@
+"""Issue 28, in-process: the host's logical connection (cursors, stream routing, resume,
+retried requests), its tokens, and what `acpctl serve` prints for the service managers."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.errors import AcpctlError
+from acpctl.host.connection import (
+    ALL_STREAMS,
+    CONNECTION_STREAM,
+    LogicalConnection,
+    Reader,
+    ResumeRefused,
+)
+from acpctl.host.main import HostOptions, check_options
+from acpctl.host.tokens import load_or_create
+from tests.conftest import cli, run
+
+
+class Collected:
+    def __init__(self, stream: str | None) -> None:
+        self.messages: list[tuple[int, dict[str, Any]]] = []
+        self.reader = Reader(stream, self.push, self.drain)
+
+    def push(self, cursor: int, text: str) -> None:
+        self.messages.append((cursor, json.loads(text)))
+
+    async def drain(self) -> None:
+        return None
+
+
+def cursor_of(message: dict[str, Any]) -> str:
+    for part in ("params", "result"):
+        if isinstance(message.get(part), dict) and "_meta" in message[part]:
+            return str(message[part]["_meta"]["acp/cursor"])
+    return str(message["_meta"]["acp/cursor"])
+
+
+def test_messages_get_cursors_and_go_to_their_session_stream() -> None:
+    async def scenario() -> None:
+        connection = LogicalConnection()
+        everything, main, session = (
+            Collected(ALL_STREAMS),
+            Collected(CONNECTION_STREAM),
+            Collected("s1"),
+        )
+        for reader in (everything, main):
+            connection.attach(reader.reader, None)
+        assert connection.deliver(
+            jsonrpc.encode(jsonrpc.request(1, acp.SESSION_NEW, {"cwd": "/", "mcpServers": []}))
+        )
+        connection.send(jsonrpc.result(1, {"sessionId": "s1"}))  # establishes s1
+        connection.attach(session.reader, None)
+        connection.deliver(
+            jsonrpc.encode(
+                jsonrpc.request(2, acp.SESSION_PROMPT, {"sessionId": "s1", "prompt": []})
+            )
+        )
+        update = jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": "s1", "update": {}})
+        connection.write(jsonrpc.encode(update))
+        connection.send(jsonrpc.result(2, {"stopReason": "end_turn"}))
+        connection.send(jsonrpc.notification("_other", {}))
+        cursors = [int(cursor_of(m)) for _, m in everything.messages]
+        assert cursors == [1, 2, 3, 4]
+        assert [m.get("id") for _, m in main.messages] == [1, None]  # the answer naming s1
+        assert [m.get("id") for _, m in session.messages] == [None, 2]  # its update, its turn
+        assert connection.turn_state() == {"state": "idle"}
+
+    run(scenario())
+
+
+def test_a_resume_replays_after_the_cursor_and_refuses_one_not_held() -> None:
+    async def scenario() -> None:
+        connection = LogicalConnection()
+        first = Collected(ALL_STREAMS)
+        connection.attach(first.reader, None)
+        for n in range(5):
+            connection.send(jsonrpc.notification("_tick", {"n": n}))
+        connection.detach(first.reader)
+        for n in range(5, 8):  # while nobody reads
+            connection.send(jsonrpc.notification("_tick", {"n": n}))
+        again = Collected(ALL_STREAMS)
+        connection.attach(again.reader, "3")
+        assert [m["params"]["n"] for _, m in again.messages] == [3, 4, 5, 6, 7]
+        with pytest.raises(ResumeRefused):
+            connection.check_resumable(ALL_STREAMS, "99")
+        with pytest.raises(ResumeRefused):
+            connection.check_resumable(ALL_STREAMS, "not a cursor")
+        with pytest.raises(ResumeRefused):  # issued, but on another stream
+            connection.check_resumable("s1", "3")
+        connection.end()
+
+    run(scenario())
+
+
+def test_a_repeated_request_is_not_taken_twice_and_a_running_turn_is_stated() -> None:
+    async def scenario() -> None:
+        connection = LogicalConnection()
+        prompt = jsonrpc.encode(
+            jsonrpc.request(7, acp.SESSION_PROMPT, {"sessionId": "s1", "prompt": []})
+        )
+        assert connection.deliver(prompt)
+        assert not connection.deliver(prompt)
+        assert connection.turn_state() == {
+            "state": "running",
+            "promptRequestId": 7,
+            "sessionId": "s1",
+        }
+        taken = []
+        connection.end()
+        async for batch in connection.incoming():
+            taken += batch
+        assert len(taken) == 1
+
+    run(scenario())
+
+
+def test_the_initialize_answer_advertises_resumable_delivery() -> None:
+    async def scenario() -> None:
+        connection = LogicalConnection()
+        answer = connection.capture(1)
+        connection.deliver(jsonrpc.encode(jsonrpc.request(1, acp.INITIALIZE, {})))
+        connection.send(jsonrpc.result(1, {"protocolVersion": 1}))
+        result = json.loads(await answer)["result"]
+        assert result["capabilities"]["transport"]["resumable"]["retentionMessages"] > 0
+
+    run(scenario())
+
+
+def test_tokens_are_made_private_and_a_readable_file_is_refused(home: Path) -> None:
+    tokens = load_or_create()
+    path = home / "config" / "host-tokens.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert tokens.role_of(tokens.by_role["observer"]) == "observer"
+    assert tokens.role_of(tokens.by_role["controller"]) == "controller"
+    assert tokens.role_of("guess") is None
+    assert load_or_create().by_role == tokens.by_role  # made once
+    path.chmod(0o644)
+    with pytest.raises(AcpctlError, match="can be read by other users"):
+        load_or_create()
+    shown = cli("serve", "--show-token")
+    assert shown.returncode != 0 and "chmod 600" in shown.stderr
+
+
+def test_what_the_host_refuses_before_it_listens() -> None:
+    with pytest.raises(AcpctlError, match="not a loopback address"):
+        check_options(HostOptions(listen="192.0.2.1:8700"))
+    with pytest.raises(AcpctlError, match="go together"):
+        check_options(HostOptions(tls_cert=Path("c.pem")))
+    with pytest.raises(AcpctlError, match="HOST:PORT"):
+        check_options(HostOptions(listen="8700"))
+    check_options(HostOptions(listen="192.0.2.1:8700", behind_tls_proxy=True))
+    check_options(HostOptions(listen="[::1]:8700"))
+
+
+def test_the_service_manager_files_run_this_acpctl(home: Path) -> None:
+    unit = cli("serve", "--print-systemd", "--listen", "127.0.0.1:8765")
+    assert unit.returncode == 0
+    assert "ExecStart=" in unit.stdout and "-m acpctl serve --listen 127.0.0.1:8765" in unit.stdout
+    plist = cli("serve", "--print-launchd")
+    assert "<string>serve</string>" in plist.stdout and "<key>KeepAlive</key>" in plist.stdout
+
+
+def test_serve_status_says_when_no_host_runs(home: Path) -> None:
+    shown = cli("serve", "--status")
+    assert shown.returncode == 1 and "no session host answers" in shown.stderr
