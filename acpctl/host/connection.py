@@ -126,7 +126,7 @@ class LogicalConnection:
         for line in data.split(b"\n"):
             if line.strip():
                 try:
-                    self._out(json.loads(line))
+                    self._out(_decoded(line))
                 except ValueError:  # the server writes only what it encoded or checked
                     continue
 
@@ -254,6 +254,20 @@ class LogicalConnection:
             return {"state": "idle"}
         session, request = next(iter(self.turn_requests.items()))
         return {"state": "running", "promptRequestId": request, "sessionId": session}
+
+
+_last_line: list[tuple[bytes, Any]] = []
+
+
+def _decoded(line: bytes) -> Any:
+    """`line` decoded. A session's update goes to each of its clients as the same line, one
+    client after the other: it is decoded once for all of them (never changed: each
+    connection copies what it adds its cursor to)."""
+    if _last_line and _last_line[0][0] == line:
+        return _last_line[0][1]
+    value = json.loads(line)
+    _last_line[:] = [(line, value)]
+    return value
 
 
 def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
