@@ -36,6 +36,41 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield root
 
 
+@pytest.fixture(params=["direct", "through the host"])
+def way(
+    request: pytest.FixtureRequest, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The relay's fidelity tests both ways: `run --acp` serving the agent itself, and
+    `run --acp` as the session host's thin client (config.toml's `host = true`; the host is
+    started detached by the first run, and stopped at the end)."""
+    if request.param == "direct":
+        yield request.param
+        return
+    import shutil
+    import signal
+    import tempfile
+
+    # A unix socket path has ~107 bytes: the state directory goes somewhere short.
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("host = true\n")
+    try:
+        yield request.param
+    finally:
+        from acpctl.runner.through_host import read_status
+
+        status = asyncio.run(read_status())
+        if status is not None:
+            import psutil
+
+            host = psutil.Process(status["pid"])
+            host.send_signal(signal.SIGTERM)
+            psutil.wait_procs([host], timeout=10)
+        shutil.rmtree(state, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def _tiers_hold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that starts a process is marked e2e or npm: the fast tier starts none."""

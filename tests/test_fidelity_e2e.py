@@ -67,7 +67,9 @@ def test_unknown_arguments_run_the_agent_on_the_terminal_for_its_login(
 # == 3. session state ===================================================================
 
 
-def test_demo_agent_modes_and_options_are_kept_by_acpctl(home: Path, tmp_path: Path) -> None:
+def test_demo_agent_modes_and_options_are_kept_by_acpctl(
+    way: str, home: Path, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -90,7 +92,7 @@ def test_demo_agent_modes_and_options_are_kept_by_acpctl(home: Path, tmp_path: P
 
 
 def test_a_fresh_agent_session_after_a_crash_gets_the_chosen_state(
-    home: Path, tmp_path: Path
+    way: str, home: Path, tmp_path: Path
 ) -> None:
     """The SDK agent can neither resume nor load: after it crashes, acpctl's stand-in
     session is given the mode and option the user chose, and a later load says the context
@@ -118,7 +120,10 @@ def test_a_fresh_agent_session_after_a_crash_gets_the_chosen_state(
             await initialized(conn)
             loaded = await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             assert loaded.modes.current_mode_id == "code"
-            assert loaded.field_meta["acpctl"]["contextRestored"] is False
+            if way == "direct":  # a new agent: its session is a fresh one again
+                assert loaded.field_meta["acpctl"]["contextRestored"] is False
+            else:  # the host's agent holds the session still: the load joins it
+                assert loaded.field_meta is None
             await conn.prompt(session_id=sid, prompt=[text_block("later")])
             assert client.text(sid).endswith("sdk[code,high]: later")
 
@@ -128,7 +133,7 @@ def test_a_fresh_agent_session_after_a_crash_gets_the_chosen_state(
 # == 2. fork ============================================================================
 
 
-def test_fork_through_an_agent_that_forks(home: Path, tmp_path: Path) -> None:
+def test_fork_through_an_agent_that_forks(way: str, home: Path, tmp_path: Path) -> None:
     state = tmp_path / "agent-state"
     state.mkdir()
     add_sdk_agent(tmp_path, SDK_AGENT_FORK="1", SDK_AGENT_STATE=str(state))
@@ -155,7 +160,7 @@ def test_fork_through_an_agent_that_forks(home: Path, tmp_path: Path) -> None:
     assert "second" not in run_cli("sessions", "show", sid).stdout
 
 
-def test_fork_of_an_agent_that_cannot_is_acpctls_own(home: Path, tmp_path: Path) -> None:
+def test_fork_of_an_agent_that_cannot_is_acpctls_own(way: str, home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -178,7 +183,7 @@ def test_fork_of_an_agent_that_cannot_is_acpctls_own(home: Path, tmp_path: Path)
 
 
 def test_a_connection_lists_its_agents_sessions_and_the_agents_own(
-    home: Path, tmp_path: Path
+    way: str, home: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "agent-state"
     state.mkdir()
@@ -219,7 +224,9 @@ def test_a_connection_lists_its_agents_sessions_and_the_agents_own(
 # == 5, 6. queueing (test_relay.py) and close during a turn =============================
 
 
-def test_close_during_a_turn_cancels_it_and_nothing_follows(home: Path, tmp_path: Path) -> None:
+def test_close_during_a_turn_cancels_it_and_nothing_follows(
+    way: str, home: Path, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         async with raw_editor() as editor:
             sid = await editor.session(str(tmp_path))
@@ -247,7 +254,7 @@ def test_close_during_a_turn_cancels_it_and_nothing_follows(home: Path, tmp_path
 # == 7, 8, 9. ids, invalid numbers, protocol version ====================================
 
 
-def test_ids_numbers_and_versions_on_the_wire(home: Path, tmp_path: Path) -> None:
+def test_ids_numbers_and_versions_on_the_wire(way: str, home: Path, tmp_path: Path) -> None:
     agent = write_executable(
         tmp_path / "hostile",
         f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'hostile_agent.py'}\n",

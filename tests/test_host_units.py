@@ -109,6 +109,8 @@ def test_a_repeated_request_is_not_taken_twice_and_a_running_turn_is_stated() ->
         )
         assert connection.deliver(prompt)
         assert not connection.deliver(prompt)
+        cancel = jsonrpc.encode(jsonrpc.notification(acp.SESSION_CANCEL, {"sessionId": "s1"}))
+        assert connection.deliver(cancel) and connection.deliver(cancel)  # notifications: all
         assert connection.turn_state() == {
             "state": "running",
             "promptRequestId": 7,
@@ -118,7 +120,7 @@ def test_a_repeated_request_is_not_taken_twice_and_a_running_turn_is_stated() ->
         connection.end()
         async for batch in connection.incoming():
             taken += batch
-        assert len(taken) == 1
+        assert len(taken) == 3
 
     run(scenario())
 

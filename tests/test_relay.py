@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from tests.conftest import TEST_AGENTS, acpctl_argv, run, run_cli, write_executa
 pytestmark = pytest.mark.e2e
 
 
-def test_initialize_relays_agent_info_and_adds_history_capabilities(home: Path) -> None:
+def test_initialize_relays_agent_info_and_adds_history_capabilities(way: str, home: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, _):
             response = await initialized(conn)
@@ -34,7 +35,7 @@ def test_initialize_relays_agent_info_and_adds_history_capabilities(home: Path) 
     run(scenario())
 
 
-def test_prompt_streams_thought_plan_and_answer(home: Path, tmp_path: Path) -> None:
+def test_prompt_streams_thought_plan_and_answer(way: str, home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -50,7 +51,7 @@ def test_prompt_streams_thought_plan_and_answer(home: Path, tmp_path: Path) -> N
     run(scenario())
 
 
-def test_many_sessions_interleave_without_crosstalk(home: Path, tmp_path: Path) -> None:
+def test_many_sessions_interleave_without_crosstalk(way: str, home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -71,7 +72,9 @@ def test_many_sessions_interleave_without_crosstalk(home: Path, tmp_path: Path) 
     run(scenario())
 
 
-def test_prompts_queue_per_session_and_cancel_ends_them_all(home: Path, tmp_path: Path) -> None:
+def test_prompts_queue_per_session_and_cancel_ends_them_all(
+    way: str, home: Path, tmp_path: Path
+) -> None:
     """Issue 14: a prompt to a busy session waits its turn (the demo agent does not queue
     prompts itself); cancel ends the running prompt and the queued ones."""
 
@@ -96,7 +99,7 @@ def test_prompts_queue_per_session_and_cancel_ends_them_all(home: Path, tmp_path
     run(scenario())
 
 
-def test_cancel_reaches_only_its_session(home: Path, tmp_path: Path) -> None:
+def test_cancel_reaches_only_its_session(way: str, home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -113,7 +116,9 @@ def test_cancel_reaches_only_its_session(home: Path, tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_permission_requests_are_routed_to_their_session(home: Path, tmp_path: Path) -> None:
+def test_permission_requests_are_routed_to_their_session(
+    way: str, home: Path, tmp_path: Path
+) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -139,7 +144,7 @@ def test_permission_requests_are_routed_to_their_session(home: Path, tmp_path: P
     run(scenario())
 
 
-def test_cancel_settles_open_permission_request(home: Path, tmp_path: Path) -> None:
+def test_cancel_settles_open_permission_request(way: str, home: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
@@ -153,14 +158,21 @@ def test_cancel_settles_open_permission_request(home: Path, tmp_path: Path) -> N
     run(scenario())
 
 
-def test_agent_crash_fails_prompt_then_restarts(home: Path, tmp_path: Path) -> None:
+def test_agent_crash_fails_prompt_then_restarts(way: str, home: Path, tmp_path: Path) -> None:
     stderr = tmp_path / "stderr.log"
 
     async def scenario() -> None:
         async with connect(stderr_file=stderr) as (conn, process, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            agent_before = psutil.Process(process.pid).children()[0]
+            if way == "direct":
+                agent_before = psutil.Process(process.pid).children()[0]
+            else:
+                from acpctl.runner.through_host import read_status
+
+                status = await read_status()
+                assert status is not None
+                agent_before = psutil.Process(status["agents"][0]["agentPid"])
             with pytest.raises(Exception) as failure:
                 await conn.prompt(session_id=sid, prompt=[text_block("crash now")])
             assert "exited with status 3" in str(failure.value.args) + str(failure.value)
@@ -170,7 +182,12 @@ def test_agent_crash_fails_prompt_then_restarts(home: Path, tmp_path: Path) -> N
             assert client.text(sid).endswith("You said: still here")
 
     run(scenario())
-    log = stderr.read_text()
+    if way == "direct":
+        log = stderr.read_text()
+    else:  # the host's agent logs in its own file
+        log = "".join(
+            p.read_text() for p in Path(os.environ["ACPCTL_STATE_DIR"]).glob("logs/*.log")
+        )
     assert "crashing on request" in log and "restarting the agent" in log
 
 
@@ -186,7 +203,7 @@ def test_stderr_goes_to_the_run_log(home: Path, tmp_path: Path) -> None:
     assert oct(logs[0].stat().st_mode & 0o777) == oct(0o600)
 
 
-def test_sdk_agent_behind_acpctl(home: Path, tmp_path: Path) -> None:
+def test_sdk_agent_behind_acpctl(way: str, home: Path, tmp_path: Path) -> None:
     agent = write_executable(
         tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"
     )
@@ -294,7 +311,7 @@ class RawPeer:
         return self.process.wait(20)
 
 
-def test_bad_input_gets_jsonrpc_errors_and_service_continues(home: Path) -> None:
+def test_bad_input_gets_jsonrpc_errors_and_service_continues(way: str, home: Path) -> None:
     peer = RawPeer()
     try:
         peer.send(
@@ -351,7 +368,7 @@ def test_bad_input_gets_jsonrpc_errors_and_service_continues(home: Path) -> None
         assert peer.close() == 0
 
 
-def test_extension_methods_and_meta_pass_through(home: Path, tmp_path: Path) -> None:
+def test_extension_methods_and_meta_pass_through(way: str, home: Path, tmp_path: Path) -> None:
     peer = RawPeer()
     try:
         peer.send(

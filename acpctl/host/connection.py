@@ -91,9 +91,9 @@ class LogicalConnection:
         return True
 
     def _note(self, message: Any) -> bool:
-        if not isinstance(message, dict) or "method" not in message:
-            return True
-        msg_id = message.get("id")
+        if not isinstance(message, dict) or "method" not in message or "id" not in message:
+            return True  # a response or a notification: nothing to answer once
+        msg_id = message["id"]
         if not jsonrpc.is_id(msg_id):
             return True
         key = jsonrpc.id_key(msg_id)

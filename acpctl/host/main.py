@@ -120,15 +120,21 @@ async def _serve(options: HostOptions) -> None:
             log.info("acpctl serve: listening on %s", address)
         pool.start_reaping()
         stop = asyncio.Event()
+        stopped_by: list[str] = []
+
+        def on_signal(name: str) -> None:
+            stopped_by.append(name)
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig.name)
         signalled = asyncio.ensure_future(stop.wait())
         idle = asyncio.ensure_future(pool.idle.wait())
         await asyncio.wait({signalled, idle}, return_when=asyncio.FIRST_COMPLETED)
         signalled.cancel()
         idle.cancel()
         if stop.is_set():
-            log.info("acpctl serve: stopping on signal")
+            log.info("acpctl serve: stopping on %s", stopped_by[0])
     finally:
         for listener in servers:
             listener.close()

@@ -166,7 +166,7 @@ async def _downstream(
 
 def _note_request(line: bytes, waiting: dict[tuple[bool, Any], Any]) -> None:
     for message in _messages(line):
-        if "method" in message and jsonrpc.is_id(message.get("id")):
+        if "method" in message and "id" in message and jsonrpc.is_id(message["id"]):
             with contextlib.suppress(TypeError):
                 waiting[jsonrpc.id_key(message["id"])] = message["id"]
 
