@@ -790,3 +790,80 @@ def test_sessions_attach_shows_the_history_and_what_the_other_clients_do(host: H
             assert await asyncio.wait_for(watcher.wait(), 20) == 0
 
     run(scenario())
+
+
+def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--tls-cert/--tls-key: the listener speaks wss only (a self-signed certificate for
+    127.0.0.1, made by openssl, trusted by the client)."""
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "acpctl",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        while (found := re.search(rb"listening on (wss://127\.0\.0\.1:\d+/acp)", seen)) is None:
+            line = process.stderr.readline()
+            assert line, seen
+            seen += line
+        url = found.group(1).decode()
+        token = cli("serve", "--show-token").stdout.strip()
+        trusted = ssl.create_default_context(cafile=str(cert))
+
+        async def scenario() -> None:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(url, headers=headers, ssl=trusted) as socket:
+                    client = RawClient(socket)
+                    answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+                    assert answer["result"]["protocolVersion"] == 1
+                with pytest.raises(aiohttp.ClientError):  # clear text gets nowhere
+                    async with http.ws_connect(url.replace("wss://", "ws://"), headers=headers):
+                        pass
+
+        run(scenario())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)
+        shutil.rmtree(state, ignore_errors=True)
