@@ -72,7 +72,11 @@ class LogicalConnection:
         self._methods: dict[tuple[bool, Any], str] = {}
         self._seen: collections.OrderedDict[tuple[bool, Any], None] = collections.OrderedDict()
         self._captured: dict[tuple[bool, Any], asyncio.Future[str]] = {}
-        self._grace: asyncio.TimerHandle | None = None
+        # Running until a transport attaches: a client that initialized over HTTP and never
+        # came back is not held for ever.
+        self._grace: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            GRACE_S, self._expire
+        )
         self._on_idle = on_idle
         self.ended = False
         self.done = asyncio.Event()  # set once it has ended

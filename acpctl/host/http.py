@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ class Door:
     tokens: Tokens
     hosts: frozenset[str] = frozenset()  # Host header values accepted (lowercase)
     origins: frozenset[str] = frozenset()  # Origin values accepted
-    failures: dict[str, deque[float]] = field(default_factory=lambda: defaultdict(deque))
+    failures: dict[str, deque[float]] = field(default_factory=dict)  # by address
     connections: int = 0  # TCP connections open (SlowHeadersGuard counts them)
 
     def refusal(self, request: web.Request) -> web.Response | str:
@@ -56,16 +56,19 @@ class Door:
         if origin is not None and origin not in self.origins:
             return _refuse(403, f"Origin {origin!r} is not allowed (acpctl serve --allow-origin)")
         peer = request.remote or "?"
-        failures = self.failures[peer]
         now = time.monotonic()
-        while failures and now - failures[0] > FAILURE_WINDOW_S:
-            failures.popleft()
-        if len(failures) >= MAX_FAILURES:
-            return _refuse(429, "too many failed authentications; try again later")
+        failures = self.failures.get(peer)
+        if failures is not None:
+            while failures and now - failures[0] > FAILURE_WINDOW_S:
+                failures.popleft()
+            if not failures:
+                del self.failures[peer]  # no address is remembered past its window
+            elif len(failures) >= MAX_FAILURES:
+                return _refuse(429, "too many failed authentications; try again later")
         scheme, _, presented = request.headers.get(hdrs.AUTHORIZATION, "").partition(" ")
         role = self.tokens.role_of(presented.strip()) if scheme.lower() == "bearer" else None
         if role is None:
-            failures.append(now)
+            self.failures.setdefault(peer, deque()).append(now)
             response = _refuse(401, "a bearer token is required (acpctl serve --show-token)")
             response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
             return response
