@@ -86,6 +86,7 @@ CLIENT_DISCONNECTED = "client_disconnected"
 # The session host's unix socket: the first line of a connection (acpctl's own extension)
 HOST_CONNECT = "_acpctl/connect"
 HOST_STATUS = "_acpctl/status"
+HOST_LOG = "_acpctl/log"  # the agent's log lines, to a client that asked (run --acp's stderr)
 
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -182,12 +181,7 @@ def test_agent_crash_fails_prompt_then_restarts(way: str, home: Path, tmp_path: 
             assert client.text(sid).endswith("You said: still here")
 
     run(scenario())
-    if way == "direct":
-        log = stderr.read_text()
-    else:  # the host's agent logs in its own file
-        log = "".join(
-            p.read_text() for p in Path(os.environ["ACPCTL_STATE_DIR"]).glob("logs/*.log")
-        )
+    log = stderr.read_text()  # through the host too: the host sends the agent's log lines
     assert "crashing on request" in log and "restarting the agent" in log
 
 

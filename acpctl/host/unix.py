@@ -109,9 +109,29 @@ async def _client(
         return
     _answer(writer, jsonrpc.result(msg_id, {"agent": hosted.name}))
     channel = StreamChannel.on_socket(reader, writer)
-    with contextlib.suppress(ConnectionError):
-        await pool.serve(hosted, Client(channel))
-        await channel.drain()
+    forward = _LogLines(channel) if params.get("log") is True else None
+    if forward is not None:
+        hosted.log.addHandler(forward)
+    try:
+        with contextlib.suppress(ConnectionError):
+            await pool.serve(hosted, Client(channel))
+            await channel.drain()
+    finally:
+        if forward is not None:
+            hosted.log.removeHandler(forward)
+
+
+class _LogLines(logging.Handler):
+    """The agent's log, as the client's `_acpctl/log` notifications: `run --acp` through the
+    host writes them to its stderr, where the editor's agent log shows them, as it shows a
+    direct run's."""
+
+    def __init__(self, channel: StreamChannel) -> None:
+        super().__init__(logging.INFO)
+        self.channel = channel
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.channel.send(jsonrpc.notification(acp.HOST_LOG, {"message": record.getMessage()}))
 
 
 def _answer(writer: asyncio.StreamWriter, message: Any) -> None:

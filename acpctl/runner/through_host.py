@@ -98,7 +98,9 @@ async def _connect(agent: str) -> tuple[asyncio.StreamReader, asyncio.StreamWrit
     deadline = time.monotonic() + HOST_START_WAIT_S
     while True:
         try:
-            answer, reader, writer = await host_request(acp.HOST_CONNECT, {"agent": agent})
+            answer, reader, writer = await host_request(
+                acp.HOST_CONNECT, {"agent": agent, "log": True}
+            )
         except (OSError, ValueError):
             if not started:
                 _start_host()
@@ -150,10 +152,13 @@ async def _downstream(
     output: Output,
     waiting: dict[tuple[bool, Any], Any],
 ) -> None:
-    """The host's lines to the editor, until the host closes the socket."""
+    """The host's lines to the editor, until the host closes the socket; the agent's log
+    lines to stderr, as a direct run writes them."""
     async for lines in read_lines(host):
         for line in lines:
             if line is None:
+                continue
+            if HOST_LOG_MARK in line and _log_line(line):
                 continue
             if waiting:
                 for message in _messages(line):
@@ -162,6 +167,20 @@ async def _downstream(
                             waiting.pop(jsonrpc.id_key(message.get("id")), None)
             output.write(line + b"\n")
         await output.drain()
+
+
+HOST_LOG_MARK = acp.HOST_LOG.encode()
+
+
+def _log_line(line: bytes) -> bool:
+    """Whether `line` is the host's log notification (then written to stderr)."""
+    messages = _messages(line)
+    if len(messages) != 1 or messages[0].get("method") != acp.HOST_LOG:
+        return False
+    params = messages[0].get("params")
+    if isinstance(params, dict) and isinstance(params.get("message"), str):
+        _say(params["message"])
+    return True
 
 
 def _note_request(line: bytes, waiting: dict[tuple[bool, Any], Any]) -> None:
