@@ -175,3 +175,32 @@ def test_the_service_manager_files_run_this_acpctl(home: Path) -> None:
 def test_serve_status_says_when_no_host_runs(home: Path) -> None:
     shown = cli("serve", "--status")
     assert shown.returncode == 1 and "no session host answers" in shown.stderr
+
+
+def test_an_agent_changed_in_config_is_not_started_beside_one_with_clients(home: Path) -> None:
+    """The host never runs what config.toml no longer says: a changed agent restarts once
+    its clients have gone, and is refused (run --acp then serves directly) meanwhile.
+    Nothing is spawned here: an agent starts at its first client's initialize."""
+    import logging
+
+    from acpctl.host.agents import AgentChanged, AgentPool
+    from acpctl.runner.clients import Client
+    from acpctl.store.sessions import SessionStore
+
+    assert cli("agents", "add", "x", "--", "/bin/cat").returncode == 0
+
+    async def scenario() -> None:
+        pool = AgentPool(SessionStore(), logging.getLogger("tests.host"), 0, False)
+        first = await pool.get("x")
+        assert await pool.get("x") is first  # unchanged: the same one
+        someone = Client(object())  # type: ignore[arg-type]
+        first.conn.clients.append(someone)
+        assert cli("agents", "add", "x", "--env", "A=1", "--", "/bin/cat").returncode == 0
+        with pytest.raises(AgentChanged):
+            await pool.get("x")
+        first.conn.clients.remove(someone)
+        second = await pool.get("x")
+        assert second is not first and ("A", "1") in second.command[2]
+        await pool.close()
+
+    run(scenario())

@@ -34,7 +34,7 @@ DEFAULT_IDLE_S = 600.0
 DEFAULT_SPARE_S = 3600.0
 
 
-class AgentChanged(Exception):
+class AgentChanged(AcpctlError):
     """config.toml now resolves the agent to another command than the one running, and
     that one still has clients or a turn: the new one is not started beside it."""
 

@@ -23,7 +23,7 @@ from typing import Any
 from acpctl import __version__, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.agents import AgentPool
+from acpctl.host.agents import AgentChanged, AgentPool
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.channel import StreamChannel
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES
@@ -101,11 +101,11 @@ async def _client(
     agent = params.get("agent")
     try:
         hosted = await pool.get(agent if isinstance(agent, str) else None)
-    except AcpctlError as exc:  # an unknown agent
-        _answer(writer, jsonrpc.error(msg_id, acp.RESOURCE_NOT_FOUND, str(exc)))
-        return
-    except Exception as exc:  # AgentChanged, and whatever else keeps it from serving
+    except AgentChanged as exc:
         _answer(writer, jsonrpc.error(msg_id, acp.INTERNAL_ERROR, str(exc)))
+        return
+    except AcpctlError as exc:  # an unknown agent, a config.toml that does not parse
+        _answer(writer, jsonrpc.error(msg_id, acp.RESOURCE_NOT_FOUND, str(exc)))
         return
     _answer(writer, jsonrpc.result(msg_id, {"agent": hosted.name}))
     channel = StreamChannel.on_socket(reader, writer)
