@@ -132,6 +132,11 @@ RESOURCE_NOT_FOUND = -32002
 NOT_AUTHORISED = -32001
 
 
+def is_extension(method: str) -> bool:
+    """An extension method (ACP: a name that starts with an underscore)."""
+    return method.startswith("_")
+
+
 # == What acpctl does with each method =================================================
 
 

@@ -520,3 +520,62 @@ def test_a_cancel_request_for_a_running_prompt_cancels_its_session_turn(tmp_path
         assert (acp.SESSION_CANCEL, {"sessionId": "agent-1"}) in agent.notifications
 
     run(tmp_path, scenario, agent)
+
+
+def test_a_notification_without_params_reaches_the_agent_without_params(tmp_path: Path) -> None:
+    """Issue 32, 7: nothing is added to what the editor sent."""
+
+    async def scenario(h: Harness) -> None:
+        await h.session()
+        h.send({"jsonrpc": "2.0", "method": "_ping"})
+        h.send({"jsonrpc": "2.0", "method": "_list", "params": [1, 2]})
+        await h.editor.settled()
+        assert ("_ping", None) in h.agent.notifications
+        assert ("_list", [1, 2]) in h.agent.notifications
+
+    run(tmp_path, scenario)
+
+
+def test_close_carries_the_editors_meta_and_returns_the_agents_result(tmp_path: Path) -> None:
+    """Issue 32, 6."""
+    agent = FakeAgent({"sessionCapabilities": {"resume": {}, "close": {}}})
+
+    async def closed(params: Any) -> JsonObject:
+        return {"_meta": {"agent": "closed it"}}
+
+    agent.handlers[acp.SESSION_CLOSE] = closed
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        answer = await h.result(acp.SESSION_CLOSE, {"sessionId": sid, "_meta": {"why": "done"}})
+        assert answer == {"_meta": {"agent": "closed it"}}
+        [(_, sent)] = [call for call in h.agent.calls if call[0] == acp.SESSION_CLOSE]
+        assert sent == {"sessionId": "agent-1", "_meta": {"why": "done"}}
+
+    run(tmp_path, scenario, agent)
+
+
+def test_extension_requests_naming_a_session_acpctl_does_not_know_are_relayed(
+    tmp_path: Path,
+) -> None:
+    """Issue 32, 3: both ways, the id mapped only where acpctl knows it."""
+    agent = FakeAgent()
+
+    async def echo(params: Any) -> JsonObject:
+        return {"got": params}
+
+    agent.handlers["_vendor/peek"] = echo
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        theirs = await h.result("_vendor/peek", {"sessionId": "elsewhere"})
+        assert theirs == {"got": {"sessionId": "elsewhere"}}
+        ours = await h.result("_vendor/peek", {"sessionId": sid})
+        assert ours == {"got": {"sessionId": "agent-1"}}
+        asked = h.agent.ask("_vendor/ask", {"sessionId": "child-7"})
+        request = await h.editor.request("_vendor/ask")
+        assert request["params"] == {"sessionId": "child-7"}
+        h.send({"jsonrpc": "2.0", "id": request["id"], "result": {"ok": True}})
+        assert (await asyncio.wait_for(asked, 5))["result"] == {"ok": True}
+
+    run(tmp_path, scenario, agent)

@@ -133,7 +133,7 @@ class EditorEndpoint:
                 f" session={session}" if session else "",
             )
         if "id" not in message:
-            self.router.route_notification(method, params or {})
+            self.router.route_notification(method, params)  # as sent: no params, none added
             return None
         return self.router.route_request(method, params, message["id"])
 

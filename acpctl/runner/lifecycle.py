@@ -385,9 +385,9 @@ class SessionLifecycle:
             self._leave(record, client)
             return jsonrpc.result(None, {})
         await self.end_turns(record)
-        await self._agent_session_call(record, "close", acp.SESSION_CLOSE)
+        answer = await self._agent_session_call(record, "close", acp.SESSION_CLOSE, params)
         self.forget(record)
-        return jsonrpc.result(None, {})
+        return jsonrpc.result(None, answer)
 
     async def delete(self, params: JsonObject) -> JsonObject:
         session_id = params.get("sessionId")
@@ -396,7 +396,7 @@ class SessionLifecycle:
         record = self.conn.sessions.get(session_id)
         if record is not None:
             await self.end_turns(record)
-            await self._agent_session_call(record, "delete", acp.SESSION_DELETE)
+            await self._agent_session_call(record, "delete", acp.SESSION_DELETE, params)
             self.forget(record)
         self.conn.store.delete(session_id)
         return jsonrpc.result(None, {})
@@ -409,19 +409,24 @@ class SessionLifecycle:
         return self.conn.handshake.agent_can(capability)
 
     async def _agent_session_call(
-        self, record: SessionRecord, capability: str, method: str
-    ) -> None:
-        """close/delete on the agent's side too, when it is attached and supports it."""
+        self, record: SessionRecord, capability: str, method: str, params: JsonObject
+    ) -> JsonObject:
+        """close/delete on the agent's side too, when it is attached and supports it, with
+        the client's params (its `_meta` too); the agent's result, or {} when it was not
+        asked or failed (acpctl's own close or delete stands then)."""
         if (
             record.generation == self.conn.backend.generation
             and self.conn.backend.alive
             and self._agent_can(capability)
         ):
-            response = await self.conn.backend.call(method, {"sessionId": record.agent_session_id})
+            response = await self.conn.backend.call(method, record.to_agent(params))
             if "error" in response:
                 self.conn.log.info(
                     "agent %s of session %s failed: %s", method, record.id, response["error"]
                 )
+            elif isinstance(response.get("result"), dict):
+                return dict(response["result"])
+        return {}
 
 
 def _absolute_cwd(params: JsonObject) -> str:

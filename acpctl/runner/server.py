@@ -267,7 +267,11 @@ class AcpServer:
         await self.conn.ensure_agent()
         if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
             future = self.conn.backend.call(method, params)
-        elif method in DETACHED_METHODS:
+        elif method in DETACHED_METHODS or (
+            acp.is_extension(method) and not self.conn.sessions.get(params["sessionId"])
+        ):
+            # An extension method naming a session acpctl does not have open is relayed as
+            # it is (the id mapped when acpctl knows it): docs/relay.md.
             future = self.conn.backend.call(
                 method, {**params, "sessionId": self._agent_id_of(params)}
             )
@@ -486,16 +490,16 @@ class AcpServer:
         params = message.get("params")
         agent_session = params.get("sessionId") if isinstance(params, dict) else None
         record = None
+        method = str(message.get("method"))
         if isinstance(agent_session, str):
             record = self.conn.sessions.of_agent(agent_session)
-            if record is None:
+            if record is None and not acp.is_extension(method):
                 self.conn.backend.send(
                     jsonrpc.error(
                         message["id"], acp.RESOURCE_NOT_FOUND, f"unknown session {agent_session}"
                     )
                 )
                 return
-        method = str(message.get("method"))
         if record is not None:
             record.heard = time.monotonic()  # a question is not silence
             if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
