@@ -579,3 +579,50 @@ def test_extension_requests_naming_a_session_acpctl_does_not_know_are_relayed(
         assert (await asyncio.wait_for(asked, 5))["result"] == {"ok": True}
 
     run(tmp_path, scenario, agent)
+
+
+def test_what_the_agent_streams_while_answering_a_fork_reaches_the_editor(
+    tmp_path: Path,
+) -> None:
+    """Issue 32, 2: opencode replays the forked history on the new id before the fork's
+    answer names it; those updates are held, then relayed after the answer and recorded."""
+    agent = FakeAgent({"sessionCapabilities": {"resume": {}, "fork": {}}})
+
+    async def fork(params: Any) -> JsonObject:
+        for text in ("replayed one", "replayed two"):
+            agent.update(
+                "agent-fork",
+                {
+                    "sessionUpdate": acp.AGENT_MESSAGE_CHUNK,
+                    "content": {"type": "text", "text": text},
+                },
+            )
+        agent.update("somebody-else", {"sessionUpdate": acp.PLAN, "entries": []})
+        await agent.batch_end()
+        return {"sessionId": "agent-fork"}
+
+    agent.handlers[acp.SESSION_FORK] = fork
+
+    async def scenario(h: Harness) -> None:
+        parent = await h.session()
+        forked = await h.result(
+            acp.SESSION_FORK, {"sessionId": parent, "cwd": "/tmp", "mcpServers": []}
+        )
+        fork_id = forked["sessionId"]
+        await h.editor.settled()
+        updates = [
+            m["params"]
+            for m in h.editor.notifications(acp.SESSION_UPDATE)
+            if m["params"]["sessionId"] == fork_id
+        ]
+        assert [u["update"]["content"]["text"] for u in updates] == ["replayed one", "replayed two"]
+        assert not [
+            m
+            for m in h.editor.notifications(acp.SESSION_UPDATE)
+            if m["params"]["sessionId"] == "somebody-else"
+        ]
+        h.conn.recorder.batch_end()
+        stored = [e for e in h.store.iter_replay(fork_id)]
+        assert len(stored) == 2
+
+    run(tmp_path, scenario, agent)

@@ -47,6 +47,12 @@ class SessionLifecycle:
         self.conn = conn
         self.attacher = attacher
         self.end_turns = end_turns
+        # While the agent forks, what it says about a session no one has yet (the fork's,
+        # whose id its answer will name: opencode replays the history there first) is held,
+        # and routed once the answer has registered the session (runner/server.py).
+        self.forking = 0
+        self.unclaimed: dict[str, list[tuple[JsonObject, bytes]]] = {}
+        self.route_held: Callable[[JsonObject, bytes], None] | None = None
 
     # == new sessions ==================================================================
 
@@ -96,12 +102,16 @@ class SessionLifecycle:
             ),
             opened,
         )
+        self.forking += 1
         try:
             async with parent.lock:
                 await self.attacher.attach(parent)
                 future = self.conn.backend.call(acp.SESSION_FORK, parent.to_agent(params), register)
             return await future
         finally:
+            self.forking -= 1
+            if not self.forking:
+                self.unclaimed.clear()  # no answer named them: nobody's
             self._announce(opened)
 
     def _registering(
@@ -130,6 +140,9 @@ class SessionLifecycle:
             record.clients[client] = acp.CONTROLLER
             self._add(record, result)
             opened.append(record)
+            for message, raw in self.unclaimed.pop(agent_id, []):
+                assert self.route_held is not None
+                self.route_held(message, raw)  # held with the session's other news
             if client_id != agent_id:
                 response["result"] = {**result, "sessionId": client_id}
 

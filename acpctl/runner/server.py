@@ -35,6 +35,9 @@ from acpctl.store.sessions import CorruptSession
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
 SHUTDOWN_GRACE_S = 2.0
+# What the agent may say about a session no one has while a fork is answered (the fork's own
+# replay), held until the answer names it: at most this many messages.
+HELD_WHILE_FORKING = 100_000
 # Methods that name a session that need not be open on the connection (the schema says so):
 # relayed with the agent's id for it, without attaching it.
 DETACHED_METHODS = frozenset(
@@ -107,6 +110,7 @@ class AcpServer:
         self.attacher = Attacher(conn)
         self.turns = Turns(conn, self.attacher)
         self.lifecycle = SessionLifecycle(conn, self.attacher, self.turns.end)
+        self.lifecycle.route_held = self.on_agent_notification
         self._closed = False
         lifecycle = self.lifecycle
         self.handlers: dict[str, Handler] = {
@@ -424,6 +428,10 @@ class AcpServer:
         agent_session = params["sessionId"]
         record = self.conn.sessions.of_agent(agent_session)
         if record is None:
+            held = self.lifecycle.unclaimed
+            if self.lifecycle.forking and sum(map(len, held.values())) < HELD_WHILE_FORKING:
+                held.setdefault(str(agent_session), []).append((message, raw))
+                return
             # A session closed (or never opened) on this connection: what the agent still
             # says about it has no one to go to, and must not reach the editor under the
             # agent's raw id.
