@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import random
 from typing import Any
 
@@ -172,3 +173,30 @@ async def _first_batch(channel: Any) -> Any:
     async for batch in channel.incoming():
         yield batch
         return
+
+
+def test_a_peers_batch_is_taken_member_by_member_in_order() -> None:
+    """Issue 32, 4: JSON-RPC 2.0 allows batches both ways; a batch from the agent was
+    dropped whole. Its responses settle their requests; the rest go on, each with a line
+    of its own."""
+
+    async def main() -> None:
+        ours, theirs = memory_pair()
+        peer: Peer[int] = Peer(ours.write)
+        heard: list[tuple[Any, bytes]] = []
+        reading = asyncio.ensure_future(
+            peer.read(ours.incoming(), lambda m, line: heard.append((m, line)))
+        )
+        answered = peer.call("first")
+        theirs.write(
+            b'[{"jsonrpc":"2.0","method":"a","params":{"n":1}},'
+            b'{"jsonrpc":"2.0","id":1,"result":"done"},'
+            b'{"jsonrpc":"2.0","id":"q","method":"b"}]\n'
+        )
+        assert (await answered)["result"] == "done"
+        theirs.close()
+        await reading
+        assert [m["method"] for m, _ in heard] == ["a", "b"]
+        assert [json.loads(line) for _, line in heard] == [m for m, _ in heard]
+
+    asyncio.run(main())

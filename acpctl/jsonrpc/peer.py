@@ -81,6 +81,18 @@ class Peer(Generic[IdT]):
     def id_of(self, future: asyncio.Future[JsonObject]) -> IdT | None:
         return self.pending.id_of(future)
 
+    def _take(self, message: Any, line: bytes, on_message: OnMessage) -> None:
+        if (
+            isinstance(message, dict)
+            and self._is_response(message)
+            and self.pending.resolve(message.get("id"), message) is not None
+        ):
+            return
+        try:
+            on_message(message, line)
+        except Exception:  # a bug must not stop the reader
+            LOG.exception("internal error routing a peer's message")
+
     async def read(
         self,
         incoming: AsyncIterator[list[Message | BadLine]],
@@ -103,16 +115,14 @@ class Peer(Generic[IdT]):
                             on_bad_line(item)
                         continue
                     message, line = item
-                    if (
-                        isinstance(message, dict)
-                        and self._is_response(message)
-                        and self.pending.resolve(message.get("id"), message) is not None
-                    ):
-                        continue
-                    try:
-                        on_message(message, line)
-                    except Exception:  # a bug must not stop the reader
-                        LOG.exception("internal error routing a peer's message")
+                    if isinstance(message, list) and message:
+                        # A batch (JSON-RPC 2.0 allows them both ways): its members in
+                        # order, each with a line of its own.
+                        members = [(member, encode(member)[:-1]) for member in message]
+                    else:
+                        members = [(message, line)]
+                    for member, member_line in members:
+                        self._take(member, member_line, on_message)
                 if on_batch_end is not None:
                     await on_batch_end()
             if closed is not None:
