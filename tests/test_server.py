@@ -626,3 +626,23 @@ def test_what_the_agent_streams_while_answering_a_fork_reaches_the_editor(
         assert len(stored) == 2
 
     run(tmp_path, scenario, agent)
+
+
+def test_session_list_shows_an_open_session_as_it_is_now(tmp_path: Path) -> None:
+    """Issue 32, 5: after a turn, the list had turns 0 and the creation time, and no title
+    the agent had set."""
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        await h.result(
+            acp.SESSION_PROMPT, {"sessionId": sid, "prompt": [{"type": "text", "text": "q"}]}
+        )
+        h.agent.update("agent-1", {"sessionUpdate": acp.SESSION_INFO_UPDATE, "title": "Agent's"})
+        await h.agent.batch_end()
+        [entry] = (await h.result(acp.SESSION_LIST, {}))["sessions"]
+        assert entry["title"] == "Agent's"
+        assert entry["_meta"]["acpctl"]["turns"] == 1
+        record = h.conn.sessions.get(sid)
+        assert record is not None and entry["updatedAt"] == record.meta.updated
+
+    run(tmp_path, scenario)

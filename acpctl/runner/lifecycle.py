@@ -337,7 +337,11 @@ class SessionLifecycle:
         cwd = params.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
-        stored = served.stored_sessions(self.conn.store, self.conn.recorder.agent_name, cwd)
+        stored = [
+            # A session open here is listed as it is now, not as its last commit left it.
+            live.meta if (live := self.conn.sessions.get(meta.id)) is not None else meta
+            for meta in served.stored_sessions(self.conn.store, self.conn.recorder.agent_name, cwd)
+        ]
         known = {meta.id for meta in stored} | {
             meta.agent_session_id for meta in stored if meta.agent_session_id
         }
