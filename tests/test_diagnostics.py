@@ -129,3 +129,16 @@ def test_agents_without_a_known_endpoint_are_not_checked(monkeypatch: pytest.Mon
     for variable in endpoints.BASE_URL_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     assert endpoints.check_endpoints([agent("demo", {}), agent("pi", {})]) == []
+
+
+def test_a_python_import_error_is_not_a_network_failure() -> None:
+    """Issue 31, 4: ENOTFOUND matched inside ModuleNotFoundError and FileNotFoundError."""
+    from acpctl.doctor.signatures import match
+
+    missing = match("ModuleNotFoundError: No module named 'acp'")
+    assert missing is not None and missing.id == "python-module-missing"
+    absent = match("FileNotFoundError: [Errno 2] No such file or directory: 'x'")
+    assert absent is None or absent.id != "model-api-unreachable"
+    offline = match("Error: getaddrinfo ENOTFOUND api.anthropic.com")
+    assert offline is not None and offline.id == "model-api-unreachable"
+    assert match("connect ECONNREFUSED 127.0.0.1:9") is not None

@@ -117,8 +117,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "model-api-unreachable",
-        r"ECONNREFUSED|Connection refused|Connection error|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|"
-        r"getaddrinfo|network is unreachable",
+        # The error codes whole and in capitals: ModuleNotFoundError is not ENOTFOUND.
+        r"(?-i:\b(?:ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT)\b)|Connection refused|"
+        r"Connection error|getaddrinfo|network is unreachable",
         "the agent cannot reach its model API (refused, unresolvable or unreachable)",
         "check the network, the endpoint (ANTHROPIC_BASE_URL and the like) and HTTPS_PROXY / "
         "NO_PROXY in the environment the editor starts agents in; `acpctl doctor` tests the "
@@ -189,6 +190,15 @@ SIGNATURES: tuple[Signature, ...] = (
             "agent was killed by SIGKILL",
             "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
         ),
+    ),
+    Signature(
+        "python-module-missing",
+        r"ModuleNotFoundError: No module named",
+        "a Python agent cannot import a module it needs: the Python that runs it lacks it",
+        "install the module named above into the Python the agent's command runs (`acpctl "
+        "agents show NAME` shows the command), or point the command at the agent's own "
+        "interpreter (its venv's python)",
+        examples=("ModuleNotFoundError: No module named 'acp'",),
     ),
     Signature(
         "python-traceback",
