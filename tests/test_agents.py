@@ -112,10 +112,10 @@ def test_config_agent_overrides_catalog_and_keeps_comments(home: Path, tmp_path:
     assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
 
 
-def test_unknown_agent_exits_2_listing_known_names(home: Path) -> None:
+def test_unknown_agent_exits_2_pointing_at_the_list(home: Path) -> None:
     result = cli("agents", "show", "nosuch")
     assert result.returncode == 2
-    assert "unknown agent 'nosuch'" in result.stderr and "claude" in result.stderr
+    assert "unknown agent 'nosuch'" in result.stderr and "acpctl agents list" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -211,3 +211,12 @@ def test_agents_add_refuses_a_split_name_and_warns_of_a_missing_command(home: Pa
     assert missing.returncode == 0 and "/nonexistent/bin is not found" in missing.stderr
     config = (home / "config" / "config.toml").read_text()
     assert 'args = ["--flag", "--", "more"]' in config
+
+
+def test_a_mistyped_agent_or_command_gets_one_suggestion(home: Path) -> None:
+    """Issue 31, 8: one close name, not the whole catalog; "Did you mean" once."""
+    result = cli("agents", "show", "claud")
+    assert result.returncode == 2
+    assert "did you mean 'claude'?" in result.stderr and "amp" not in result.stderr
+    typo = cli("sesions")
+    assert typo.returncode == 2 and typo.stderr.count("Did you mean") == 1

@@ -188,9 +188,14 @@ def resolve(config: Config, name: str | None) -> ResolvedAgent:
         return _from_catalog(entry, config.package_runners)
     if name == DEMO_AGENT:
         return _demo()
+    import difflib
+
+    close = difflib.get_close_matches(name, known_names(config), n=1)
+    suggestion = f"; did you mean {close[0]!r}?" if close else ""
     raise UsageError(
-        f"unknown agent {name!r}; known agents: {', '.join(known_names(config))}",
-        hint="add your own with: acpctl agents add NAME -- COMMAND [ARGS...]",
+        f"unknown agent {name!r}{suggestion}",
+        hint="`acpctl agents list` shows them all; add your own with: "
+        "acpctl agents add NAME -- COMMAND [ARGS...]",
     )
 
 

@@ -31,6 +31,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     # Plain help: rich's help renderer alone costs more start-up time than all the rest.
     rich_markup_mode=None,
+    # click suggests a close command itself; typer's own suggestion printed it twice.
+    suggest_commands=False,
 )
 app.add_typer(agents.app, name="agents")
 sessions.app.command("search")(history.search)
