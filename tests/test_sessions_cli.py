@@ -355,3 +355,20 @@ def test_a_session_id_with_a_trailing_newline_is_not_valid() -> None:
     from acpctl.store.sessions import valid_session_id
 
     assert valid_session_id("abc") and not valid_session_id("abc\n")
+
+
+def test_show_latest_and_exports_name_the_session(home: Path) -> None:
+    """Issue 31, 13: `sessions show --latest` (watch had it), and an export's head carries
+    the session's id as `sessionId`."""
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    for sid, updated in (("older-one", "2026-01-01"), ("newer-one", "2026-06-01")):
+        meta = SessionMeta(id=sid, agent="demo", command=[], cwd="/p", updated=updated)
+        store.create(meta).close()
+    shown = cli("sessions", "show", "--latest", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["sessionId"] == "newer-one"
+    assert cli("sessions", "show").returncode == 2  # neither a session nor --latest
+    exported = cli("sessions", "export", "older-one", "--format", "jsonl")
+    assert json.loads(exported.stdout.splitlines()[0])["sessionId"] == "older-one"

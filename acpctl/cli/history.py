@@ -143,16 +143,10 @@ def watch(
         raise UsageError("name a session or give --latest, not both")
     store = SessionStore()
     index = SessionIndex(store)
-    if session:
-        try:
-            session_id = index.resolve(session)
-        except LookupError as exc:
-            raise UsageError(str(exc)) from exc
-    else:
-        newest = index.query(agent=agent, limit=1)
-        if not newest or newest[0].problem:
-            raise UsageError("no sessions yet" + (f" of {agent}" if agent else ""))
-        session_id = newest[0].meta.id
+    try:
+        session_id = index.resolve(session) if session else index.newest(agent)
+    except LookupError as exc:
+        raise UsageError(str(exc)) from exc
     meta = store.read_meta(session_id)
 
     def is_live() -> bool:

@@ -265,15 +265,28 @@ def attach(
 
 @app.command("show")
 def show(
-    session: str = typer.Argument(..., help=SESSION_HELP),
+    session: str = typer.Argument(None, help=SESSION_HELP + " (default with --latest)."),
+    latest: bool = typer.Option(
+        False, "--latest", help="The session updated last (of --agent's, with it)."
+    ),
+    agent: str = agent_option(None, "With --latest: this agent's newest session.", short=False),
     as_json: bool = typer.Option(False, "--json", help="Metadata and events as JSON."),
 ) -> None:
     """The transcript, paged when long and the output is a terminal."""
     from acpctl.store import archive
+    from acpctl.store.index import SessionIndex
     from acpctl.terminal import transcript
 
+    if bool(session) == latest:
+        raise UsageError("name a session, or give --latest")
     store = _store()
-    meta = store.read_meta(_resolve(store, session))
+    if session:
+        meta = store.read_meta(_resolve(store, session))
+    else:
+        try:
+            meta = store.read_meta(SessionIndex(store).newest(agent))
+        except LookupError as exc:
+            raise UsageError(str(exc)) from exc
     if as_json:
         for piece in archive.export_json(store, meta):
             sys.stdout.write(piece)

@@ -15,17 +15,22 @@ EXPORT_VERSION = 1
 
 
 def export_jsonl(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
-    yield json.dumps({"acpctlExport": EXPORT_VERSION, "session": meta.to_json()}) + "\n"
+    yield json.dumps(_header(meta)) + "\n"
     for event in store.iter_events(meta.id):
         yield json.dumps(event, ensure_ascii=False) + "\n"
 
 
 def export_json(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
-    yield json.dumps({"acpctlExport": EXPORT_VERSION, "session": meta.to_json()})[:-1]
+    yield json.dumps(_header(meta))[:-1]
     yield ', "events": ['
     for index, event in enumerate(store.iter_events(meta.id)):
         yield ("," if index else "") + "\n" + json.dumps(event, ensure_ascii=False)
     yield "\n]}\n"
+
+
+def _header(meta: SessionMeta) -> dict[str, Any]:
+    """An export's head: its format, the session's id as ACP names it, the metadata."""
+    return {"acpctlExport": EXPORT_VERSION, "sessionId": meta.id, "session": meta.to_json()}
 
 
 class NotAnExport(ValueError):

@@ -313,6 +313,13 @@ class SessionIndex:
                 raise LookupError(f"{text!r} is ambiguous: {shown}{more}")
         raise LookupError(f"no stored session has the id or name {text!r}")
 
+    def newest(self, agent: str | None = None) -> str:
+        """The session updated last (of `agent`'s); LookupError when there is none."""
+        found = self.query(agent=agent, limit=1)
+        if not found or found[0].problem:
+            raise LookupError("no sessions yet" + (f" of {agent}" if agent else ""))
+        return found[0].meta.id
+
     def rebuild(self) -> None:
         self.path.unlink(missing_ok=True)
         with contextlib.closing(self._connect()) as connection:
