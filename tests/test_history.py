@@ -449,3 +449,12 @@ def test_generated_torn_lines_from_other_writers_never_swallow_an_event(
     writer.close()
     read = [e["message"] for e in store.iter_events("g1") if e.get("type") == "turn_error"]
     assert read == ours
+
+
+def test_small_costs_keep_their_digits_and_the_chart_is_for_terminals(home: Path) -> None:
+    """Issue 31, 11: $0.00098 was shown as $0.00; bars were printed into a pipe."""
+    from acpctl.terminal.render import money
+
+    assert money({"USD": 0.00098}) == "$0.00098"
+    assert money({"USD": 1.256}) == "$1.26" and money({"USD": 0}) == "$0.00"
+    assert money({"EUR": 0.0000123}) == "0.000012 EUR"

@@ -161,3 +161,17 @@ def test_since_keeps_only_what_was_said_after(store: SessionStore) -> None:
     turn(store, new(store, "a"), "a", "tokenizer", "done")
     assert search(store, "tokenizer", since=0.0)
     assert not search(store, "tokenizer", since=time.time() + 60)
+
+
+def test_usage_in_a_pipe_has_no_chart_and_keeps_small_costs(home: Path) -> None:
+    """Issue 31, 11: the bars are for a terminal; $0.00098 is not $0.00."""
+    from tests.conftest import cli
+
+    store = SessionStore()
+    writer = new(store, "tiny")
+    turn(
+        store, writer, "tiny", "q", "a", inputTokens=3, outputTokens=2, totalTokens=5, cost=0.00098
+    )
+    shown = cli("usage")
+    assert shown.returncode == 0, shown.stderr
+    assert "$0.00098" in shown.stdout and "█" not in shown.stdout

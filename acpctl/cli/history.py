@@ -265,7 +265,7 @@ def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict
     table = Table(box=None, pad_edge=False)
     for index, header in enumerate(headers):
         table.add_column(header, justify="left" if index == 0 else "right", no_wrap=True)
-    if bar >= 8:
+    if bar >= 8 and console.is_terminal:  # the chart is for a person at a terminal
         table.add_column("", no_wrap=True)
         most = max(group["tokens"].get("totalTokens", 0) for _, group in ordered) or 1
         for row, (_, group) in zip(rows, ordered, strict=True):

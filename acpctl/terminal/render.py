@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -43,10 +44,18 @@ def diff_lines(item: dict[str, Any]) -> list[str]:
 
 
 def money(cost: dict[str, float], digits: int = 2) -> str:
-    """Amounts by currency, for people: $1.25, or 1.25 EUR."""
+    """Amounts by currency, for people: $1.25, or 1.25 EUR; an amount under a cent with two
+    significant digits ($0.00098), never rounded away to $0.00."""
+
+    def amount(value: float) -> str:
+        places = digits
+        if 0 < abs(value) < 10**-digits:
+            places = 1 - math.floor(math.log10(abs(value)))
+        return f"{value:,.{places}f}"
+
     return ", ".join(
-        f"${amount:,.{digits}f}" if currency == "USD" else f"{amount:,.{digits}f} {currency}"
-        for currency, amount in sorted(cost.items())
+        f"${amount(value)}" if currency == "USD" else f"{amount(value)} {currency}"
+        for currency, value in sorted(cost.items())
     )
 
 
