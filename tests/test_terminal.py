@@ -242,3 +242,33 @@ def test_an_empty_prompt_is_a_usage_error(home: Path, tmp_path: Path) -> None:
     assert not (home / "data" / "sessions").exists() or not [
         p for p in (home / "data" / "sessions").iterdir() if not p.name.startswith(".")
     ]
+
+
+@pytest.mark.e2e
+def test_ctrl_c_at_the_chat_prompt_leaves_the_terminal_echoing_and_exits_130(home: Path) -> None:
+    """Issue 31, 1: os._exit while readline held the terminal left it at -echo, exit 0."""
+    import termios
+
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "acpctl", "run", "--agent", "demo"],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=dict(os.environ),
+        close_fds=True,
+    )
+    seen = b""
+    try:
+        while b"you> " not in seen:
+            ready, _, _ = select.select([controller], [], [], 30)
+            assert ready, f"no chat prompt: {seen!r}"
+            seen += os.read(controller, 4096)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 130
+        assert termios.tcgetattr(terminal)[3] & termios.ECHO  # lflag: echo is on again
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(controller)
+        os.close(terminal)

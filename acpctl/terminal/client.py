@@ -79,6 +79,7 @@ class RelayConnection:
         self.turn: Turn | None = None  # the turn Ctrl-C applies to
         self.output_closed = False
         self.heard = 0.0  # when the agent last said something in our session
+        self.saved_terminal: list[Any] | None = None  # the chat's terminal, as it was
 
     async def start(self, agent: str | None, history: bool = True) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
@@ -428,9 +429,31 @@ async def run_terminal(
 
 
 async def _leave(conn: RelayConnection) -> None:
+    """Ctrl-C at the chat prompt: the relay ended cleanly, the terminal as it was found
+    (readline holds it in the reading thread, which os._exit does not wait for), exit 130."""
     print(file=sys.stderr)
     await conn.close()
-    os._exit(EXIT_OK)
+    _restore_terminal(conn.saved_terminal)
+    os._exit(EXIT_CANCELLED)
+
+
+def _terminal_state() -> list[Any] | None:
+    """The terminal's settings on stdin, to put back on the way out; None off a terminal."""
+    try:
+        import termios
+
+        return termios.tcgetattr(sys.stdin.fileno())
+    except Exception:  # no termios, no terminal (termios.error), a closed stdin
+        return None
+
+
+def _restore_terminal(state: list[Any] | None) -> None:
+    if state is None:
+        return
+    import termios
+
+    with contextlib.suppress(Exception):
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, state)
 
 
 def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
@@ -460,20 +483,24 @@ async def _chat(
     )
     loop = asyncio.get_running_loop()
     code = EXIT_OK
-    while True:
-        try:
-            line = await loop.run_in_executor(None, input, "you> ")
-        except (EOFError, KeyboardInterrupt):
-            print(file=sys.stderr)
-            break
-        if not line.strip():
-            continue
-        turn = new_turn()
-        stop = await turn.run(_prompt_blocks(line, None), options.timeout)
-        renderer.finish(stop)
-        if turn.abandon.is_set():
-            code = EXIT_CANCELLED
-            break
+    conn.saved_terminal = _terminal_state()
+    try:
+        while True:
+            try:
+                line = await loop.run_in_executor(None, input, "you> ")
+            except (EOFError, KeyboardInterrupt):
+                print(file=sys.stderr)
+                break
+            if not line.strip():
+                continue
+            turn = new_turn()
+            stop = await turn.run(_prompt_blocks(line, None), options.timeout)
+            renderer.finish(stop)
+            if turn.abandon.is_set():
+                code = EXIT_CANCELLED
+                break
+    finally:
+        _restore_terminal(conn.saved_terminal)
     with contextlib.suppress(Exception):
         readline.write_history_file(history)
     return code
