@@ -220,3 +220,23 @@ def test_a_mistyped_agent_or_command_gets_one_suggestion(home: Path) -> None:
     assert "did you mean 'claude'?" in result.stderr and "amp" not in result.stderr
     typo = cli("sesions")
     assert typo.returncode == 2 and typo.stderr.count("Did you mean") == 1
+
+
+@pytest.mark.e2e
+def test_a_closed_pipe_ends_a_command_quietly_with_status_0(home: Path) -> None:
+    """Issue 31, 13: `acpctl agents show NAME | head -1` exited 1 (typer's own EPIPE exit)."""
+    import subprocess
+    import sys
+
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has gone before the first line
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "acpctl", "agents", "show", "demo"],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (0, b"")

@@ -89,6 +89,11 @@ def main(argv: list[str]) -> int:
     except BrokenPipeError:  # `acpctl sessions show ID | head`: the reader has had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except SystemExit as exc:
+        if isinstance(exc.__context__, BrokenPipeError):  # typer exits 1 on a closed pipe
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        raise
     except OSError as exc:  # a file the user named cannot be read or written
         if os.environ.get("ACPCTL_DEBUG"):
             raise
