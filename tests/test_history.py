@@ -458,3 +458,37 @@ def test_small_costs_keep_their_digits_and_the_chart_is_for_terminals(home: Path
     assert money({"USD": 0.00098}) == "$0.00098"
     assert money({"USD": 1.256}) == "$1.26" and money({"USD": 0}) == "$0.00"
     assert money({"EUR": 0.0000123}) == "0.000012 EUR"
+
+
+def test_two_messages_of_the_agent_do_not_run_together(home: Path) -> None:
+    """Issue 31, 10: chunks of messages with different messageIds were printed as one
+    line, in the chat and in `sessions show` and the Markdown export."""
+    import io
+
+    from acpctl.store.sessions import SessionMeta, SessionStore
+    from acpctl.terminal.render import Renderer
+    from acpctl.terminal.transcript import markdown
+
+    def chunk(text: str, message: str | None) -> dict[str, Any]:
+        update: dict[str, Any] = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": text},
+        }
+        if message is not None:
+            update["messageId"] = message
+        return update
+
+    chunks = [chunk("Hello ", "m1"), chunk("there.", "m1"), chunk("**Warning:** x", "m2")]
+    out = io.StringIO()
+    renderer = Renderer(out)
+    for update in [*chunks, chunk(" and more", None)]:
+        renderer.update(update)
+    assert out.getvalue() == "Hello there.\n**Warning:** x and more"
+
+    store = SessionStore()
+    writer = store.create(SessionMeta(id="two", agent="demo", command=[], cwd="/p"))
+    for update in chunks:
+        writer.update(update)
+    writer.close()
+    text = "".join(markdown(store, store.read_meta("two")))
+    assert "Hello there.\n\n**Warning:** x" in text

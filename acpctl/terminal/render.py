@@ -100,26 +100,31 @@ class Renderer:
         self.out = out
         self.colour = wants_colour(out)
         self.last_kind: str | None = None
+        self.message_id: Any = None  # the messageId of the chunks shown last
         self.text: list[str] = []
         self.tools: dict[str, str] = {}
 
     def style(self, text: str, style: str) -> str:
         return f"{style}{text}{RESET}" if self.colour else text
 
-    def _break(self, kind: str) -> None:
-        if self.last_kind is not None and self.last_kind != kind:
+    def _break(self, kind: str, message_id: Any = None) -> None:
+        """A line break before another kind of update, or another message of the same
+        kind (two answers with their own messageIds do not run together)."""
+        other_message = message_id is not None and self.message_id not in (None, message_id)
+        if self.last_kind is not None and (self.last_kind != kind or other_message):
             self.out.write("\n")
         self.last_kind = kind
+        self.message_id = message_id
 
     def update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
         if kind == acp.AGENT_MESSAGE_CHUNK:
-            self._break(kind)
+            self._break(kind, update.get("messageId"))
             text = content_text(update.get("content"))
             self.text.append(text)
             self.out.write(text)
         elif kind == acp.AGENT_THOUGHT_CHUNK:
-            self._break(kind)
+            self._break(kind, update.get("messageId"))
             self.out.write(self.style(content_text(update.get("content")), DIM))
         elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
             self._tool(update)

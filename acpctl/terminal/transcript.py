@@ -61,6 +61,7 @@ def markdown(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
         f"- created: {meta.created}\n- updated: {meta.updated}\n- turns: {meta.turns}\n"
     )
     current: str | None = None
+    message_id: Any = None
     for event in store.iter_events(meta.id):
         update = event_update(event)
         if update is None:
@@ -71,6 +72,10 @@ def markdown(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
         kind = update.get("sessionUpdate")
         if kind in (acp.USER_MESSAGE_CHUNK, acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK):
             text = content_text(update.get("content"))
+            chunk_id = update.get("messageId")
+            if kind == current and chunk_id is not None and message_id not in (None, chunk_id):
+                yield "\n\n"  # another message of the agent's: a paragraph of its own
+            message_id = chunk_id
             if kind != current:
                 heading = {
                     acp.USER_MESSAGE_CHUNK: "\n\n## You\n\n",
