@@ -257,7 +257,11 @@ def test_install_run_upgrade_and_uninstall_a_binary_agent(
     )
     cli_ok("agents", "update", "--from", url)
     assert listed(AGENT_ID)["update_available"] is True
-    out = cli_ok("agents", "upgrade", "--all")
+    # off a terminal an upgrade is not made unasked (issue 31, 9): --yes, as install
+    unasked = run_cli("agents", "upgrade", "--all")
+    assert unasked.returncode == 2 and "pass --yes" in unasked.stderr
+    assert listed(AGENT_ID)["version"] == "1.0.0"
+    out = cli_ok("agents", "upgrade", "--all", "--yes")
     assert "1.0.0 -> 2.0.0" in out and "removed the previous version" in out
     assert listed(AGENT_ID)["version"] == "2.0.0"
     assert not (home / "data" / "agents" / AGENT_ID / "1.0.0").exists()

@@ -36,7 +36,7 @@ def install(
     return _install(chosen, echo, in_use, limits)
 
 
-def upgrade(entry: CatalogEntry, echo: Echo, in_use: Iterable[str] = ()) -> None:
+def upgrade(entry: CatalogEntry, echo: Echo, confirm: Confirm, in_use: Iterable[str] = ()) -> None:
     current = installed.read(entry.id)
     if current is None:
         raise AcpctlError(
@@ -50,6 +50,8 @@ def upgrade(entry: CatalogEntry, echo: Echo, in_use: Iterable[str] = ()) -> None
     kind = current.distribution if current.distribution in entry.distributions else None
     chosen = installer.plan(entry, None, kind)
     _check_tools(chosen)
+    if not confirm(f"upgrade {entry.name} {current.version} to {chosen.describe()}?"):
+        raise AcpctlError(f"{entry.name} was not upgraded")
     echo(f"upgrading {entry.name} {current.version} -> {chosen.version}")
     _install(chosen, echo, in_use)
 

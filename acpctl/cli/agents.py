@@ -168,8 +168,10 @@ def install(
 def upgrade(
     name: str = typer.Argument(None, help="An agent acpctl installed."),
     all_agents: bool = typer.Option(False, "--all", help="Every agent acpctl installed."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (needed off a terminal)."),
 ) -> None:
-    """Install the registry's version of agents acpctl installed, when it is newer."""
+    """Install the registry's version of agents acpctl installed, when it is newer (asked
+    first, as install asks)."""
     from acpctl.agents import installed, managed
 
     if (name is None) == (not all_agents):
@@ -184,7 +186,7 @@ def upgrade(
         if entry is None:  # an update dropped it from the registry
             typer.echo(f"{agent_id}: no longer in the registry; left as it is")
             continue
-        managed.upgrade(entry, typer.echo, _busy_commands())
+        managed.upgrade(entry, typer.echo, confirmer(yes), _busy_commands())
 
 
 @app.command("uninstall")
