@@ -282,6 +282,7 @@ def test_install_run_upgrade_and_uninstall_a_binary_agent(
             time.sleep(0.05)
         held = run_cli("agents", "uninstall", AGENT_ID)
         assert held.returncode == 2 and f"run pid {run.pid}" in held.stderr
+        assert "end the run first" in held.stderr and "editor entry" not in held.stderr
     finally:
         run.terminate()
         run.wait(10)
@@ -290,6 +291,7 @@ def test_install_run_upgrade_and_uninstall_a_binary_agent(
     cli_ok("install", "acpx", "--agent", AGENT_ID)
     held = run_cli("agents", "uninstall", AGENT_ID)
     assert held.returncode == 2 and "acpx entry" in held.stderr
+    assert "end the run" not in held.stderr  # no run is live (issue 31, 13)
     assert "acpctl uninstall CLIENT" in held.stderr
     cli_ok("uninstall", "acpx", "--agent", AGENT_ID)
     assert "uninstalled" in cli_ok("agents", "uninstall", AGENT_ID)

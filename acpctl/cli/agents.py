@@ -198,11 +198,12 @@ def uninstall(name: str = typer.Argument(..., help="An agent acpctl installed.")
     entry = _entry(name)
     users = _users(entry.name, entry.id)
     if users:
-        raise UsageError(
-            f"{entry.name} is in use: {'; '.join(users)}",
-            hint=f"acpctl uninstall CLIENT --agent {entry.name} removes an editor entry; "
-            "end the run first",
-        )
+        ways = []
+        if any(" entry " in user for user in users):
+            ways.append(f"acpctl uninstall CLIENT --agent {entry.name} removes an editor entry")
+        if any(user.startswith("run pid ") for user in users):
+            ways.append("end the run first")
+        raise UsageError(f"{entry.name} is in use: {'; '.join(users)}", hint="; ".join(ways))
     managed.uninstall(entry, typer.echo)
 
 
