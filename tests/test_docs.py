@@ -209,3 +209,14 @@ def catalog_table() -> str:
 def test_the_catalog_page_matches_the_registry() -> None:
     """Issue 18: docs/agents.md lists every registry agent as the shipped data says."""
     check_generated(ROOT / "docs" / "agents.md", "catalog", catalog_table())
+
+
+def test_what_a_config_that_does_not_parse_stops(home: Path) -> None:
+    """Issue 31, 12: configuration.md says which commands stop and which go on."""
+    from tests.conftest import cli
+
+    (home / "config").mkdir(exist_ok=True)
+    (home / "config" / "config.toml").write_text("this is [not toml\n")
+    assert cli("agents", "list").returncode == 2
+    for command in (["sessions", "list"], ["usage"], ["ps"]):
+        assert cli(*command).returncode == 0, command
