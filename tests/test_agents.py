@@ -240,3 +240,25 @@ def test_a_closed_pipe_ends_a_command_quietly_with_status_0(home: Path) -> None:
     finally:
         os.close(writer)
     assert (result.returncode, result.stderr) == (0, b"")
+
+
+def test_a_bare_interpreter_in_an_agents_command_is_the_users_on_path(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, 5: `python3 my_agent.py` ran acpctl's own venv python (found beside acpctl
+    first), without the agent's packages, and its version was shown as the agent's."""
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    users_bin = tmp_path / "bin"
+    users_bin.mkdir()
+    python = write_executable(users_bin / "python3", "#!/bin/sh\nexit 0\n")
+    monkeypatch.setenv("PATH", f"{users_bin}{os.pathsep}{os.environ['PATH']}")
+    assert (discovery.acpctl_bin_dir() / "python3").exists()  # the one that won before
+    assert cli("agents", "add", "mine", "--", "python3", "my_agent.py").returncode == 0
+    resolved = discovery.resolve(config.load(), "mine")
+    assert resolved.argv == [str(python), "my_agent.py"]
+    assert resolved.version_args == ()  # python3 --version is not the agent's version
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    missing = discovery.resolve(config.load(), "mine")
+    assert missing.argv is None and missing.reason == "python3 not found on PATH"

@@ -88,17 +88,29 @@ def which(name: str) -> str | None:
     return shutil.which(name, path=str(acpctl_bin_dir())) or shutil.which(name)
 
 
-def _explain_missing(command: str) -> str:
+# Interpreters named bare in a configured command (`python3 my_agent.py`): they run the
+# user's program, so they are the user's, found on PATH, never the ones beside acpctl (its
+# venv's python has acpctl's packages, not the agent's); and their --version is not the
+# agent's version.
+INTERPRETER = re.compile(r"(python|pypy|node|nodejs|bun|deno|ruby|perl|php|java)[\d.]*")
+
+
+def _is_interpreter(command: str) -> bool:
+    return os.sep not in command and INTERPRETER.fullmatch(command) is not None
+
+
+def _explain_missing(command: str, on_path_only: bool = False) -> str:
     candidate = Path(command).expanduser()
     if os.sep in command and candidate.exists():
         return f"{command} is not executable (chmod +x it)"
-    return f"{command} not found on PATH or beside acpctl"
+    return f"{command} not found on PATH" + ("" if on_path_only else " or beside acpctl")
 
 
 def _from_config(spec: AgentSpec) -> ResolvedAgent:
     """A configured agent; one with a catalog name keeps the catalog's title and hint."""
     entry = lookup(spec.name)
-    found = which(spec.command)
+    interpreter = _is_interpreter(spec.command)
+    found = shutil.which(spec.command) if interpreter else which(spec.command)
     return ResolvedAgent(
         name=spec.name,
         title=entry.title if entry else spec.name,
@@ -106,10 +118,11 @@ def _from_config(spec: AgentSpec) -> ResolvedAgent:
         source="config",
         argv=[found, *spec.args] if found else None,
         env=dict(spec.env),
-        reason="" if found else _explain_missing(spec.command),
+        reason="" if found else _explain_missing(spec.command, on_path_only=interpreter),
         install=entry.install_hint if entry else "",
         origin="config" if found else None,
         entry=entry,
+        version_args=() if interpreter else ("--version",),
     )
 
 
