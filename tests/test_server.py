@@ -646,3 +646,36 @@ def test_session_list_shows_an_open_session_as_it_is_now(tmp_path: Path) -> None
         assert record is not None and entry["updatedAt"] == record.meta.updated
 
     run(tmp_path, scenario)
+
+
+def test_a_batchs_members_reach_the_agent_in_the_batchs_order(tmp_path: Path) -> None:
+    """Issue 32, 8: members that name a session went through a task, the others at once,
+    so the agent saw them out of order."""
+    agent = FakeAgent()
+
+    async def ok(params: Any) -> JsonObject:
+        return {}
+
+    agent.handlers["_vendor/a"] = agent.handlers["_vendor/b"] = ok
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        h.agent.calls.clear()
+        h.send(
+            [
+                jsonrpc.request(10, "_vendor/a", {"sessionId": sid}),
+                jsonrpc.request(11, "_vendor/b", {}),
+                jsonrpc.request(12, acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []}),
+            ]
+        )
+        for _ in range(50):
+            await asyncio.sleep(0)
+        [answers] = [m for m in h.editor.messages if isinstance(m, list)]
+        assert [a["id"] for a in answers] == [10, 11, 12]
+        assert [method for method, _ in h.agent.calls] == [
+            "_vendor/a",
+            "_vendor/b",
+            acp.SESSION_PROMPT,
+        ]
+
+    run(tmp_path, scenario, agent)

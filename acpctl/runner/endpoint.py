@@ -22,7 +22,9 @@ Answer = JsonObject | Awaitable[JsonObject]
 
 
 class Router(Protocol):
-    def route_request(self, method: str, params: Any, msg_id: Any) -> Answer: ...
+    def route_request(
+        self, method: str, params: Any, msg_id: Any, in_order: bool = False
+    ) -> Answer: ...
     def route_notification(self, method: str, params: Any) -> None: ...
     def route_response(self, message: JsonObject) -> None: ...
 
@@ -91,7 +93,7 @@ class EditorEndpoint:
             return
         pending: list[JsonObject | asyncio.Future[JsonObject]] = []
         for index, message in enumerate(messages, 1):
-            answer = self._route(message)
+            answer = self._route(message, in_order=True)
             if isinstance(answer, dict):
                 pending.append(answer)
             elif answer is not None:
@@ -102,19 +104,19 @@ class EditorEndpoint:
         if answers:
             self.out.send(answers)
 
-    def _route(self, message: Any) -> Answer | None:
+    def _route(self, message: Any, in_order: bool = False) -> Answer | None:
         """Check one message and hand it to the router: a reply, a pending one, or None.
         Never raises: a bug answers with an internal error instead of ending the
         connection."""
         try:
-            return self._checked(message)
+            return self._checked(message, in_order)
         except Exception as exc:
             self.log.exception("internal error dispatching a message")
             if isinstance(message, dict) and jsonrpc.is_id(message.get("id", [])):
                 return jsonrpc.error(message["id"], acp.INTERNAL_ERROR, f"internal error: {exc}")
             return None
 
-    def _checked(self, message: Any) -> Answer | None:
+    def _checked(self, message: Any, in_order: bool = False) -> Answer | None:
         assert self.router is not None
         problem = _invalid(message)
         if problem is not None:
@@ -135,7 +137,7 @@ class EditorEndpoint:
         if "id" not in message:
             self.router.route_notification(method, params)  # as sent: no params, none added
             return None
-        return self.router.route_request(method, params, message["id"])
+        return self.router.route_request(method, params, message["id"], in_order)
 
 
 def _invalid(message: Any) -> JsonObject | None:

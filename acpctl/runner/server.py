@@ -93,8 +93,10 @@ class ClientRoutes:
         self.server = server
         self.client = client
 
-    def route_request(self, method: str, params: Any, msg_id: Any) -> Answer:
-        return self.server.route_request(self.client, method, params, msg_id)
+    def route_request(
+        self, method: str, params: Any, msg_id: Any, in_order: bool = False
+    ) -> Answer:
+        return self.server.route_request(self.client, method, params, msg_id, in_order)
 
     def route_notification(self, method: str, params: Any) -> None:
         self.server.route_notification(self.client, method, params)
@@ -158,7 +160,11 @@ class AcpServer:
 
     # == from a client (Router, through ClientRoutes) ==================================
 
-    def route_request(self, client: Client, method: str, params: Any, msg_id: Any) -> Answer:
+    def route_request(
+        self, client: Client, method: str, params: Any, msg_id: Any, in_order: bool = False
+    ) -> Answer:
+        """`in_order`: a batch's member, which takes the same path as the members that need
+        a task (they reach the agent in the batch's order then)."""
         rule = acp.METHODS.get(method)
         if rule is not None and rule.handling is acp.Handling.NOT_RELAYED:
             return jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: {rule.why}")
@@ -167,7 +173,8 @@ class AcpServer:
                 msg_id, acp.NOT_AUTHORISED, f"not authorised: an observer cannot send {method}"
             )
         if (
-            method not in self.handlers
+            not in_order
+            and method not in self.handlers
             and self.conn.backend.alive
             and not (isinstance(params, dict) and "sessionId" in params)
         ):
