@@ -236,6 +236,9 @@ def test_logs_command(home: Path, tmp_path: Path) -> None:
     assert run_cli("logs", "--agent", "nosuch").returncode == 2
     listed = run_cli("logs", "--list")
     assert "demo-" in listed.stdout
+    as_json = json.loads(run_cli("logs", "--list", "--json").stdout)  # issue 31, 13
+    assert as_json and as_json[-1]["agent"] == "demo" and isinstance(as_json[-1]["pid"], int)
+    assert run_cli("logs", "--json").returncode == 2  # it goes with --list
 
 
 def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> None:

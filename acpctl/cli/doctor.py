@@ -69,6 +69,12 @@ def doctor(
     raise typer.Exit(1 if problems else 0)
 
 
+def _pid_of(log: Path) -> int | None:
+    """The pid of the run a log belongs to, from its name: <agent>-<time>-<pid>.log."""
+    pid = log.stem.rsplit("-", 1)[-1]
+    return int(pid) if pid.isdigit() else None
+
+
 PROBE_TIMEOUT_S = 15.0
 TURN_TIMEOUT_S = 60.0  # claude-agent-acp takes 5-10 s for session/new alone
 
@@ -125,6 +131,7 @@ def logs(
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new lines."),
     lines: int = typer.Option(50, "-n", "--lines", help="How many lines to print."),
     list_: bool = typer.Option(False, "--list", help="List the log files instead."),
+    as_json: bool = typer.Option(False, "--json", help="With --list: a JSON array."),
 ) -> None:
     """Print (or follow) the logs of `acpctl run`: acpctl's own lines and agent stderr."""
     from acpctl import paths
@@ -135,7 +142,24 @@ def logs(
         files = [p for p in files if agent_of(p) == agent]
     if run is not None:
         files = [p for p in files if p.stem.endswith(f"-{run}")]
+    if as_json and not list_:
+        raise UsageError("--json goes with --list")
     if list_:
+        if as_json:
+            import json
+
+            listed = [
+                {
+                    "path": str(path),
+                    "agent": agent_of(path),
+                    "pid": _pid_of(path),
+                    "modified": path.stat().st_mtime,
+                    "bytes": path.stat().st_size,
+                }
+                for path in files
+            ]
+            typer.echo(json.dumps(listed, indent=2))
+            return
         for path in files:
             typer.echo(
                 f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}  {path}"
