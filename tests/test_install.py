@@ -326,3 +326,17 @@ def test_help_everywhere_choices_and_the_neovim_alias(home: Path) -> None:
     assert wrong.returncode == 2 and "'xml' is not one of 'text', 'json', 'quiet'" in wrong.stderr
     assert "env var" not in wrong.stderr
     assert cli("install", "neovim").stdout == cli("install", "nvim").stdout
+
+
+def test_a_dry_run_warns_as_the_install_would(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31, 13: the temporary-directory warning was left out of --dry-run."""
+    import sys
+    import tempfile
+
+    # As if acpctl ran from a temporary directory: the one its interpreter is in.
+    monkeypatch.setattr(tempfile, "tempdir", str(Path(sys.executable).resolve().parent.parent))
+    (home / ".acpx").mkdir()
+    shown = cli("install", "acpx", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert "the entry breaks when it is" in shown.stderr  # the temporary-directory warning,
+    # or the project-virtualenv one when the tests run inside the checkout's .venv

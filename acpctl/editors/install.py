@@ -148,7 +148,7 @@ def install(
     with busy(f"installing into {client_name}..."):
         for path in _settings_paths(client, settings):
             written = _write_entries(client, path, entries, dry_run, echo) or written
-    if written:  # said once entries that point at this acpctl are in the file
+    if written or dry_run:  # said once entries point (or would point) at this acpctl
         for warning in launcher_warnings(command):
             warn(warning)
 
