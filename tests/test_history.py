@@ -492,3 +492,21 @@ def test_two_messages_of_the_agent_do_not_run_together(home: Path) -> None:
     writer.close()
     text = "".join(markdown(store, store.read_meta("two")))
     assert "Hello there.\n\n**Warning:** x" in text
+
+
+def test_without_colour_a_thought_is_marked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31, 16: without colour a thought looked the same as the answer."""
+    import io
+
+    from acpctl.terminal.render import Renderer
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = io.StringIO()
+    renderer = Renderer(out)
+    for kind, text in (
+        ("agent_thought_chunk", "Let me "),
+        ("agent_thought_chunk", "see."),
+        ("agent_message_chunk", "Done."),
+    ):
+        renderer.update({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+    assert out.getvalue() == "(thinking) Let me see.\nDone."

@@ -124,7 +124,10 @@ class Renderer:
             self.text.append(text)
             self.out.write(text)
         elif kind == acp.AGENT_THOUGHT_CHUNK:
+            starts = self.last_kind != kind
             self._break(kind, update.get("messageId"))
+            if starts and not self.colour:  # without dimming, say it is a thought
+                self.out.write("(thinking) ")
             self.out.write(self.style(content_text(update.get("content")), DIM))
         elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
             self._tool(update)
