@@ -272,3 +272,39 @@ def test_ctrl_c_at_the_chat_prompt_leaves_the_terminal_echoing_and_exits_130(hom
             process.kill()
         os.close(controller)
         os.close(terminal)
+
+
+@pytest.mark.e2e
+def test_the_chat_has_its_own_help_and_quit(home: Path) -> None:
+    """Issue 31, 16: /help went to the agent. acpctl's /help, /commands and /quit."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "acpctl", "run", "--agent", "demo"],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=dict(os.environ),
+        close_fds=True,
+    )
+
+    def until(text: bytes) -> bytes:
+        seen = b""
+        while text not in seen:
+            ready, _, _ = select.select([controller], [], [], 30)
+            assert ready, f"not shown: {text!r}; the screen: {seen!r}"
+            seen += os.read(controller, 4096)
+        return seen
+
+    try:
+        until(b"you> ")
+        os.write(controller, b"/help\n")
+        assert b"You said" not in until(b"/quit      leave")  # not sent to the agent
+        os.write(controller, b"/commands\n")
+        until(b"commands")
+        os.write(controller, b"/quit\n")
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(controller)
+        os.close(terminal)

@@ -80,6 +80,7 @@ class RelayConnection:
         self.output_closed = False
         self.heard = 0.0  # when the agent last said something in our session
         self.saved_terminal: list[Any] | None = None  # the chat's terminal, as it was
+        self.commands: list[JsonObject] = []  # the agent's slash commands, as it published them
 
     async def start(self, agent: str | None, history: bool = True) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
@@ -161,6 +162,11 @@ class RelayConnection:
         elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
             self.heard = time.monotonic()
             update = params.get("update")
+            if isinstance(update, dict) and update.get("sessionUpdate") == (
+                acp.AVAILABLE_COMMANDS_UPDATE
+            ):
+                listed = update.get("availableCommands")
+                self.commands = [c for c in listed or [] if isinstance(c, dict)]
             if isinstance(update, dict) and not self.output_closed:
                 try:
                     self.renderer.update(update)
@@ -479,7 +485,8 @@ async def _chat(
         with contextlib.suppress(OSError):
             readline.read_history_file(history)
     print(
-        f"acpctl: session {conn.session_id}; Ctrl-C cancels a turn, Ctrl-D leaves", file=sys.stderr
+        f"acpctl: session {conn.session_id}; Ctrl-C cancels a turn, Ctrl-D leaves, /help",
+        file=sys.stderr,
     )
     loop = asyncio.get_running_loop()
     code = EXIT_OK
@@ -493,6 +500,10 @@ async def _chat(
                 break
             if not line.strip():
                 continue
+            if line.strip() in CHAT_COMMANDS:
+                if not _chat_command(conn, line.strip()):
+                    break
+                continue
             turn = new_turn()
             stop = await turn.run(_prompt_blocks(line, None), options.timeout)
             renderer.finish(stop)
@@ -504,6 +515,28 @@ async def _chat(
     with contextlib.suppress(Exception):
         readline.write_history_file(history)
     return code
+
+
+CHAT_COMMANDS = ("/help", "/commands", "/quit")
+CHAT_HELP = """\
+  /help      this list
+  /commands  the agent's own slash commands (sent to it as you type them)
+  /quit      leave (as Ctrl-D does)
+Anything else, /-commands included, goes to the agent. Ctrl-C cancels a turn."""
+
+
+def _chat_command(conn: RelayConnection, command: str) -> bool:
+    """One of acpctl's own chat commands; False: leave."""
+    if command == "/quit":
+        return False
+    if command == "/help":
+        print(CHAT_HELP, file=sys.stderr)
+    elif not conn.commands:
+        print("acpctl: the agent has published no commands", file=sys.stderr)
+    else:
+        for item in conn.commands:
+            print(f"  /{item.get('name')}  {item.get('description') or ''}", file=sys.stderr)
+    return True
 
 
 def main(options: Options) -> int:
