@@ -142,3 +142,12 @@ def test_a_python_import_error_is_not_a_network_failure() -> None:
     offline = match("Error: getaddrinfo ENOTFOUND api.anthropic.com")
     assert offline is not None and offline.id == "model-api-unreachable"
     assert match("connect ECONNREFUSED 127.0.0.1:9") is not None
+
+
+def test_the_demo_agent_has_no_model_api_to_check() -> None:
+    """Issue 31, 16: doctor checked ANTHROPIC_BASE_URL for the demo agent."""
+    from acpctl.agents.discovery import _demo
+    from acpctl.doctor.endpoints import endpoints_of
+
+    environ = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    assert endpoints_of(_demo(), environ) == []

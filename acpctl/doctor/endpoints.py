@@ -33,6 +33,8 @@ class Endpoint:
 
 
 def endpoints_of(agent: ResolvedAgent, environ: Mapping[str, str]) -> list[Endpoint]:
+    if agent.source == "builtin":  # the demo agent echoes: it has no model to reach
+        return []
     env = {**environ, **agent.env}
     found: list[Endpoint] = []
     default = agent.entry.endpoint if agent.entry else None
