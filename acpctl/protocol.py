@@ -289,7 +289,9 @@ METHODS: dict[str, Method] = {
     SESSION_SET_MODEL: Method(
         "client",
         Handling.ADJUSTED,
-        "relayed; the model is kept and re-applied after a context-less reattach",
+        "in neither v1 schema of @agentclientprotocol/sdk 2.4.0, but claude-agent-acp, "
+        "gemini-cli and codex-acp still answer it: relayed; the model is kept and re-applied "
+        "after a context-less reattach",
         session_ids=_SESSION,
     ),
     SESSION_SET_TITLE: Method(

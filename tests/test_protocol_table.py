@@ -91,3 +91,24 @@ def test_ids_are_mapped_wherever_the_schema_puts_them(schemas: list[dict[str, An
                 if not found[kind] <= expected[kind]:
                     wrong.append((method, name, kind, sorted(found[kind] - expected[kind])))
     assert not wrong, f"ids the table does not map: {wrong}"
+
+
+def test_the_methods_the_table_keeps_beyond_the_schema_say_why(
+    schemas: list[dict[str, Any]],
+) -> None:
+    """Issue 32, 10: session/set_model is in neither v1 schema of the pinned SDK; the table
+    keeps it for the agents that still answer it, and says so. When a schema defines it
+    again, this fails so that the reason is updated."""
+    methods = {
+        node["x-method"]
+        for schema in schemas
+        for node in schema["$defs"].values()
+        if "x-method" in node
+    }
+    extra = sorted(
+        name
+        for name in set(acp.METHODS) - methods
+        if not acp.is_extension(name) and name not in (acp.SESSION_ATTACH, acp.SESSION_DETACH)
+    )
+    assert extra == [acp.SESSION_SET_MODEL]
+    assert "neither v1 schema" in acp.METHODS[acp.SESSION_SET_MODEL].why
