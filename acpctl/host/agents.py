@@ -24,7 +24,7 @@ from acpctl.runner.clients import Client
 from acpctl.runner.connection import build_backend
 from acpctl.runner.context import Connection
 from acpctl.runner.incidents import Incidents
-from acpctl.runner.main import resolve
+from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
@@ -106,10 +106,10 @@ class AgentPool:
     async def get(self, name: str | None) -> HostedAgent:
         """The running agent `name` (None: the default agent), started when it is not."""
         async with self._starting:
-            spec, argv, limits, _ = resolve(name)
-            command = (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
+            resolved = resolve(name)
+            spec = resolved.spec
             hosted = self.agents.get(spec.name)
-            if hosted is not None and hosted.command != command:
+            if hosted is not None and hosted.command != _command(resolved):
                 if hosted.busy():
                     raise AgentChanged(
                         f"agent {spec.name} changed in config.toml while it has clients; "
@@ -119,15 +119,7 @@ class AgentPool:
                 await self._stop(hosted)
                 hosted = None
             if hosted is None:
-                hosted = self._start(
-                    spec.name,
-                    command,
-                    spec.kind,
-                    argv,
-                    spec.env,
-                    limits.silence_s,
-                    limits.request_timeout_s,
-                )
+                hosted = self._start(resolved)
                 self.agents[spec.name] = hosted
             hosted.idle_since = time.monotonic()  # not reaped before its client is served
             return hosted
@@ -136,28 +128,23 @@ class AgentPool:
         if self.idle_s > 0:
             self._reaper = asyncio.ensure_future(self._reap())
 
-    def _start(
-        self,
-        name: str,
-        command: tuple[Any, ...],
-        kind: str,
-        argv: list[str],
-        env: dict[str, str],
-        silence_s: float,
-        request_timeout_s: float,
-    ) -> HostedAgent:
+    def _start(self, resolved: Resolved) -> HostedAgent:
+        """The agent as config.toml and the catalog resolve it now (its process starts at
+        its first client's initialize, or a spare's)."""
+        spec, argv, limits, _ = resolved
+        name, kind, env = spec.name, spec.kind, spec.env
         log, log_path = open_log(name, f"acpctl.serve.{name}")
         log.info("acpctl serve: agent %s (%s), log %s", name, " ".join(argv), log_path)
         conn = Connection(
-            build_backend(kind, argv, env, log, self.store, None, request_timeout_s),
+            build_backend(kind, argv, env, log, self.store, None, limits.request_timeout_s),
             self.store,
             Recorder(self.store, name, argv, log, enabled=True),
             log,
             incidents=Incidents(log_path, log, {**os.environ, **env}),
-            silence_s=silence_s,
+            silence_s=limits.silence_s,
             shared=True,
         )
-        return HostedAgent(name, command, AcpServer(conn), log)
+        return HostedAgent(name, _command(resolved), AcpServer(conn), log)
 
     def status(self) -> list[JsonObject]:
         return [hosted.status() for hosted in self.agents.values()]
@@ -197,20 +184,10 @@ class AgentPool:
         if params is None or now >= wanted_until or stopped.spare_until:
             return
         try:
-            spec, argv, limits, _ = resolve(stopped.name)
+            spare = self._start(resolve(stopped.name))
         except AcpctlError as exc:
             self.log.info("no spare for %s: %s", stopped.name, exc)
             return
-        command = (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
-        spare = self._start(
-            spec.name,
-            command,
-            spec.kind,
-            argv,
-            spec.env,
-            limits.silence_s,
-            limits.request_timeout_s,
-        )
         spare.last_used = stopped.last_used
         spare.spare_until = wanted_until
         try:
@@ -236,6 +213,13 @@ class AgentPool:
                 await self._reaper
         for hosted in list(self.agents.values()):
             await self._stop(hosted)
+
+
+def _command(resolved: Resolved) -> tuple[Any, ...]:
+    """What an agent was resolved to run (kind, command line, env): a change in config.toml
+    changes it."""
+    spec, argv, _, _ = resolved
+    return (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
 
 
 def _tree_rss(pid: int | None) -> int | None:
