@@ -65,14 +65,30 @@ async def handle(
     if request.method == "GET":
         return await _get(request, connections, role)
     if request.method == "DELETE":
-        connection = connections.find(request.headers.get(CONNECTION_ID_HEADER), role)
-        if request.headers.get(CONNECTION_ID_HEADER) is None:
-            return _error(400, f"{CONNECTION_ID_HEADER} is required")
-        if connection is None:
-            return _error(404, "unknown connection")
-        connection.end()
+        named = _named(request, connections, role, with_session=False)
+        if isinstance(named, web.Response):
+            return named
+        named[0].end()
         return web.Response(status=202)
     return _error(405, "POST, GET or DELETE")
+
+
+def _named(
+    request: web.Request, connections: Connections, role: str, with_session: bool = True
+) -> tuple[LogicalConnection, str | None] | web.Response:
+    """The connection `Acp-Connection-Id` names (400 without, 404 unknown or another
+    role's) and the session `Acp-Session-Id` names on it (404 when not established there);
+    or the response that refuses the request."""
+    connection_id = request.headers.get(CONNECTION_ID_HEADER)
+    if connection_id is None:
+        return _error(400, f"{CONNECTION_ID_HEADER} is required")
+    connection = connections.find(connection_id, role)
+    if connection is None:
+        return _error(404, "unknown connection")
+    session = request.headers.get(SESSION_ID_HEADER) if with_session else None
+    if session is not None and session not in connection.sessions:
+        return _error(404, "unknown session")
+    return connection, session
 
 
 async def _post(
@@ -91,17 +107,12 @@ async def _post(
         return _error(400, "the body is not a JSON-RPC message")
     if message.get("method") == acp.INITIALIZE and jsonrpc.is_id(message.get("id")):
         return await _initialize(connections, agent, role, message, body)
-    connection_id = request.headers.get(CONNECTION_ID_HEADER)
-    if connection_id is None:
-        return _error(400, f"{CONNECTION_ID_HEADER} is required")
-    connection = connections.find(connection_id, role)
-    if connection is None:
-        return _error(404, "unknown connection")
-    session = request.headers.get(SESSION_ID_HEADER)
+    named = _named(request, connections, role)
+    if isinstance(named, web.Response):
+        return named
+    connection, session = named
     if message.get("method") in SESSION_SCOPED and session is None:
         return _error(400, f"{SESSION_ID_HEADER} is required for {message['method']}")
-    if session is not None and session not in connection.sessions:
-        return _error(404, "unknown session")
     connection.deliver(body)  # a repeated request is not run again, and still 202
     return web.Response(status=202)
 
@@ -136,15 +147,10 @@ async def _initialize(
 async def _get(request: web.Request, connections: Connections, role: str) -> web.StreamResponse:
     if SSE not in request.headers.get(hdrs.ACCEPT, ""):
         return _error(406, f"Accept must include {SSE}")
-    connection_id = request.headers.get(CONNECTION_ID_HEADER)
-    if connection_id is None:
-        return _error(400, f"{CONNECTION_ID_HEADER} is required")
-    connection = connections.find(connection_id, role)
-    if connection is None:
-        return _error(404, "unknown connection")
-    session = request.headers.get(SESSION_ID_HEADER)
-    if session is not None and session not in connection.sessions:
-        return _error(404, "unknown session")
+    named = _named(request, connections, role)
+    if isinstance(named, web.Response):
+        return named
+    connection, session = named
     stream = session if session is not None else CONNECTION_STREAM
     after = request.headers.get("Last-Event-ID")
     if after is not None:
