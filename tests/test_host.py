@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -48,13 +48,20 @@ class Host:
         return {child.pid for child in psutil.Process(self.process.pid).children(recursive=True)}
 
 
-@pytest.fixture
-def host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+LISTENING_UNIX = re.compile(rb"listening on (/\S+)")
+
+
+@contextmanager
+def serving(
+    monkeypatch: pytest.MonkeyPatch, *args: str, until: re.Pattern[bytes] = LISTENING_UNIX
+) -> Iterator[tuple[subprocess.Popen[bytes], re.Match[bytes], Path]]:
+    """`acpctl serve ARGS` in a state directory of its own, once its stderr matches `until`
+    (what it matched, and the directory); stopped and its directory removed after."""
     # A unix socket path has ~107 bytes: the state directory goes somewhere short.
     state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
     monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
     process = subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "serve", "--listen", "127.0.0.1:0", "--idle-stop", "0"],
+        [sys.executable, "-m", "acpctl", "serve", *args],
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         env=dict(os.environ),
@@ -62,20 +69,32 @@ def host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
     assert process.stderr is not None
     seen = b""
     try:
-        while (found := LISTENING.search(seen)) is None:
+        while (found := until.search(seen)) is None:
             line = process.stderr.readline()
             assert line, f"acpctl serve ended: {seen.decode(errors='replace')}"
             seen += line
+        yield process, found, state
+    finally:
+        stop_host(process)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def stop_host(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture
+def host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
+    with serving(monkeypatch, *args, until=LISTENING) as (process, found, _):
         controller = cli("serve", "--show-token").stdout.strip()
         observer = cli("serve", "--show-token", "--observer").stdout.strip()
         yield Host(found.group(1).decode(), controller, observer, process)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        shutil.rmtree(state, ignore_errors=True)
 
 
 @asynccontextmanager
@@ -365,18 +384,8 @@ def test_sessions_survive_a_killed_host_and_load_through_run_acp(host: Host) -> 
 def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
-    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "serve", "--idle-stop", "0.5", "--spare-for", "0"],
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
-    socket_path = state / "host" / "acp.sock"
-    try:
-        assert process.stderr is not None
-        while b"listening on" not in process.stderr.readline():
-            assert process.poll() is None
+    with serving(monkeypatch, "--idle-stop", "0.5", "--spare-for", "0") as (process, _, state):
+        socket_path = state / "host" / "acp.sock"
         assert socket_path.stat().st_mode & 0o777 == 0o600
         assert socket_path.parent.stat().st_mode & 0o777 == 0o700
 
@@ -431,11 +440,8 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
                 assert any("hello" in json.dumps(m) for m in client.messages)
 
         run(reload())
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(10)
-        shutil.rmtree(state, ignore_errors=True)
-    assert not socket_path.exists()
+        stop_host(process)
+        assert not socket_path.exists()  # the host removes its socket as it stops
 
 
 def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None:
@@ -678,13 +684,6 @@ def test_a_dropped_websocket_resumes_from_its_cursor_and_a_retry_is_not_run_twic
 def test_an_agent_used_recently_gets_an_initialized_spare(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
-    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "serve", "--idle-stop", "0.3", "--spare-for", "60"],
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
     from acpctl.runner.through_host import read_status
 
     async def agents() -> list[dict[str, Any]]:
@@ -714,15 +713,8 @@ def test_an_agent_used_recently_gets_an_initialized_spare(
             [serving] = await agents()
             assert serving["agentPid"] == spare["agentPid"] and not serving["spare"]
 
-    try:
-        assert process.stderr is not None
-        while b"listening on" not in process.stderr.readline():
-            assert process.poll() is None
+    with serving(monkeypatch, "--idle-stop", "0.3", "--spare-for", "60"):
         run(scenario(), timeout=60)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(10)
-        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.mark.npm
@@ -822,31 +814,9 @@ def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_pa
         check=True,
         capture_output=True,
     )
-    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
-    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "acpctl",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-        ],
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        assert process.stderr is not None
-        seen = b""
-        while (found := re.search(rb"listening on (wss://127\.0\.0\.1:\d+/acp)", seen)) is None:
-            line = process.stderr.readline()
-            assert line, seen
-            seen += line
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
+    with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
         url = found.group(1).decode()
         token = cli("serve", "--show-token").stdout.strip()
         trusted = ssl.create_default_context(cafile=str(cert))
@@ -863,7 +833,3 @@ def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_pa
                         pass
 
         run(scenario())
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(10)
-        shutil.rmtree(state, ignore_errors=True)
