@@ -244,67 +244,66 @@ def test_an_empty_prompt_is_a_usage_error(home: Path, tmp_path: Path) -> None:
     ]
 
 
+class ChatOnATerminal:
+    """`acpctl run --agent demo` (the chat) on a pseudo-terminal; the terminal's end stays
+    open, so its settings can be read once the chat is gone."""
+
+    def __init__(self) -> None:
+        self.controller, self.terminal = pty.openpty()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "acpctl", "run", "--agent", "demo"],
+            stdin=self.terminal,
+            stdout=self.terminal,
+            stderr=self.terminal,
+            env=dict(os.environ),
+            close_fds=True,
+        )
+
+    def until(self, text: bytes) -> bytes:
+        """The screen up to `text` (30 s at most)."""
+        seen = b""
+        while text not in seen:
+            ready, _, _ = select.select([self.controller], [], [], 30)
+            assert ready, f"not shown: {text!r}; the screen: {seen!r}"
+            seen += os.read(self.controller, 4096)
+        return seen
+
+    def type(self, line: bytes) -> None:
+        os.write(self.controller, line + b"\n")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        os.close(self.controller)
+        os.close(self.terminal)
+
+
 @pytest.mark.e2e
 def test_ctrl_c_at_the_chat_prompt_leaves_the_terminal_echoing_and_exits_130(home: Path) -> None:
     """Issue 31, 1: os._exit while readline held the terminal left it at -echo, exit 0."""
     import termios
 
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "run", "--agent", "demo"],
-        stdin=terminal,
-        stdout=terminal,
-        stderr=terminal,
-        env=dict(os.environ),
-        close_fds=True,
-    )
-    seen = b""
+    chat = ChatOnATerminal()
     try:
-        while b"you> " not in seen:
-            ready, _, _ = select.select([controller], [], [], 30)
-            assert ready, f"no chat prompt: {seen!r}"
-            seen += os.read(controller, 4096)
-        process.send_signal(signal.SIGINT)
-        assert process.wait(30) == 130
-        assert termios.tcgetattr(terminal)[3] & termios.ECHO  # lflag: echo is on again
+        chat.until(b"you> ")
+        chat.process.send_signal(signal.SIGINT)
+        assert chat.process.wait(30) == 130
+        assert termios.tcgetattr(chat.terminal)[3] & termios.ECHO  # lflag: echo is on again
     finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(controller)
-        os.close(terminal)
+        chat.close()
 
 
 @pytest.mark.e2e
 def test_the_chat_has_its_own_help_and_quit(home: Path) -> None:
     """Issue 31, 16: /help went to the agent. acpctl's /help, /commands and /quit."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "run", "--agent", "demo"],
-        stdin=terminal,
-        stdout=terminal,
-        stderr=terminal,
-        env=dict(os.environ),
-        close_fds=True,
-    )
-
-    def until(text: bytes) -> bytes:
-        seen = b""
-        while text not in seen:
-            ready, _, _ = select.select([controller], [], [], 30)
-            assert ready, f"not shown: {text!r}; the screen: {seen!r}"
-            seen += os.read(controller, 4096)
-        return seen
-
+    chat = ChatOnATerminal()
     try:
-        until(b"you> ")
-        os.write(controller, b"/help\n")
-        assert b"You said" not in until(b"/quit      leave")  # not sent to the agent
-        os.write(controller, b"/commands\n")
-        until(b"commands")
-        os.write(controller, b"/quit\n")
-        assert process.wait(30) == 0
+        chat.until(b"you> ")
+        chat.type(b"/help")
+        assert b"You said" not in chat.until(b"/quit      leave")  # not sent to the agent
+        chat.type(b"/commands")
+        chat.until(b"commands")
+        chat.type(b"/quit")
+        assert chat.process.wait(30) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(controller)
-        os.close(terminal)
+        chat.close()
