@@ -204,3 +204,24 @@ def test_an_agent_changed_in_config_is_not_started_beside_one_with_clients(home:
         await pool.close()
 
     run(scenario())
+
+
+def test_an_outbox_bounds_how_far_a_transport_may_fall_behind() -> None:
+    """The one backlog both transports write from: taken whole, a keepalive's [] on a
+    timeout, None once closed and empty; a transport past MAX_BEHIND is cut off."""
+    import logging
+
+    from acpctl.host.connection import Outbox
+
+    async def scenario() -> None:
+        outbox = Outbox(logging.getLogger("tests.host"))
+        assert await outbox.take(0.01) == []
+        outbox.push(1, "a")
+        outbox.push(2, "b")
+        assert await outbox.take() == [(1, "a"), (2, "b")]
+        outbox.push(3, "x" * (Outbox.MAX_BEHIND + 1))
+        assert outbox.cut and await outbox.take() is None
+        outbox.push(4, "late")  # after the cut: dropped
+        assert await outbox.take() is None
+
+    run(scenario())

@@ -26,7 +26,7 @@ from acpctl.host.connection import (
     CONNECTION_STREAM,
     SESSION_ID_HEADER,
     LogicalConnection,
-    Reader,
+    Outbox,
     ResumeRefused,
 )
 
@@ -46,7 +46,6 @@ SESSION_SCOPED = frozenset(
         acp.SESSION_CLOSE,
     }
 )
-HIGH_WATER = 1 << 20
 
 
 def _error(status: int, why: str) -> web.Response:
@@ -63,7 +62,7 @@ async def handle(
     if request.method == "POST":
         return await _post(request, connections, agent, role)
     if request.method == "GET":
-        return await _get(request, connections, role)
+        return await _get(request, connections, role, log)
     if request.method == "DELETE":
         named = _named(request, connections, role, with_session=False)
         if isinstance(named, web.Response):
@@ -144,7 +143,9 @@ async def _initialize(
     )
 
 
-async def _get(request: web.Request, connections: Connections, role: str) -> web.StreamResponse:
+async def _get(
+    request: web.Request, connections: Connections, role: str, log: logging.Logger
+) -> web.StreamResponse:
     if SSE not in request.headers.get(hdrs.ACCEPT, ""):
         return _error(406, f"Accept must include {SSE}")
     named = _named(request, connections, role)
@@ -166,7 +167,7 @@ async def _get(request: web.Request, connections: Connections, role: str) -> web
         }
     )
     await response.prepare(request)
-    await _stream(response, connection, stream, after)
+    await _stream(response, connection, stream, after, log)
     return response
 
 
@@ -175,44 +176,21 @@ async def _stream(
     connection: LogicalConnection,
     stream: str,
     after: str | None,
+    log: logging.Logger,
 ) -> None:
     """Events as they come (first those after `after`), a keepalive comment when idle,
     until the client goes or the connection ends."""
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-    queued = [0]
-    taken = asyncio.Event()
-
-    def push(cursor: int, text: str) -> None:
-        event = f"id: {cursor}\ndata: {text}\n\n".encode()
-        queued[0] += len(event)
-        queue.put_nowait(event)
-
-    async def drain() -> None:
-        while queued[0] > HIGH_WATER and not connection.ended:
-            taken.clear()
-            await taken.wait()
-
-    reader = Reader(stream, push, drain)
+    outbox = Outbox(log)
+    reader = outbox.reader(stream)
     connection.attach(reader, after)
     ended = asyncio.ensure_future(connection.done.wait())
+    ended.add_done_callback(lambda _: outbox.close())  # what is queued still goes out
     try:
-        while True:
-            getting = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait(
-                {getting, ended}, timeout=KEEPALIVE_S, return_when=asyncio.FIRST_COMPLETED
-            )
-            if getting not in done:
-                getting.cancel()
-                if ended in done and queue.empty():
-                    return
+        while (items := await outbox.take(KEEPALIVE_S)) is not None:
+            if not items:
                 await response.write(b": keepalive\n\n")
-                continue
-            event = getting.result()
-            if event is None:
-                return
-            queued[0] -= len(event)
-            taken.set()
-            await response.write(event)
+            for cursor, text in items:
+                await response.write(f"id: {cursor}\ndata: {text}\n\n".encode())
     except (ConnectionError, RuntimeError):  # the client went away
         return
     finally:

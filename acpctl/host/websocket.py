@@ -10,7 +10,6 @@ client's network; a socket that falls too far behind is closed (its connection c
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
@@ -26,14 +25,11 @@ from acpctl.host.connection import (
     ALL_STREAMS,
     CONNECTION_ID_HEADER,
     LogicalConnection,
+    Outbox,
     Reader,
     ResumeRefused,
 )
 
-# Past HIGH_WATER queued the server's drain waits (the agent is read no faster than the
-# slowest client takes it); past MAX_BEHIND the socket is cut off.
-HIGH_WATER = 1 << 20
-MAX_BEHIND = 64 << 20
 TOO_SLOW = 1013  # "try again later"
 POLICY = 1008
 # Close codes of a client that left on purpose; any other end (no close frame: 1006) is a
@@ -45,59 +41,25 @@ STREAM_RESUME_FAILED = "stream/resume_failed"
 
 
 class SocketSender:
+    """The one task that writes a socket's outbox to it, so the server never waits on a
+    client's network."""
+
     def __init__(self, socket: web.WebSocketResponse, log: logging.Logger) -> None:
         self._socket = socket
-        self._log = log
-        self._queue: collections.deque[str] = collections.deque()
-        self._queued = 0
-        self._wake = asyncio.Event()
-        self._taken = asyncio.Event()
-        self._done = False
-        self._cut = False
+        self.outbox = Outbox(log)
         self._task = asyncio.ensure_future(self._send_all())
 
-    def push(self, _cursor: int, text: str) -> None:
-        if self._done:
-            return
-        self._queue.append(text)
-        self._queued += len(text)
-        if self._queued > MAX_BEHIND:
-            self._log.warning("a client fell %d MiB behind; closing its socket", MAX_BEHIND >> 20)
-            self._done = self._cut = True
-            self._queue.clear()
-            self._queued = 0
-        self._wake.set()
-
-    async def drain(self) -> None:
-        while self._queued > HIGH_WATER and not self._done:
-            self._taken.clear()
-            await self._taken.wait()
-
     async def _send_all(self) -> None:
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                if self._cut:
-                    await self._socket.close(code=TOO_SLOW, message=b"too slow")
-                    return
-                while self._queue:
-                    text = self._queue.popleft()
-                    self._queued -= len(text)
-                    if self._queued <= HIGH_WATER:
-                        self._taken.set()
+        with contextlib.suppress(ConnectionError, RuntimeError):  # the client went mid-send
+            while (items := await self.outbox.take()) is not None:
+                for _, text in items:
                     await self._socket.send_str(text)
-                if self._done:
-                    return
-        except (ConnectionError, RuntimeError):  # the client went away mid-send
-            self._done = True
-        finally:
-            self._taken.set()
+            if self.outbox.cut:
+                await self._socket.close(code=TOO_SLOW, message=b"too slow")
 
     async def close(self) -> None:
         """Send what is queued, then stop."""
-        self._done = True
-        self._wake.set()
+        self.outbox.close()
         with contextlib.suppress(Exception):
             await self._task
 
@@ -126,7 +88,7 @@ async def serve_socket(
         return socket
     resume = _resume_request(first.data)
     sender = SocketSender(socket, log)
-    reader = Reader(ALL_STREAMS, sender.push, sender.drain)
+    reader = sender.outbox.reader(ALL_STREAMS)
     if resume is not None:
         connection = await _resume(socket, resume, connection_id, find_connection, reader)
         if connection is None:
