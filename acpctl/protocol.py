@@ -87,6 +87,14 @@ CLIENT_DISCONNECTED = "client_disconnected"
 HOST_CONNECT = "_acpctl/connect"
 HOST_STATUS = "_acpctl/status"
 HOST_LOG = "_acpctl/log"  # the agent's log lines, to a client that asked (run --acp's stderr)
+# A line client of the host (run --acp for a remote agent, over ssh) that leaves on purpose
+# says so before it closes: any other end is a drop, held for a resume.
+HOST_LEAVE = "_acpctl/leave"
+# The resumable-delivery draft's control messages (host/connection.py).
+STREAM_RESUME = "stream/resume"
+STREAM_RESUME_FAILED = "stream/resume_failed"
+CURSOR_META = "acp/cursor"
+TURN_STATE_META = "acp/turnState"
 
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"

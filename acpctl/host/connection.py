@@ -35,7 +35,7 @@ CONNECTION_STREAM = ""  # the connection-scoped stream's key; a session's is its
 ALL_STREAMS = None  # what a WebSocket reads
 GRACE_S = 60.0
 RETENTION_MESSAGES = 100_000
-CURSOR_META = "acp/cursor"
+CURSOR_META = acp.CURSOR_META
 # The answers that name a session for the first time on this connection.
 ESTABLISHING = frozenset(
     {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
@@ -322,6 +322,55 @@ class LogicalConnection:
             return {"state": "idle"}
         session, request = next(iter(self.turn_requests.items()))
         return {"state": "running", "promptRequestId": request, "sessionId": session}
+
+
+def resume(
+    request: dict[str, Any],
+    find: Callable[[str], LogicalConnection | None],
+    reader: Reader,
+    connection_id: str | None = None,
+) -> LogicalConnection:
+    """A `stream/resume` request served: the connection it names found, its answer (with
+    the turn's state) pushed to `reader`, then what followed the cursor, then what is live.
+    Raises ResumeRefused (nothing pushed) when that cannot be done: the transport tells
+    the client with `resume_failed` and closes."""
+    params = request.get("params")
+    params = params if isinstance(params, dict) else {}
+    wanted = params.get("connectionId", connection_id)
+    cursor = params.get("cursor")
+    connection = find(wanted) if isinstance(wanted, str) else None
+    if connection is None or connection.ended:
+        raise ResumeRefused(f"connection {wanted} is not held by this host")
+    if not isinstance(cursor, str):
+        raise ResumeRefused(
+            "stream/resume needs params.cursor: the last acp/cursor the client holds"
+        )
+    connection.check_resumable(reader.stream, cursor)
+    if jsonrpc.is_id(request.get("id")):
+        answer = {"_meta": {acp.TURN_STATE_META: connection.turn_state()}, "connectionId": wanted}
+        reader.push(0, jsonrpc.encode(jsonrpc.result(request["id"], answer)).decode().rstrip())
+    connection.attach(reader, cursor)
+    return connection
+
+
+def resume_failed(request: dict[str, Any], reason: str) -> list[str]:
+    """What a refused `stream/resume` is told: the draft's notification, and an error answer
+    to the request."""
+    failed = [jsonrpc.notification(acp.STREAM_RESUME_FAILED, {"reason": reason})]
+    if jsonrpc.is_id(request.get("id")):
+        failed.append(jsonrpc.error(request["id"], jsonrpc.INVALID_REQUEST, reason))
+    return [json.dumps(message) for message in failed]
+
+
+def resume_request(text: str | bytes) -> dict[str, Any] | None:
+    """`text` as a `stream/resume` request; None when it is anything else."""
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(message, dict) and message.get("method") == acp.STREAM_RESUME:
+        return message
+    return None
 
 
 _last_line: list[tuple[bytes, Any]] = []

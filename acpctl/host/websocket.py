@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,6 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from acpctl import jsonrpc
 from acpctl.errors import AcpctlError
 from acpctl.host.connection import (
     ALL_STREAMS,
@@ -28,6 +26,9 @@ from acpctl.host.connection import (
     Outbox,
     Reader,
     ResumeRefused,
+    resume,
+    resume_failed,
+    resume_request,
 )
 
 TOO_SLOW = 1013  # "try again later"
@@ -36,8 +37,6 @@ POLICY = 1008
 # drop, and the connection waits its grace time for a resume.
 LEFT = frozenset({1000, 1001})
 FIRST_FRAME_TIMEOUT_S = 30.0
-STREAM_RESUME = "stream/resume"
-STREAM_RESUME_FAILED = "stream/resume_failed"
 
 
 class SocketSender:
@@ -86,11 +85,11 @@ async def serve_socket(
     if first.type != WSMsgType.TEXT:
         await socket.close()
         return socket
-    resume = _resume_request(first.data)
+    resume_asked = resume_request(first.data)
     sender = SocketSender(socket, log)
     reader = sender.outbox.reader(ALL_STREAMS)
-    if resume is not None:
-        connection = await _resume(socket, resume, connection_id, find_connection, reader)
+    if resume_asked is not None:
+        connection = await _resume(socket, resume_asked, connection_id, find_connection, reader)
         if connection is None:
             await sender.close()
             return socket
@@ -125,16 +124,6 @@ def _take(connection: LogicalConnection, text: str, log: logging.Logger) -> None
         log.info("a request repeated on connection %s was not run again", connection.id)
 
 
-def _resume_request(text: str) -> dict[str, Any] | None:
-    try:
-        message = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(message, dict) and message.get("method") == STREAM_RESUME:
-        return message
-    return None
-
-
 async def _resume(
     socket: web.WebSocketResponse,
     request: dict[str, Any],
@@ -144,43 +133,10 @@ async def _resume(
 ) -> LogicalConnection | None:
     """Attach `reader` to the connection the request names, after its cursor; None (the
     client told why, the socket closed) when that cannot be done."""
-    params = request.get("params")
-    params = params if isinstance(params, dict) else {}
-    wanted = params.get("connectionId", connection_id)
-    cursor = params.get("cursor")
-    connection = find_connection(wanted) if isinstance(wanted, str) else None
-    reason = None
-    if connection is None or connection.ended:
-        reason = f"connection {wanted} is not held by this host"
-    elif not isinstance(cursor, str):
-        reason = "stream/resume needs params.cursor: the last acp/cursor the client holds"
-    else:
-        # The answer first: what is replayed comes after it, then what is live.
-        answer = {"_meta": {"acp/turnState": connection.turn_state()}, "connectionId": wanted}
-        try:
-            await _answer(socket, request, answer, connection, reader, cursor)
-            return connection
-        except ResumeRefused as exc:
-            reason = str(exc)
-    failed = jsonrpc.notification(STREAM_RESUME_FAILED, {"reason": reason})
-    await socket.send_str(json.dumps(failed))
-    if jsonrpc.is_id(request.get("id")):
-        await socket.send_str(
-            json.dumps(jsonrpc.error(request["id"], jsonrpc.INVALID_REQUEST, reason))
-        )
-    await socket.close()
-    return None
-
-
-async def _answer(
-    socket: web.WebSocketResponse,
-    request: dict[str, Any],
-    answer: dict[str, Any],
-    connection: LogicalConnection,
-    reader: Reader,
-    cursor: str,
-) -> None:
-    connection.check_resumable(reader.stream, cursor)
-    if jsonrpc.is_id(request.get("id")):
-        await socket.send_str(json.dumps(jsonrpc.result(request["id"], answer)))
-    connection.attach(reader, cursor)
+    try:
+        return resume(request, find_connection, reader, connection_id)
+    except ResumeRefused as exc:
+        for text in resume_failed(request, str(exc)):
+            await socket.send_str(text)
+        await socket.close()
+        return None
