@@ -14,6 +14,18 @@ Layout:
     env = { ANTHROPIC_API_KEY = "..." }
     kind = "acp"                    # or "pi-rpc"
     host = true                     # this agent through the host (overrides the default)
+
+    [agents.devbox]                 # a remote agent, by URL (docs/remote.md)
+    url = "wss://devbox:8765/acp/claude"
+    token_file = "~/.config/acpctl/devbox.token"
+    ca_file = "~/devbox-ca.pem"     # else the system's CAs
+    outage_limit_s = 300            # waiting prompts fail after the link is down this long
+
+    [agents.gpu]                    # a remote agent over ssh
+    ssh = "me@gpu"
+    remote_agent = "claude"         # the agent's name there (else its default)
+    remote_acpctl = "acpctl"        # the command that runs acpctl there
+    ssh_args = []                   # more ssh options, before the host
 """
 
 from __future__ import annotations
@@ -31,6 +43,8 @@ if TYPE_CHECKING:
     from tomlkit.toml_document import TOMLDocument
 
 AGENT_KINDS = ("acp", "pi-rpc")
+REMOTE_SCHEMES = ("ws", "wss", "http", "https")
+OUTAGE_LIMIT_S = 300.0
 # How long a running prompt may go without a word from the agent before the log says so
 # (silence_warning_s; 0 turns the watchdog off).
 SILENCE_WARNING_S = 30.0
@@ -41,14 +55,38 @@ REQUEST_TIMEOUT_S = 300.0
 CONFIG_LIMIT = 4 * 1024 * 1024
 
 
+class Remote(NamedTuple):
+    """Where a remote agent is: a URL that speaks ACP's remote transport, or an ssh
+    destination with acpctl on it."""
+
+    url: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    ssh: str | None = None  # [USER@]HOST, or a Host of the user's ssh config
+    remote_agent: str | None = None
+    remote_acpctl: str = "acpctl"
+    ssh_args: tuple[str, ...] = ()
+    outage_limit_s: float = OUTAGE_LIMIT_S
+
+    @property
+    def address(self) -> str:
+        """Where it is, said in a few words."""
+        if self.url is not None:
+            return self.url
+        agent = f" (agent {self.remote_agent})" if self.remote_agent else ""
+        return f"ssh {self.ssh}{agent}"
+
+
 class AgentSpec(NamedTuple):
-    """How to launch one agent, from config.toml or the catalog."""
+    """How to launch one agent, from config.toml or the catalog; a remote one has no
+    command here (remote says where it is)."""
 
     name: str
     command: str
     args: tuple[str, ...]
     env: dict[str, str]
     kind: str = "acp"
+    remote: Remote | None = None
 
 
 class Config:
@@ -96,6 +134,8 @@ def _fail(path: Path, message: str) -> UsageError:
 def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
     if not isinstance(table, dict):
         raise _fail(path, f"[agents.{name}] must be a table")
+    if "url" in table or "ssh" in table:
+        return AgentSpec(name, "", (), {}, "acp", remote_from_table(path, name, table))
     command = table.get("command")
     if not isinstance(command, str) or not command:
         raise _fail(path, f'[agents.{name}] needs command = "..." (a non-empty string)')
@@ -114,6 +154,40 @@ def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
         args=tuple(str(a) for a in args),
         env={str(k): str(v) for k, v in env.items()},
         kind=str(kind),
+    )
+
+
+def remote_from_table(path: Path, name: str, table: dict[str, Any]) -> Remote:
+    where = f"[agents.{name}] "
+    if "command" in table or ("url" in table and "ssh" in table):
+        raise _fail(path, f"{where}takes one of command, url and ssh")
+    strings = {}
+    for key in ("url", "token_file", "ca_file", "ssh", "remote_agent", "remote_acpctl"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise _fail(path, f"{where}{key} must be a non-empty string")
+        strings[key] = value
+    url = strings["url"]
+    if url is not None:
+        scheme = url.partition("://")[0].lower()
+        if scheme not in REMOTE_SCHEMES or "://" not in url:
+            raise _fail(path, f"{where}url must start with {'://, '.join(REMOTE_SCHEMES)}://")
+    ssh = strings["ssh"]
+    if ssh is not None and ssh.startswith("-"):
+        raise _fail(path, f"{where}ssh is a destination ([USER@]HOST), not an option")
+    ssh_args = table.get("ssh_args", [])
+    if not isinstance(ssh_args, list) or not all(isinstance(a, str) for a in ssh_args):
+        raise _fail(path, f"{where}ssh_args must be a list of strings")
+    limit = _seconds(path, table, "outage_limit_s", OUTAGE_LIMIT_S, "never give up")
+    return Remote(
+        url=url,
+        token_file=strings["token_file"],
+        ca_file=strings["ca_file"],
+        ssh=ssh,
+        remote_agent=strings["remote_agent"],
+        remote_acpctl=strings["remote_acpctl"] or "acpctl",
+        ssh_args=tuple(ssh_args),
+        outage_limit_s=limit,
     )
 
 
@@ -219,6 +293,13 @@ def set_agent(config: Config, spec: AgentSpec) -> None:
         agents = tomlkit.table(is_super_table=True)
         config.document["agents"] = agents
     table = tomlkit.table()
+    if spec.remote is not None:
+        for key, value in spec.remote._asdict().items():
+            if value and value != Remote._field_defaults[key]:
+                table[key] = list(value) if isinstance(value, tuple) else value
+        agents[spec.name] = table
+        config.agents[spec.name] = spec
+        return
     table["command"] = spec.command
     table["args"] = list(spec.args)
     if spec.env:

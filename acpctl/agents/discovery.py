@@ -19,7 +19,7 @@ from pathlib import Path
 from acpctl import __version__, processes
 from acpctl.agents import installed
 from acpctl.agents.catalog import DEMO_AGENT, CatalogEntry, demo_argv, entries, lookup
-from acpctl.config import AgentSpec, Config
+from acpctl.config import AgentSpec, Config, Remote
 from acpctl.errors import UsageError
 
 VERSION_TIMEOUT_S = 2.0
@@ -43,6 +43,7 @@ class ResolvedAgent:
         version: str | None = None,
         origin: str | None = None,
         entry: CatalogEntry | None = None,
+        remote: Remote | None = None,
     ) -> None:
         self.name = name
         self.title = title
@@ -59,12 +60,15 @@ class ResolvedAgent:
         # builtin; None when it was not
         self.origin = origin
         self.entry = entry  # the catalog's entry for this agent, if it has one
+        self.remote = remote  # where a remote agent is (it has no argv here)
 
     @property
     def found(self) -> bool:
-        return self.argv is not None
+        return self.argv is not None or self.remote is not None
 
     def as_spec(self) -> AgentSpec:
+        if self.remote is not None:
+            return AgentSpec(self.name, "", (), self.env, self.kind, self.remote)
         if self.argv is None:
             raise UsageError(
                 f"agent {self.name!r} is not installed: {self.reason}", hint=self.install or None
@@ -109,6 +113,18 @@ def _explain_missing(command: str, on_path_only: bool = False) -> str:
 def _from_config(spec: AgentSpec) -> ResolvedAgent:
     """A configured agent; one with a catalog name keeps the catalog's title and hint."""
     entry = lookup(spec.name)
+    if spec.remote is not None:
+        return ResolvedAgent(
+            name=spec.name,
+            title=entry.title if entry else spec.name,
+            kind=spec.kind,
+            source="config",
+            argv=None,
+            reason=f"remote: {spec.remote.address}",
+            origin="remote",
+            version_args=(),
+            remote=spec.remote,
+        )
     interpreter = _is_interpreter(spec.command)
     found = shutil.which(spec.command) if interpreter else which(spec.command)
     return ResolvedAgent(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -67,7 +68,9 @@ def list_agents(
         latest = record["registry_version"] or ""
         if record["update_available"]:
             latest = f"[yellow]{latest} (update available)[/]"
-        if a.found and a.argv:
+        if a.remote is not None:
+            status, detail = "[green]remote[/]", escape(a.remote.address)
+        elif a.found and a.argv:
             status, detail = f"[green]{a.origin}[/]", escape(" ".join(a.argv))
         else:  # installable ones say what they are; the rest how to get them
             about = a.entry.description if a.entry and a.entry.distributions else a.install
@@ -95,6 +98,7 @@ def _record(agent: discovery.ResolvedAgent, default: str) -> dict[str, Any]:
         "title": agent.title,
         "kind": agent.kind,
         "command": agent.argv,
+        "remote": agent.remote.address if agent.remote else None,
         "found": agent.found,
         "installed_from": agent.origin,
         "version": agent.version,
@@ -238,6 +242,49 @@ def _busy_commands() -> list[str]:
     return [str(run["command"][0]) for run in live_runs() if run.get("command")]
 
 
+def _add_remote(
+    name: str,
+    has_command: bool,
+    url: str | None,
+    token_file: str | None,
+    ca_file: str | None,
+    ssh: str | None,
+    remote_agent: str | None,
+    remote_acpctl: str | None,
+) -> None:
+    """A remote agent checked as config.toml's reader checks it, then written."""
+    from acpctl import config
+    from acpctl.config import AgentSpec
+
+    if has_command or (url is not None and ssh is not None):
+        raise UsageError("a remote agent takes one of --url and --ssh, and no command")
+    if url is None and (token_file or ca_file):
+        raise UsageError("--token-file and --ca-file go with --url")
+    if ssh is None and (remote_agent or remote_acpctl):
+        raise UsageError("--remote-agent and --remote-acpctl go with --ssh")
+    for path in (token_file, ca_file):
+        if path is not None and not Path(path).expanduser().is_file():
+            raise UsageError(f"{path} is not a file")
+    absolute = {
+        k: str(Path(v).expanduser().resolve()) if v else None
+        for k, v in (("token_file", token_file), ("ca_file", ca_file))
+    }
+    cfg = config.load()
+    table = {"url": url, "ssh": ssh, "remote_agent": remote_agent, **absolute}
+    if remote_acpctl:
+        table["remote_acpctl"] = remote_acpctl
+    # Checked as config.toml's reader checks it: what is written reads back.
+    remote = config.remote_from_table(
+        cfg.path, name, {k: v for k, v in table.items() if v is not None}
+    )
+    replaced = name in cfg.agents
+    config.set_agent(cfg, AgentSpec(name, "", (), {}, "acp", remote))
+    config.save(cfg)
+    typer.echo(
+        f"{'updated' if replaced else 'added'} remote agent {name} ({remote.address}) in {cfg.path}"
+    )
+
+
 def _users(*names: str) -> list[str]:
     """Editor entries and live runs that use an agent, said in a few words each."""
     from acpctl.editors import install
@@ -256,11 +303,30 @@ def _users(*names: str) -> list[str]:
 @app.command("add", context_settings={"ignore_unknown_options": True})
 def add(
     name: str = typer.Argument(..., help="Name to use in acpctl and editors."),
-    command: list[str] = typer.Argument(..., help="The agent's command line, after --."),
+    command: list[str] = typer.Argument(None, help="The agent's command line, after --."),
     kind: str = typer.Option("acp", "--kind", help="acp (native ACP) or pi-rpc."),
     env: list[str] = typer.Option([], "--env", help="K=V, may repeat."),
+    url: str | None = typer.Option(
+        None, "--url", help="A remote agent: wss://HOST:PORT/acp[/AGENT] (or https://)."
+    ),
+    token_file: str | None = typer.Option(
+        None, "--token-file", help="With --url: a file holding the bearer token."
+    ),
+    ca_file: str | None = typer.Option(
+        None, "--ca-file", help="With --url: trust only this CA (PEM) for its certificate."
+    ),
+    ssh: str | None = typer.Option(
+        None, "--ssh", metavar="[USER@]HOST", help="A remote agent over ssh (acpctl there)."
+    ),
+    remote_agent: str | None = typer.Option(
+        None, "--remote-agent", help="With --ssh: the agent's name on the remote."
+    ),
+    remote_acpctl: str | None = typer.Option(
+        None, "--remote-acpctl", help="With --ssh: how to run acpctl there (default: acpctl)."
+    ),
 ) -> None:
-    """Add (or replace) an agent in config.toml: acpctl agents add NAME -- CMD [ARGS...]."""
+    """Add (or replace) an agent in config.toml: acpctl agents add NAME -- CMD [ARGS...],
+    or a remote one: --url URL or --ssh HOST."""
     from acpctl import config
     from acpctl.config import AGENT_KINDS, AgentSpec
 
@@ -268,6 +334,11 @@ def add(
         raise UsageError(f"--kind must be one of {', '.join(AGENT_KINDS)}, not {kind!r}")
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise UsageError(f"agent name {name!r} may use only letters, digits, '-', '_' and '.'")
+    if url is not None or ssh is not None:
+        _add_remote(name, bool(command), url, token_file, ca_file, ssh, remote_agent, remote_acpctl)
+        return
+    if not command:
+        raise UsageError("give the agent's command after --, or --url or --ssh for a remote one")
     argv = command_line()
     if "--" in argv:  # `agents add bad name -- x` would store "name" as the command
         after = argv[argv.index("--") + 1 :]

@@ -83,6 +83,12 @@ def serve(
         False, "--status", help="Show the running host's agents, sessions and clients."
     ),
     as_json: bool = typer.Option(False, "--json", help="With --status: print JSON."),
+    bridge: bool = typer.Option(
+        False,
+        "--bridge",
+        help="Join stdio to the host's unix socket, starting a host if none runs "
+        "(what a remote acpctl runs over ssh).",
+    ),
 ) -> None:
     """Run the session host: agents and sessions that outlive the editor, shared by several
     clients, on a unix socket and (with --listen) ACP's WebSocket transport."""
@@ -92,6 +98,10 @@ def serve(
         raise typer.Exit(main.show_token(observer))
     if status:
         raise typer.Exit(main.show_status(as_json))
+    if bridge:
+        from acpctl.host.bridge import bridge as run_bridge
+
+        raise typer.Exit(run_bridge())
     argv = [sys.executable, "-m", "acpctl", "serve"]
     if listen:
         argv += ["--listen", listen]

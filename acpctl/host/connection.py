@@ -294,12 +294,15 @@ class LogicalConnection:
         self._readers.append(reader)
 
     def check_resumable(self, stream: str | None, after: str) -> int:
-        """The position of the cursor `after` on `stream`; ResumeRefused when the
-        connection never issued it there, or holds no longer what follows it."""
+        """The position of the cursor `after` on `stream` ("0": before the first);
+        ResumeRefused when the connection never issued it there, or holds no longer what
+        follows it."""
         start = _cursor_of(after)
         oldest = self._log[0][0] if self._log else self._cursor + 1
         issued = any(cursor == start and _on(kind, stream) for cursor, kind, _ in self._log)
-        if not issued and not (start == oldest - 1 == self._cursor):
+        # "0": the client has had nothing yet, and all there was is still held.
+        from_the_start = start == 0 and oldest == 1
+        if not issued and not from_the_start and not (start == oldest - 1 == self._cursor):
             raise ResumeRefused(f"cursor {after} is not held for this connection")
         return start
 

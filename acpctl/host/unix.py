@@ -4,10 +4,16 @@ check, so no token is asked. The first line of a connection says what it is for:
 
     {"jsonrpc": "2.0", "id": 0, "method": "_acpctl/connect", "params": {"agent": "NAME"}}
     {"jsonrpc": "2.0", "id": 0, "method": "_acpctl/status"}
+    {"jsonrpc": "2.0", "id": 0, "method": "stream/resume", "params": {"connectionId": …}}
 
 Each is answered; after a connect's answer the connection is an ACP client's (`agent`
-null: the default agent) until it closes. No HTTP here: the thin client of `run --acp`
-starts without importing an HTTP library."""
+null: the default agent) until it closes. A connect with `"resumable": true` (what a remote
+acpctl asks for through `serve --bridge`) makes a logical connection, as the WebSocket
+does: its id is in the answer, every line the host sends carries a cursor, an end without
+`_acpctl/leave` first is a drop, and a later connection whose first line is `stream/resume`
+(with the connection's id and the last `cursor` the client holds) takes it up where it
+dropped. No HTTP here: the thin client of `run --acp` starts without
+importing an HTTP library."""
 
 from __future__ import annotations
 
@@ -24,9 +30,19 @@ from acpctl import __version__, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentChanged, AgentPool
+from acpctl.host.connection import (
+    ALL_STREAMS,
+    LogicalConnection,
+    Outbox,
+    Reader,
+    ResumeRefused,
+    resume,
+    resume_failed,
+)
+from acpctl.host.registry import Connections
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.channel import StreamChannel
-from acpctl.jsonrpc.framing import MAX_LINE_BYTES
+from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.runner.clients import Client
 
 UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
@@ -52,9 +68,11 @@ async def listen(
         finally:
             probe.close()
 
+    connections = Connections(pool, log)
+
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _client(reader, writer, pool, log, listening)
+            await _client(reader, writer, connections, log, listening)
         finally:
             writer.close()
 
@@ -70,10 +88,11 @@ async def listen(
 async def _client(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
-    pool: AgentPool,
+    connections: Connections,
     log: logging.Logger,
     listening: list[JsonObject],
 ) -> None:
+    pool = connections.pool
     try:
         first = await asyncio.wait_for(reader.readline(), FIRST_LINE_TIMEOUT_S)
         request = json.loads(first)
@@ -95,10 +114,16 @@ async def _client(
         _answer(writer, jsonrpc.result(msg_id, status))
         await writer.drain()
         return
+    if method == acp.STREAM_RESUME:
+        await _resume(request, reader, writer, connections, log)
+        return
     if method != acp.HOST_CONNECT:
         _answer(writer, jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: not a host method"))
         return
     agent = params.get("agent")
+    if params.get("resumable") is True:
+        await _open(msg_id, agent, reader, writer, connections, log)
+        return
     try:
         hosted = await pool.get(agent if isinstance(agent, str) else None)
     except AgentChanged as exc:
@@ -119,6 +144,98 @@ async def _client(
     finally:
         if forward is not None:
             hosted.log.removeHandler(forward)
+
+
+async def _open(
+    msg_id: Any,
+    agent: Any,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    connections: Connections,
+    log: logging.Logger,
+) -> None:
+    import uuid
+
+    try:
+        connection = await connections.open(
+            agent if isinstance(agent, str) else None, acp.CONTROLLER, uuid.uuid4().hex
+        )
+    except AgentChanged as exc:
+        _answer(writer, jsonrpc.error(msg_id, acp.INTERNAL_ERROR, str(exc)))
+        return
+    except AcpctlError as exc:
+        _answer(writer, jsonrpc.error(msg_id, acp.RESOURCE_NOT_FOUND, str(exc)))
+        return
+    outbox = Outbox(log)
+    answer = {"agent": agent, "version": __version__, "connectionId": connection.id}
+    outbox.push(0, jsonrpc.encode(jsonrpc.result(msg_id, answer)).decode().rstrip())
+    attached = outbox.reader(ALL_STREAMS)
+    connection.attach(attached, None)
+    await _carry(connection, outbox, attached, reader, writer)
+
+
+async def _resume(
+    request: dict[str, Any],
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    connections: Connections,
+    log: logging.Logger,
+) -> None:
+    outbox = Outbox(log)
+    attached = outbox.reader(ALL_STREAMS)
+    try:
+        connection = resume(
+            request, lambda wanted: connections.find(wanted, acp.CONTROLLER), attached
+        )
+    except ResumeRefused as exc:
+        writer.write("".join(text + "\n" for text in resume_failed(request, str(exc))).encode())
+        await writer.drain()
+        return
+    await _carry(connection, outbox, attached, reader, writer)
+
+
+async def _carry(
+    connection: LogicalConnection,
+    outbox: Outbox,
+    attached: Reader,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> None:
+    """The connection's lines both ways until the client's end closes: a drop, unless the
+    client said `_acpctl/leave` first."""
+
+    async def send_all() -> None:
+        with contextlib.suppress(ConnectionError):
+            while (items := await outbox.take()) is not None:
+                writer.write("".join(text + "\n" for _, text in items).encode())
+                await writer.drain()
+
+    sender = asyncio.ensure_future(send_all())
+    left = False
+    try:
+        with contextlib.suppress(ConnectionError):
+            async for lines in read_lines(reader):
+                for line in lines:
+                    if line is None or not line.strip():
+                        continue  # an oversized line: too big for any agent
+                    if acp.HOST_LEAVE.encode() in line and _is_leave(line):
+                        left = True
+                        continue
+                    connection.deliver(line)
+    finally:
+        connection.detach(attached)
+        if left:
+            connection.end()
+        outbox.close()
+        with contextlib.suppress(Exception):
+            await sender
+
+
+def _is_leave(line: bytes) -> bool:
+    with contextlib.suppress(ValueError, RecursionError):
+        message = json.loads(line)
+        return isinstance(message, dict) and message.get("method") == acp.HOST_LEAVE
+    return False
 
 
 class _LogLines(logging.Handler):

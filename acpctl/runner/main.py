@@ -41,6 +41,10 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import subprocess
 
     spec, argv, _, _ = resolve(agent)
+    if spec.remote is not None:
+        raise AcpctlError(
+            f"agent {spec.name} is remote ({spec.remote.address}): sign in on that machine"
+        )
     # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -61,6 +65,10 @@ def serve(agent: str | None, history: bool) -> int:
     from acpctl import processes
 
     spec, argv, limits, through_host = resolve(agent)
+    if spec.remote is not None:
+        from acpctl.remote.relay import relay_remote
+
+        return relay_remote(spec.name, spec.remote)
     if through_host:
         from acpctl.runner.through_host import relay_through_host
 

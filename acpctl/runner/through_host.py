@@ -43,14 +43,36 @@ def relay_through_host(agent: str, history: bool) -> int | None:
         return None
 
 
+async def open_host_socket(start: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The host's unix socket, open; with `start`, a host started first when none answers
+    (HostRefused when none does within HOST_START_WAIT_S), else OSError."""
+    started = False
+    deadline = time.monotonic() + HOST_START_WAIT_S
+    while True:
+        try:
+            return await asyncio.open_unix_connection(
+                str(paths.host_socket()), limit=MAX_LINE_BYTES
+            )
+        except OSError:
+            if not start:
+                raise
+            if not started:
+                _start_host()
+                started = True
+            elif time.monotonic() > deadline:
+                raise HostRefused(
+                    f"no session host answered on {paths.host_socket()} within "
+                    f"{HOST_START_WAIT_S:.0f} s"
+                ) from None
+            await asyncio.sleep(0.05)
+
+
 async def host_request(
-    method: str, params: dict[str, Any]
+    method: str, params: dict[str, Any], start: bool = False
 ) -> tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]:
-    """The host's unix socket opened and its first line sent (acpctl.host.unix): the answer,
-    and the open stream. Raises OSError when no host listens."""
-    reader, writer = await asyncio.open_unix_connection(
-        str(paths.host_socket()), limit=MAX_LINE_BYTES
-    )
+    """The host's unix socket opened (acpctl.host.unix), its first line sent: the answer,
+    and the open stream. Raises OSError when no host listens (and none is started)."""
+    reader, writer = await open_host_socket(start)
     writer.write(jsonrpc.encode(jsonrpc.request(0, method, params)))
     line = await reader.readline()
     if not line:
@@ -94,30 +116,18 @@ async def _relay(agent: str) -> int:
 
 async def _connect(agent: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The host's socket, connected to `agent`; the host started first when none answers."""
-    started = False
-    deadline = time.monotonic() + HOST_START_WAIT_S
-    while True:
-        try:
-            answer, reader, writer = await host_request(
-                acp.HOST_CONNECT, {"agent": agent, "log": True}
-            )
-        except (OSError, ValueError):
-            if not started:
-                _start_host()
-                started = True
-            elif time.monotonic() > deadline:
-                raise HostRefused(
-                    f"no session host answered on {paths.host_socket()} within "
-                    f"{HOST_START_WAIT_S:.0f} s"
-                ) from None
-            await asyncio.sleep(0.05)
-            continue
-        if not isinstance(answer, dict) or "result" not in answer:
-            writer.close()
-            error = answer.get("error") if isinstance(answer, dict) else None
-            reason = error.get("message") if isinstance(error, dict) else answer
-            raise HostRefused(f"the session host refused agent {agent}: {reason}")
-        return reader, writer
+    try:
+        answer, reader, writer = await host_request(
+            acp.HOST_CONNECT, {"agent": agent, "log": True}, start=True
+        )
+    except (OSError, ValueError) as exc:
+        raise HostRefused(f"the session host did not answer: {exc}") from exc
+    if not isinstance(answer, dict) or "result" not in answer:
+        writer.close()
+        error = answer.get("error") if isinstance(answer, dict) else None
+        reason = error.get("message") if isinstance(error, dict) else answer
+        raise HostRefused(f"the session host refused agent {agent}: {reason}")
+    return reader, writer
 
 
 def _start_host() -> None:
