@@ -94,6 +94,16 @@ HOST_LEAVE = "_acpctl/leave"
 STREAM_RESUME = "stream/resume"
 STREAM_RESUME_FAILED = "stream/resume_failed"
 CURSOR_META = "acp/cursor"
+# Streamable HTTP: the methods whose POST names its session in Acp-Session-Id (the SDKs' list)
+SESSION_SCOPED_METHODS = frozenset(
+    {
+        SESSION_SET_MODE,
+        SESSION_SET_CONFIG_OPTION,
+        SESSION_PROMPT,
+        SESSION_CANCEL,
+        SESSION_CLOSE,
+    }
+)
 TURN_STATE_META = "acp/turnState"
 
 # session/update discriminators (`update.sessionUpdate`)

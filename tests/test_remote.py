@@ -7,10 +7,8 @@ a real sshd."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -154,5 +152,161 @@ def test_cuts_during_streaming_turns_lose_and_double_nothing(
         assert answers == len(prompt_answers) == TURNS  # every prompt answered exactly once
         assert received == history  # 0 lost, 0 doubled, in order
         assert all(f"slow {turn}" in texts_of(received) for turn in range(TURNS))
+
+    asyncio.run(scenario())
+
+
+def add_remote(name: str, **table: Any) -> None:
+    """[agents.NAME] written as a user writes it."""
+    import tomlkit
+
+    from acpctl import paths
+
+    path = paths.config_file()
+    document = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+    agents = document.setdefault("agents", tomlkit.table(is_super_table=True))
+    agents[name] = table
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tomlkit.dumps(document))
+
+
+async def new_session(client: RawClient) -> str:
+    await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+    new = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+    assert "result" in new, new
+    return str(new["result"]["sessionId"])
+
+
+def prompt_of(session: str, text: str) -> dict[str, Any]:
+    return {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+
+
+def test_streamable_http_through_cuts(remote_host: Any) -> None:
+    """The same link over ACP's Streamable HTTP profile: POSTs, and SSE streams resumed
+    with Last-Event-ID after each cut."""
+    url, token, token_file, _ = remote_host
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    rng = random.Random(7)
+
+    async def scenario() -> None:
+        proxy = FaultProxy(port)
+        await proxy.start(PROXY_ADDRESS, port)
+        add_remote("far", url=f"http://{PROXY_ADDRESS}:{port}/acp/demo", token_file=str(token_file))
+        async with editor("far") as client:
+            session = await new_session(client)
+            for turn in range(2):
+                task = asyncio.ensure_future(
+                    client.request(acp_names.SESSION_PROMPT, prompt_of(session, f"slow {turn}"))
+                )
+                for _ in range(8):
+                    await asyncio.sleep(rng.uniform(0.05, 0.2))
+                    proxy.cut(mid_frame=rng.random() < 0.3)
+                answer = await asyncio.wait_for(task, 60)
+                assert answer.get("result", {}).get("stopReason") == "end_turn", answer
+            received = updates_of(client.messages, session)
+        await proxy.stop()
+        assert proxy.cuts >= 16
+        assert received == await host_history(url, token, session)
+
+    asyncio.run(scenario())
+
+
+def test_a_permission_request_waiting_through_a_cut_is_answered_once(remote_host: Any) -> None:
+    url, token, token_file, _ = remote_host
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+
+    async def scenario() -> None:
+        proxy = FaultProxy(port)
+        await proxy.start(PROXY_ADDRESS, port)
+        add_remote("far", url=f"ws://{PROXY_ADDRESS}:{port}/acp/demo", token_file=str(token_file))
+        async with editor("far") as client:
+            session = await new_session(client)
+            prompt = {"jsonrpc": "2.0", "id": 7, "method": acp_names.SESSION_PROMPT}
+            await client.send({**prompt, "params": prompt_of(session, "edit")})
+            asked = await client.until(lambda m: m.get("method") == acp_names.REQUEST_PERMISSION)
+            proxy.refusing = True
+            proxy.cut()  # the answer is given while the link is down
+            option = asked["params"]["options"][0]["optionId"]
+            await client.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": asked["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": option}},
+                }
+            )
+            await asyncio.sleep(0.5)
+            proxy.refusing = False
+            answer = await client.until(lambda m: m.get("id") == 7 and "method" not in m, 30)
+            assert answer["result"]["stopReason"] == "end_turn", answer
+            asks = [m for m in client.messages if m.get("method") == acp_names.REQUEST_PERMISSION]
+            assert len(asks) == 1
+            done = [
+                u
+                for u in updates_of(client.messages, session)
+                if u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "completed"
+            ]
+            assert done, updates_of(client.messages, session)
+        await proxy.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_outage_past_the_limit_fails_the_prompt_and_the_next_one_reconnects(
+    remote_host: Any,
+) -> None:
+    """outage_limit_s is 2 here (300 by default): the prompt waiting through the outage
+    fails, saying since when the link is down; the session is still there after."""
+    url, token, token_file, _ = remote_host
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+
+    async def scenario() -> None:
+        proxy = FaultProxy(port)
+        await proxy.start(PROXY_ADDRESS, port)
+        add_remote(
+            "far",
+            url=f"ws://{PROXY_ADDRESS}:{port}/acp/demo",
+            token_file=str(token_file),
+            outage_limit_s=2,
+        )
+        async with editor("far") as client:
+            session = await new_session(client)
+            proxy.refusing = True
+            proxy.cut()
+            failed = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "hello"))
+            assert failed["error"]["code"] == -32010, failed
+            assert "is down since" in failed["error"]["message"]
+            proxy.refusing = False
+            answer = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "again"))
+            assert answer["result"]["stopReason"] == "end_turn", answer
+            assert "again" in texts_of(updates_of(client.messages, session))
+        await proxy.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_host_that_lost_the_connection_is_reloaded_without_doubling(
+    remote_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host restarts: it no longer holds the connection, so the link opens a new one,
+    initializes it and loads the session again; the replay's updates the editor has are
+    not shown twice, and the prompt sent before the restart fails rather than run twice."""
+    url, token, token_file, process = remote_host
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+
+    async def scenario() -> None:
+        add_remote("far", url=f"ws://127.0.0.1:{port}/acp/demo", token_file=str(token_file))
+        async with editor("far") as client:
+            session = await new_session(client)
+            first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
+            assert first["result"]["stopReason"] == "end_turn"
+            process.kill()
+            process.wait()
+            args = ("--listen", f"127.0.0.1:{port}", "--idle-stop", "0")
+            with serving(monkeypatch, *args, until=LISTENING):
+                second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                assert second["result"]["stopReason"] == "end_turn", second
+                received = updates_of(client.messages, session)
+                history = await host_history(url, token, session)
+        assert received == history
 
     asyncio.run(scenario())

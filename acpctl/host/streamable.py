@@ -36,16 +36,6 @@ if TYPE_CHECKING:
 SSE = "text/event-stream"
 KEEPALIVE_S = 15.0  # an SSE comment this often on an idle stream (the SDKs' interval)
 INITIALIZE_TIMEOUT_S = 60.0
-# The methods whose POST must name the session (the SDKs' list).
-SESSION_SCOPED = frozenset(
-    {
-        acp.SESSION_SET_MODE,
-        acp.SESSION_SET_CONFIG_OPTION,
-        acp.SESSION_PROMPT,
-        acp.SESSION_CANCEL,
-        acp.SESSION_CLOSE,
-    }
-)
 
 
 def _error(status: int, why: str) -> web.Response:
@@ -110,7 +100,7 @@ async def _post(
     if isinstance(named, web.Response):
         return named
     connection, session = named
-    if message.get("method") in SESSION_SCOPED and session is None:
+    if message.get("method") in acp.SESSION_SCOPED_METHODS and session is None:
         return _error(400, f"{SESSION_ID_HEADER} is required for {message['method']}")
     connection.deliver(body)  # a repeated request is not run again, and still 202
     return web.Response(status=202)

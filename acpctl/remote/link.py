@@ -209,7 +209,8 @@ class Link:
             self._log.info("the link dropped again while reconnecting: %s", exc)
             carrying.cancel()
             await transport.close(leaving=False)
-            self._resume_from = transport.resume_point()
+            # A connection set up halfway is not resumed: the next one is set up whole.
+            self._resume_from = transport.resume_point() if resumed else None
             self._transport = None
             return False
         self._carrying = carrying
@@ -426,7 +427,9 @@ class Link:
         assert transport is not None
         try:
             await transport.send(json.dumps(jsonrpc.request(msg_id, method, params)))
-            await asyncio.wait_for(_first_of(asyncio.shield(answer), carrying), REOPEN_TIMEOUT_S)
+            await asyncio.wait_for(
+                _first_of(asyncio.shield(answer), asyncio.shield(carrying)), REOPEN_TIMEOUT_S
+            )
             if not answer.done():
                 raise LinkDown("dropped")
             result = answer.result()

@@ -48,7 +48,8 @@ class ResumeRefused(Exception):
 @dataclass
 class ResumePoint:
     connection_id: str
-    cursors: dict[str, str]  # stream -> the last cursor received on it ("" : all of them)
+    cursors: dict[str, str]  # stream -> the last cursor received on it ("": all of them)
+    streams: list[str] | None = None  # the streams to resume (Streamable HTTP's)
 
 
 class Transport(Protocol):
@@ -192,7 +193,7 @@ async def open_websocket(
             timeout=aiohttp.ClientWSTimeout(ws_close=2.0),
         )
     except aiohttp.WSServerHandshakeError as exc:
-        raise _refusal(exc.status, url, exc.message) from exc
+        raise refusal(exc.status, url, exc.message) from exc
     except aiohttp.ClientConnectorCertificateError as exc:
         raise LinkRefused(f"the certificate of {url} was refused: {exc.certificate_error}") from exc
     except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
@@ -237,7 +238,7 @@ async def _resume(transport: WebSocketTransport, point: ResumePoint) -> None:
         transport._first.append(text)  # a server that sends before answering
 
 
-def _refusal(status: int, url: str, said: str) -> Exception:
+def refusal(status: int, url: str, said: str) -> Exception:
     if status == 401:
         return LinkRefused(f"{url} refused the token (401): check token_file")
     if status == 403:

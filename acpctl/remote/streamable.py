@@ -1,0 +1,258 @@
+"""ACP's Streamable HTTP profile, the client's side, as the SDKs speak it: each message a
+POST (initialize answered in the body with a new `Acp-Connection-Id`; anything else 202,
+its answer on a stream), and server-sent events on a GET: the connection's stream, and one
+per session once an answer establishes it. A dropped stream is resumed with
+`Last-Event-ID` (the last event id it had); a 409 or 404 there means the server no longer
+holds the connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from typing import Any
+
+from acpctl import protocol as acp
+from acpctl.remote.transports import (
+    CONNECTION_ID_HEADER,
+    NOTHING_YET,
+    OPEN_TIMEOUT_S,
+    LinkDown,
+    LinkRefused,
+    ResumePoint,
+    ResumeRefused,
+    refusal,
+)
+
+SESSION_ID_HEADER = "Acp-Session-Id"
+SSE = "text/event-stream"
+CONNECTION_STREAM = ""
+ESTABLISHING = frozenset(
+    {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
+)
+DEAD_AFTER_S = 5 * 15.0  # five silent keepalive intervals (the draft's rule)
+
+
+class StreamableTransport:
+    def __init__(
+        self, http: Any, url: str, token: str | None, context: ssl.SSLContext | None
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._ssl: ssl.SSLContext | bool = context if context is not None else False
+        self.connection_id = ""
+        self.resumed = False
+        self.turn_state: dict[str, Any] | None = None
+        self._inbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self._streams: dict[str, asyncio.Task[None]] = {}
+        self._cursors: dict[str, str] = {}  # stream -> the last event id it had
+        # request id -> (method, the session its params name): what an answer establishes
+        self._methods: dict[str, tuple[str, Any]] = {}
+        self.close_reason = "the connection dropped"
+        self._closed = False
+
+    # -- sending ------------------------------------------------------------------------
+
+    async def send(self, text: str) -> None:
+        message = _json(text)
+        method = message.get("method")
+        params = message.get("params")
+        session = params.get("sessionId") if isinstance(params, dict) else None
+        if method in ESTABLISHING and "id" in message:
+            self._methods[json.dumps(message["id"])] = (str(method), session)
+        if not self.connection_id:
+            if method != acp.INITIALIZE:
+                raise LinkDown("a Streamable HTTP connection starts with initialize")
+            await self._initialize(text)
+            return
+        headers = {**self._headers, CONNECTION_ID_HEADER: self.connection_id}
+        if isinstance(session, str):
+            headers[SESSION_ID_HEADER] = session
+        status, body = await self._post(text, headers)
+        if status == 404:
+            self._drop("the server no longer holds the connection (404)")
+            raise LinkDown("the connection is gone (404)")
+        if status >= 400:
+            raise LinkDown(f"POST answered {status}: {body[:200]}")
+
+    async def _initialize(self, text: str) -> None:
+        status, body, connection_id = await self._post_initialize(text)
+        if status != 200 or not connection_id:
+            raise refusal(status, self._url, body[:200])
+        self.connection_id = connection_id
+        self._inbox.put_nowait(body)
+        self._open_stream(CONNECTION_STREAM)
+
+    async def _post(self, text: str, headers: dict[str, str]) -> tuple[int, str]:
+        import aiohttp
+
+        try:
+            async with self._http.post(
+                self._url,
+                data=text.encode(),
+                headers={**headers, "Content-Type": "application/json"},
+                ssl=self._ssl,
+            ) as response:
+                return response.status, await response.text()
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise LinkDown(str(exc) or type(exc).__name__) from exc
+
+    async def _post_initialize(self, text: str) -> tuple[int, str, str | None]:
+        import aiohttp
+
+        headers = {
+            **self._headers,
+            "Content-Type": "application/json",
+            "Accept": f"application/json, {SSE}",
+        }
+        try:
+            async with self._http.post(
+                self._url, data=text.encode(), headers=headers, ssl=self._ssl
+            ) as response:
+                body = await response.text()
+                return response.status, body, response.headers.get(CONNECTION_ID_HEADER)
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise LinkRefused(
+                f"the certificate of {self._url} was refused: {exc.certificate_error}"
+            ) from exc
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise LinkDown(str(exc) or type(exc).__name__) from exc
+
+    # -- receiving ----------------------------------------------------------------------
+
+    async def receive(self) -> str | None:
+        text = await self._inbox.get()
+        if text is not None:
+            self._established(text)
+        return text
+
+    def _established(self, text: str) -> None:
+        """An answer that establishes a session opens that session's stream."""
+        if '"result"' not in text:
+            return
+        message = _json(text)
+        asked = self._methods.pop(json.dumps(message.get("id")), None)
+        result = message.get("result")
+        if asked is not None and isinstance(result, dict):
+            session = result.get("sessionId", asked[1])
+            if isinstance(session, str) and session not in self._streams:
+                self._open_stream(session)
+
+    def _open_stream(self, stream: str, after: str | None = None) -> asyncio.Future[int]:
+        """The stream's GET, read from now on; the future is its status once it answers."""
+        status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._streams[stream] = asyncio.ensure_future(self._read_stream(stream, after, status))
+        return status
+
+    async def _read_stream(
+        self, stream: str, after: str | None, status: asyncio.Future[int]
+    ) -> None:
+        import aiohttp
+
+        headers = {**self._headers, CONNECTION_ID_HEADER: self.connection_id, "Accept": SSE}
+        if stream:
+            headers[SESSION_ID_HEADER] = stream
+        if after is not None:
+            headers["Last-Event-ID"] = after
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=DEAD_AFTER_S)
+        try:
+            async with self._http.get(
+                self._url, headers=headers, ssl=self._ssl, timeout=timeout
+            ) as response:
+                status.set_result(response.status)
+                if response.status != 200:
+                    self._drop(f"GET answered {response.status}")
+                    return
+                await self._events(stream, response)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            if not status.done():
+                status.set_exception(LinkDown(str(exc) or type(exc).__name__))
+            self._drop(str(exc) or type(exc).__name__)
+            return
+        self._drop("a stream ended")
+
+    async def _events(self, stream: str, response: Any) -> None:
+        event_id: str | None = None
+        data: list[str] = []
+        async for raw in response.content:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if not line:
+                if data:
+                    if event_id is not None:
+                        self._cursors[stream] = event_id
+                    self._inbox.put_nowait("\n".join(data))
+                event_id, data = None, []
+            elif line.startswith(":"):
+                continue  # a keepalive comment
+            else:
+                field, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if field == "data":
+                    data.append(value)
+                elif field == "id":
+                    event_id = value
+
+    def _drop(self, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.close_reason = reason
+        self._inbox.put_nowait(None)
+
+    def resume_point(self) -> ResumePoint | None:
+        if not self.connection_id:
+            return None
+        return ResumePoint(self.connection_id, dict(self._cursors), list(self._streams))
+
+    async def close(self, leaving: bool) -> None:
+        self._closed = True
+        for task in self._streams.values():
+            task.cancel()
+        if leaving and self.connection_id:
+            headers = {**self._headers, CONNECTION_ID_HEADER: self.connection_id}
+            with contextlib.suppress(Exception):
+                async with self._http.delete(self._url, headers=headers, ssl=self._ssl):
+                    pass
+
+
+async def open_streamable(
+    http: Any,
+    url: str,
+    token: str | None,
+    context: ssl.SSLContext | None,
+    resume_from: ResumePoint | None,
+) -> StreamableTransport:
+    """A new connection (opened by the initialize the link sends first), or the streams
+    of a held one resumed after their last event ids."""
+    transport = StreamableTransport(http, url, token, context)
+    if resume_from is None:
+        return transport
+    transport.connection_id = resume_from.connection_id
+    transport.resumed = True
+    transport._cursors = dict(resume_from.cursors)
+    answered = [
+        transport._open_stream(stream, resume_from.cursors.get(stream, NOTHING_YET))
+        for stream in resume_from.streams or [CONNECTION_STREAM]
+    ]
+    try:
+        statuses = await asyncio.wait_for(asyncio.gather(*answered), OPEN_TIMEOUT_S)
+    except (LinkDown, asyncio.TimeoutError) as exc:
+        await transport.close(leaving=False)
+        raise LinkDown(str(exc) or "no answer to the resumed streams") from exc
+    if any(status in (404, 409) for status in statuses):
+        await transport.close(leaving=False)
+        raise ResumeRefused("the server no longer holds the connection")
+    if any(status != 200 for status in statuses):
+        await transport.close(leaving=False)
+        raise LinkDown(f"the resumed streams answered {statuses}")
+    return transport
+
+
+def _json(text: str) -> dict[str, Any]:
+    with contextlib.suppress(ValueError, RecursionError):
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return value
+    return {}
