@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,22 +94,38 @@ async def host_history(url: str, token: str, session: str) -> list[Any]:
         return updates_of(client.messages, session)
 
 
+@dataclass
+class RemoteHost:
+    url: str
+    token: str
+    token_file: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+
 @pytest.fixture
-def remote_host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def remote_host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteHost]:
     # The fault proxy listens on 127.0.0.2 with the host's port: a Host the host accepts.
     args = ("--listen", "127.0.0.1:0", "--idle-stop", "0", "--allow-host", PROXY_ADDRESS)
-    with serving(monkeypatch, *args, until=LISTENING) as (process, found, state):
+    with serving(monkeypatch, *args, until=LISTENING) as (process, found, _):
         token = cli("serve", "--show-token").stdout.strip()
         token_file = home / "host.token"
         token_file.write_text(token + "\n")
-        yield found.group(1).decode(), token, token_file, process
+        yield RemoteHost(found.group(1).decode(), token, token_file, process)
 
 
 def test_cuts_during_streaming_turns_lose_and_double_nothing(
-    remote_host: Any, monkeypatch: pytest.MonkeyPatch
+    remote_host: RemoteHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, token, token_file, _ = remote_host
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    url, token, token_file, port = (
+        remote_host.url,
+        remote_host.token,
+        remote_host.token_file,
+        remote_host.port,
+    )
     rng = random.Random(29)
 
     async def scenario() -> None:
@@ -181,11 +199,15 @@ def prompt_of(session: str, text: str) -> dict[str, Any]:
     return {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
 
 
-def test_streamable_http_through_cuts(remote_host: Any) -> None:
+def test_streamable_http_through_cuts(remote_host: RemoteHost) -> None:
     """The same link over ACP's Streamable HTTP profile: POSTs, and SSE streams resumed
     with Last-Event-ID after each cut."""
-    url, token, token_file, _ = remote_host
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    url, token, token_file, port = (
+        remote_host.url,
+        remote_host.token,
+        remote_host.token_file,
+        remote_host.port,
+    )
     rng = random.Random(7)
 
     async def scenario() -> None:
@@ -211,9 +233,10 @@ def test_streamable_http_through_cuts(remote_host: Any) -> None:
     asyncio.run(scenario())
 
 
-def test_a_permission_request_waiting_through_a_cut_is_answered_once(remote_host: Any) -> None:
-    url, token, token_file, _ = remote_host
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+def test_a_permission_request_waiting_through_a_cut_is_answered_once(
+    remote_host: RemoteHost,
+) -> None:
+    token_file, port = remote_host.token_file, remote_host.port
 
     async def scenario() -> None:
         proxy = FaultProxy(port)
@@ -252,12 +275,11 @@ def test_a_permission_request_waiting_through_a_cut_is_answered_once(remote_host
 
 
 def test_an_outage_past_the_limit_fails_the_prompt_and_the_next_one_reconnects(
-    remote_host: Any,
+    remote_host: RemoteHost,
 ) -> None:
     """outage_limit_s is 2 here (300 by default): the prompt waiting through the outage
     fails, saying since when the link is down; the session is still there after."""
-    url, token, token_file, _ = remote_host
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    token_file, port = remote_host.token_file, remote_host.port
 
     async def scenario() -> None:
         proxy = FaultProxy(port)
@@ -285,13 +307,17 @@ def test_an_outage_past_the_limit_fails_the_prompt_and_the_next_one_reconnects(
 
 
 def test_a_host_that_lost_the_connection_is_reloaded_without_doubling(
-    remote_host: Any, monkeypatch: pytest.MonkeyPatch
+    remote_host: RemoteHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The host restarts: it no longer holds the connection, so the link opens a new one,
     initializes it and loads the session again; the replay's updates the editor has are
     not shown twice, and the prompt sent before the restart fails rather than run twice."""
-    url, token, token_file, process = remote_host
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    url, token, token_file, port = (
+        remote_host.url,
+        remote_host.token,
+        remote_host.token_file,
+        remote_host.port,
+    )
 
     async def scenario() -> None:
         add_remote("far", url=f"ws://127.0.0.1:{port}/acp/demo", token_file=str(token_file))
@@ -299,8 +325,8 @@ def test_a_host_that_lost_the_connection_is_reloaded_without_doubling(
             session = await new_session(client)
             first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
             assert first["result"]["stopReason"] == "end_turn"
-            process.kill()
-            process.wait()
+            remote_host.process.kill()
+            remote_host.process.wait()
             args = ("--listen", f"127.0.0.1:{port}", "--idle-stop", "0")
             with serving(monkeypatch, *args, until=LISTENING):
                 second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
