@@ -784,14 +784,9 @@ def test_sessions_attach_shows_the_history_and_what_the_other_clients_do(host: H
     run(scenario())
 
 
-def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """--tls-cert/--tls-key: the listener speaks wss only (a self-signed certificate for
-    127.0.0.1, made by openssl, trusted by the client)."""
-    import ssl
-
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+def self_signed(directory: Path, name: str = "") -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made by openssl in `directory`."""
+    cert, key = directory / f"cert{name}.pem", directory / f"key{name}.pem"
     subprocess.run(
         [
             "openssl",
@@ -814,6 +809,17 @@ def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_pa
         check=True,
         capture_output=True,
     )
+    return cert, key
+
+
+def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--tls-cert/--tls-key: the listener speaks wss only (a self-signed certificate for
+    127.0.0.1, made by openssl, trusted by the client)."""
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = self_signed(tmp_path)
     tls = ("--tls-cert", str(cert), "--tls-key", str(key))
     wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
     with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):

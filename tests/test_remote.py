@@ -9,8 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
+import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,7 +26,7 @@ import pytest
 from acpctl import protocol as acp_names
 from tests.conftest import cli
 from tests.fault_proxy import FaultProxy
-from tests.test_host import LISTENING, RawClient, serving
+from tests.test_host import LISTENING, RawClient, self_signed, serving
 
 pytestmark = pytest.mark.e2e
 PROXY_ADDRESS = "127.0.0.2"
@@ -330,9 +334,105 @@ def test_a_host_that_lost_the_connection_is_reloaded_without_doubling(
             args = ("--listen", f"127.0.0.1:{port}", "--idle-stop", "0")
             with serving(monkeypatch, *args, until=LISTENING):
                 second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                assert "result" in second, second
                 assert second["result"]["stopReason"] == "end_turn", second
                 received = updates_of(client.messages, session)
                 history = await host_history(url, token, session)
         assert received == history
 
     asyncio.run(scenario())
+
+
+def test_tls_verified_against_the_named_ca_and_a_wrong_certificate_refused(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = self_signed(tmp_path)
+    other, _ = self_signed(tmp_path, "-other")
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
+    with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
+        url = found.group(1).decode() + "/demo"
+        token_file = tmp_path / "token"
+        token_file.write_text(cli("serve", "--show-token").stdout)
+        add_remote("trusted", url=url, token_file=str(token_file), ca_file=str(cert))
+        add_remote("wrong", url=url, token_file=str(token_file), ca_file=str(other))
+        add_remote("system", url=url, token_file=str(token_file))
+
+        async def scenario() -> None:
+            async with editor("trusted") as client:
+                session = await new_session(client)
+                answer = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
+                assert answer["result"]["stopReason"] == "end_turn"
+            for refused in ("wrong", "system"):
+                async with editor(refused) as client:
+                    answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+                    assert "certificate" in answer["error"]["message"], answer
+
+        asyncio.run(scenario())
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_an_independent_remote_the_sdk_server_under_uvicorn(
+    home: Path, tmp_path: Path, scheme: str
+) -> None:
+    """The ACP Python SDK's own server app (WebSocket and Streamable HTTP), an SDK agent
+    behind it. It resumes no connection, so a cut makes the link open a new one and load
+    the session again (the agent remembers its prompts in a directory)."""
+    port = free_port()
+    env = {**os.environ, "SDK_AGENT_LOAD": "1", "SDK_AGENT_STATE": str(tmp_path)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.agents.sdk_http_server", str(port)],
+        cwd=Path(__file__).parent.parent,
+        env=env,
+    )
+    try:
+        wait_for_port(port)
+
+        async def scenario() -> None:
+            proxy = FaultProxy(port)
+            await proxy.start()
+            add_remote("sdk", url=f"{scheme}://127.0.0.1:{proxy.port}/acp")
+            async with editor("sdk") as client:
+                session = await new_session(client)
+                first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
+                assert first["result"]["stopReason"] == "end_turn", first
+                if scheme == "ws":
+                    # Not over HTTP: the SDK's HTTP server knows a session on a connection
+                    # only from an answer that names it, which session/load's does not, so
+                    # it refuses a prompt after a reload there (404, unknown session).
+                    proxy.cut()
+                    # A prompt sent before the link saw the drop may have reached the
+                    # server, and is never sent twice: this one goes once the link knows.
+                    await asyncio.sleep(0.3)
+                second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                assert "result" in second, second
+                assert second["result"]["stopReason"] == "end_turn", second
+                said = texts_of(updates_of(client.messages, session))
+                assert said.count("sdk: one") == 1 and said.count("sdk: two") == 1, said
+            await proxy.stop()
+
+        asyncio.run(scenario())
+    finally:
+        server.terminate()
+        try:
+            server.wait(3)
+        except subprocess.TimeoutExpired:  # uvicorn waits for its open streams
+            server.kill()
+            server.wait()
+
+
+def wait_for_port(port: int) -> None:
+    for _ in range(200):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")

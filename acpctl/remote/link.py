@@ -116,6 +116,9 @@ class Link:
         self._internal_ids = itertools.count(1)
         self._initialize: dict[str, Any] | None = None  # the editor's params
         self._capabilities: dict[str, Any] = {}  # the agent's, from initialize
+        # Whether the remote resumes a dropped connection: it says so at initialize (the
+        # resumable-delivery draft). One that does not (the SDKs' servers) gets a new one.
+        self._resumable = False
         self.sessions: dict[str, OpenSession] = {}
         self._down_since: float | None = None  # time.time() when the link went down
         self._down_reason = ""
@@ -237,9 +240,9 @@ class Link:
             return
         self._live = False
         self._transport = None
-        self._resume_from = transport.resume_point()
+        self._resume_from = transport.resume_point() if self._resumable else None
         reason = getattr(transport, "close_reason", "the connection dropped")
-        await transport.close(leaving=False)
+        await transport.close(leaving=not self._resumable)
         self.drops += 1
         self._went_down(reason)
 
@@ -486,6 +489,12 @@ class Link:
         if method == acp.INITIALIZE:
             capabilities = result.get("agentCapabilities")
             self._capabilities = capabilities if isinstance(capabilities, dict) else {}
+            transport = result.get("capabilities")
+            self._resumable = (
+                isinstance(transport, dict)
+                and isinstance(transport.get("transport"), dict)
+                and "resumable" in transport["transport"]
+            )
         elif method in ESTABLISHING:
             session_id = result.get("sessionId", params.get("sessionId"))
             if isinstance(session_id, str):

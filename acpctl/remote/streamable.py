@@ -68,7 +68,7 @@ class StreamableTransport:
             await self._initialize(text)
             return
         headers = {**self._headers, CONNECTION_ID_HEADER: self.connection_id}
-        if isinstance(session, str):
+        if method in acp.SESSION_SCOPED_METHODS and isinstance(session, str):
             headers[SESSION_ID_HEADER] = session
         status, body = await self._post(text, headers)
         if status == 404:
@@ -162,6 +162,10 @@ class StreamableTransport:
                 self._url, headers=headers, ssl=self._ssl, timeout=timeout
             ) as response:
                 status.set_result(response.status)
+                if response.status == 404 and stream and not self.resumed:
+                    # The server routes this session's messages on the connection's
+                    # stream (the SDKs' servers know sessions only from session/new).
+                    return
                 if response.status != 200:
                     self._drop(f"GET answered {response.status}")
                     return
