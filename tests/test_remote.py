@@ -7,6 +7,7 @@ a real sshd."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -14,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -21,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from acpctl import protocol as acp_names
 from tests.conftest import cli
 from tests.fault_proxy import FaultProxy
-from tests.test_host import LISTENING, RawClient, self_signed, serving
+from tests.test_host import LISTENING, RawClient, self_signed, serving, unix_client
 
 pytestmark = pytest.mark.e2e
 PROXY_ADDRESS = "127.0.0.2"
@@ -436,3 +439,131 @@ def wait_for_port(port: int) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError(f"nothing listens on {port}")
+
+
+@dataclass
+class Sshd:
+    """A real sshd on 127.0.0.1 (Debian's openssh-server), with a host key and an
+    authorized key made for the test, and a client config that reaches it as `remote`.
+    Its sessions get a state directory of their own: the remote acpctl's."""
+
+    config: Path
+    remote_state: Path
+
+
+@pytest.fixture
+def sshd(home: Path, tmp_path: Path) -> Iterator[Sshd]:
+    binary = Path("/usr/sbin/sshd")
+    if not binary.exists() or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        pytest.skip("openssh-server and its client are not installed (.ci/run installs them)")
+    if not Path("/run/sshd").is_dir():
+        pytest.skip("sshd needs its privilege separation directory /run/sshd (.ci/run makes it)")
+    for key in ("host", "user"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / key)],
+            check=True,
+        )
+    port = free_port()
+    remote = Path(tempfile.mkdtemp(prefix="acpr", dir="/tmp"))  # short: a socket lives there
+    environment = " ".join(
+        f"ACPCTL_{name}_DIR={remote / name.lower()}" for name in ("CONFIG", "DATA", "STATE")
+    )
+    server_config = tmp_path / "sshd_config"
+    server_config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\n"
+        f"AuthorizedKeysFile {tmp_path / 'user.pub'}\nStrictModes no\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        f"KbdInteractiveAuthentication no\nUsePAM no\nPidFile {tmp_path / 'sshd.pid'}\n"
+        f"SetEnv {environment}\n"
+    )
+    host_key = (tmp_path / "host.pub").read_text().split()
+    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+    client_config = tmp_path / "ssh_config"
+    client_config.write_text(
+        f"Host remote\n  HostName 127.0.0.1\n  Port {port}\n"
+        f"  User {os.environ.get('USER', 'root')}\n"
+        f"  IdentityFile {tmp_path / 'user'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+    )
+    server = subprocess.Popen([str(binary), "-D", "-e", "-f", str(server_config)])
+    try:
+        wait_for_port(port)
+        yield Sshd(client_config, remote / "state")
+    finally:
+        server.terminate()
+        server.wait(10)
+        for process in psutil.process_iter(["cmdline"]):  # the host the bridge started there
+            cmdline = process.info["cmdline"] or []
+            if "serve" in cmdline and "--exit-when-idle" in cmdline:
+                with contextlib.suppress(psutil.Error):
+                    if process.environ().get("ACPCTL_STATE_DIR") == str(remote / "state"):
+                        process.kill()
+        shutil.rmtree(remote, ignore_errors=True)
+
+
+def ssh_children(client: RawClient) -> list[psutil.Process]:
+    run_acp = psutil.Process(client.process.pid)  # type: ignore[attr-defined]
+    return [p for p in run_acp.children(recursive=True) if p.name() == "ssh"]
+
+
+def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
+    sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ssh carries the link to `acpctl serve --bridge` on the remote, which starts a host
+    there; ssh killed in the middle of a streaming turn is started again, the connection
+    resumed, and the turn ends as if nothing happened."""
+    remote_acpctl = f"{sys.executable} -m acpctl"
+    add_remote(
+        "box",
+        ssh="remote",
+        remote_agent="demo",
+        remote_acpctl=remote_acpctl,
+        ssh_args=["-F", str(sshd.config)],
+    )
+
+    async def scenario() -> None:
+        async with editor("box") as client:
+            session = await new_session(client)
+            await client.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 9,
+                    "method": acp_names.SESSION_PROMPT,
+                    "params": prompt_of(session, "slow over ssh"),
+                }
+            )
+            await client.until(lambda m: m.get("method") == acp_names.SESSION_UPDATE)
+            killed = ssh_children(client)
+            assert len(killed) == 1
+            killed[0].kill()
+            answer = await client.until(lambda m: m.get("id") == 9 and "method" not in m, 30)
+            assert answer["result"]["stopReason"] == "end_turn", answer
+            assert ssh_children(client) and ssh_children(client)[0].pid != killed[0].pid
+            received = updates_of(client.messages, session)
+        # The remote host's history, read on its own unix socket.
+        monkeypatch.setenv("ACPCTL_STATE_DIR", str(sshd.remote_state))
+        async with unix_client("demo") as remote:
+            await remote.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            load = {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
+            assert "result" in await remote.request(acp_names.SESSION_LOAD, load)
+            assert received and received == updates_of(remote.messages, session)
+
+    asyncio.run(scenario())
+
+
+def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> None:
+    add_remote(
+        "box",
+        ssh="remote",
+        remote_acpctl="/nonexistent/acpctl",
+        ssh_args=["-F", str(sshd.config)],
+    )
+
+    async def scenario() -> None:
+        async with editor("box") as client:
+            answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            message = answer["error"]["message"]
+            assert "acpctl is not installed on remote" in message, message
+            assert "pipx install acp-ctl" in message
+
+    asyncio.run(scenario())

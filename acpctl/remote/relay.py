@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,15 +21,13 @@ from acpctl.remote.transports import (
     read_token,
     tls_context,
 )
-from acpctl.runner.runlog import open_log
 
 
-def relay_remote(name: str, remote: Remote) -> int:
-    return asyncio.run(_relay(name, remote))
+def relay_remote(remote: Remote, log: logging.Logger) -> int:
+    return asyncio.run(_relay(remote, log))
 
 
-async def _relay(name: str, remote: Remote) -> int:
-    log, _ = open_log(name, "acpctl.remote")
+async def _relay(remote: Remote, log: logging.Logger) -> int:
     output = await Output.open(1)
     session: Any = None
     if remote.url is not None:

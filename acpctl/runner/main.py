@@ -67,8 +67,9 @@ def serve(agent: str | None, history: bool) -> int:
     spec, argv, limits, through_host = resolve(agent)
     if spec.remote is not None:
         from acpctl.remote.relay import relay_remote
+        from acpctl.runner.runlog import open_log
 
-        return relay_remote(spec.name, spec.remote)
+        return relay_remote(spec.remote, open_log(spec.name, "acpctl.remote")[0])
     if through_host:
         from acpctl.runner.through_host import relay_through_host
 
