@@ -1,0 +1,291 @@
+"""Issue 29, the fast tier: remote agents in config.toml and on the command line, the ssh
+command line, what a failed ssh is said as, and the link's bookkeeping (cursors taken out,
+a reload's replay deduplicated, a permission asked again matched), in process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpctl import config
+from acpctl import protocol as acp
+from acpctl.config import Remote
+from acpctl.errors import UsageError
+from acpctl.remote import link as link_module
+from acpctl.remote.relay import check_clear_text
+from acpctl.remote.transports import LinkDown, LinkRefused, ResumePoint, _ssh_failure, ssh_argv
+from tests.conftest import cli
+
+
+def write_config(home: Path, text: str) -> None:
+    path = home / "config" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_remote_agent_reads_from_config_toml(home: Path) -> None:
+    write_config(
+        home,
+        '[agents.box]\nssh = "me@box"\nremote_agent = "claude"\nssh_args = ["-p", "2222"]\n'
+        '[agents.far]\nurl = "wss://far:8765/acp"\noutage_limit_s = 60\n',
+    )
+    loaded = config.load()
+    box, far = loaded.agents["box"].remote, loaded.agents["far"].remote
+    assert box == Remote(ssh="me@box", remote_agent="claude", ssh_args=("-p", "2222"))
+    assert far is not None and far.url == "wss://far:8765/acp" and far.outage_limit_s == 60
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ('url = "ftp://x"', "url must start with"),
+        ('url = "wss://x"\nssh = "me@box"', "one of command, url and ssh"),
+        ('url = "wss://x"\ncommand = "x"', "one of command, url and ssh"),
+        ('ssh = "-oProxyCommand=evil"', "a destination"),
+        ('ssh = "box"\nssh_args = "-v"', "ssh_args must be a list"),
+        ('url = "wss://x"\noutage_limit_s = -1', "outage_limit_s must be"),
+    ],
+)
+def test_a_bad_remote_agent_is_refused_with_what_to_fix(home: Path, table: str, said: str) -> None:
+    write_config(home, f"[agents.box]\n{table}\n")
+    with pytest.raises(UsageError, match=said):
+        config.load()
+
+
+def test_agents_add_writes_a_remote_agent_that_lists_and_installs(
+    home: Path, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("secret\n")
+    added = cli("agents", "add", "far", "--url", "wss://far:8765/acp", "--token-file", str(token))
+    assert added.returncode == 0, added.stderr
+    assert config.load().agents["far"].remote == Remote(
+        url="wss://far:8765/acp", token_file=str(token.resolve())
+    )
+    listed = json.loads(cli("agents", "list", "--json").stdout)
+    far = next(agent for agent in listed if agent["name"] == "far")
+    assert far["remote"] == "wss://far:8765/acp" and far["found"]
+    assert "secret" not in (home / "config" / "config.toml").read_text()
+    settings = tmp_path / "settings.json"
+    settings.write_text("{ // mine\n}\n")
+    installed = cli("install", "zed", "--agent", "far", "--settings", str(settings), "--yes")
+    assert installed.returncode == 0, installed.stderr
+    assert '"args": ["run", "--acp", "--agent", "far"]' in settings.read_text()
+    assert "// mine" in settings.read_text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--url", "wss://x/acp", "--ssh", "box"],
+        ["--url", "wss://x/acp", "--", "cmd"],
+        ["--ssh", "box", "--token-file", "t"],
+        ["--url", "gopher://x"],
+    ],
+)
+def test_agents_add_refuses_a_mixed_remote(home: Path, argv: list[str]) -> None:
+    refused = cli("agents", "add", "far", *argv)
+    assert refused.returncode != 0
+    assert not (home / "config" / "config.toml").exists()
+
+
+def test_the_ssh_command_never_prompts_and_quotes_the_remote_command() -> None:
+    argv = ssh_argv(
+        Remote(ssh="me@box", remote_acpctl="~/.local/bin/acpctl --x", ssh_args=("-p", "2"))
+    )
+    assert argv[:2] == ["ssh", "-T"] and "BatchMode=yes" in argv
+    assert argv[argv.index("--") + 1] == "me@box"  # after --: never read as an option
+    assert argv[-1] == "'~/.local/bin/acpctl' --x serve --bridge"
+    assert argv.index("-p") < argv.index("--")
+
+
+class Ended:
+    def __init__(self, returncode: int) -> None:
+        self.returncode = returncode
+
+
+@pytest.mark.parametrize(
+    ("errors", "code", "kind", "said"),
+    [
+        (["bash: line 1: acpctl: command not found"], 127, LinkRefused, "not installed on box"),
+        (["Usage: acpctl serve", "Error: No such option: --bridge"], 2, LinkRefused, "too old"),
+        (["me@box: Permission denied (publickey)."], 255, LinkRefused, "was refused"),
+        (["ssh: connect to host box port 22: Network is unreachable"], 255, LinkDown, "unreach"),
+    ],
+)
+def test_what_ended_ssh_is_said_as_what_to_do(
+    errors: list[str], code: int, kind: type[Exception], said: str
+) -> None:
+    failure = _ssh_failure(Remote(ssh="box"), Ended(code), errors, None)  # type: ignore[arg-type]
+    assert isinstance(failure, kind) and said in str(failure)
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("wss://far.example/acp", True),
+        ("https://far.example/acp", True),
+        ("ws://127.0.0.1:1/acp", True),
+        ("ws://localhost:1/acp", True),
+        ("ws://[::1]:1/acp", True),
+        ("ws://far.example/acp", False),
+        ("http://10.0.0.2/acp", False),
+    ],
+)
+def test_clear_text_only_on_loopback(url: str, allowed: bool) -> None:
+    if allowed:
+        check_clear_text(url)
+    else:
+        with pytest.raises(LinkRefused, match="clear text"):
+            check_clear_text(url)
+
+
+def test_the_cursor_is_taken_out_and_the_rest_of_meta_kept() -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "method": acp.SESSION_UPDATE,
+        "params": {"sessionId": "s", "_meta": {acp.CURSOR_META: "7", "mine": 1}},
+    }
+    assert link_module._without_cursor(message)["params"]["_meta"] == {"mine": 1}
+    alone = {"jsonrpc": "2.0", "id": 1, "result": {"_meta": {acp.CURSOR_META: "8"}}}
+    assert link_module._without_cursor(alone) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+class FakeTransport:
+    """A transport the test writes the remote's side of."""
+
+    def __init__(self, resumed: bool = False) -> None:
+        self.connection_id = "c"
+        self.resumed = resumed
+        self.turn_state: dict[str, Any] | None = None
+        self.sent: list[dict[str, Any]] = []
+        self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def send(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+    async def receive(self) -> str | None:
+        return await self.inbox.get()
+
+    def resume_point(self) -> ResumePoint | None:
+        return None
+
+    async def close(self, leaving: bool) -> None:
+        self.inbox.put_nowait(None)
+
+
+class Editor:
+    """What the link writes to the editor."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    def send(self, message: Any) -> None:
+        self.messages.append(message)
+
+    def write(self, data: bytes) -> None:
+        self.messages.append(json.loads(data))
+
+    async def drain(self) -> None:
+        return None
+
+
+def update(text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": acp.SESSION_UPDATE,
+        "params": {
+            "sessionId": "s",
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
+        },
+    }
+
+
+async def settle() -> None:
+    """Until the link has done what it can without the test."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_a_reload_shows_only_what_the_editor_has_not_seen() -> None:
+    """A new connection after the remote lost the old one: initialize and session/load are
+    the link's own; the replay's updates the editor has are left out, a new one is not, and
+    a permission request asked again on the new connection is the one the editor holds."""
+
+    async def scenario() -> None:
+        editor = Editor()
+        link = link_module.Link("far", None, editor, logging.getLogger("t"), 0)  # type: ignore[arg-type]
+        first = FakeTransport()
+        await link._came_up(first)
+        await link._from_editor(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode()
+        )
+        await first.inbox.put(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "result": {"agentCapabilities": {"loadSession": True}}}
+            )
+        )
+        await link._from_editor(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/w"}}
+            ).encode()
+        )
+        await first.inbox.put(json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s"}}))
+        for text in ("a", "b", "a"):
+            await first.inbox.put(json.dumps(update(text)))
+        ask = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": acp.REQUEST_PERMISSION,
+            "params": {"sessionId": "s", "toolCall": {"toolCallId": "t1"}, "options": []},
+        }
+        await first.inbox.put(json.dumps(ask))
+        await first.close(False)
+        await link._carrying  # type: ignore[misc]
+        link._live = False
+        editor_ask = editor.messages[-1]
+        assert editor_ask["method"] == acp.REQUEST_PERMISSION
+        seen = len(editor.messages)
+
+        second = FakeTransport()
+        reopening = asyncio.ensure_future(link._came_up(second))
+        await settle()
+        assert second.sent[0]["method"] == "initialize"
+        await second.inbox.put(
+            json.dumps({"jsonrpc": "2.0", "id": second.sent[0]["id"], "result": {}})
+        )
+        await settle()
+        load = second.sent[1]
+        assert load["method"] == "session/load" and load["params"]["cwd"] == "/w"
+        for text in ("a", "b", "a", "c"):
+            await second.inbox.put(json.dumps(update(text)))
+        await second.inbox.put(json.dumps({**ask, "id": 5}))
+        await second.inbox.put(json.dumps({"jsonrpc": "2.0", "id": load["id"], "result": {}}))
+        assert await reopening
+        await settle()
+        after = editor.messages[seen:]
+        assert [m["params"]["update"]["content"]["text"] for m in after] == ["c"]
+        await link._from_editor(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": editor_ask["id"],
+                    "result": {"outcome": {"outcome": "cancelled"}},
+                }
+            ).encode()
+        )
+        assert second.sent[-1] == {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "result": {"outcome": {"outcome": "cancelled"}},
+        }
+
+    asyncio.run(scenario())
