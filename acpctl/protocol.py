@@ -105,6 +105,7 @@ SESSION_SCOPED_METHODS = frozenset(
     }
 )
 TURN_STATE_META = "acp/turnState"
+HOST_VERSION_META = "acpctl/version"  # in the host's initialize answer
 
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"

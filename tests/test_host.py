@@ -784,7 +784,7 @@ def test_sessions_attach_shows_the_history_and_what_the_other_clients_do(host: H
     run(scenario())
 
 
-def self_signed(directory: Path, name: str = "") -> tuple[Path, Path]:
+def self_signed(directory: Path, name: str = "", days: int = 1) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key, made by openssl in `directory`."""
     cert, key = directory / f"cert{name}.pem", directory / f"key{name}.pem"
     subprocess.run(
@@ -796,7 +796,7 @@ def self_signed(directory: Path, name: str = "") -> tuple[Path, Path]:
             "rsa:2048",
             "-nodes",
             "-days",
-            "1",
+            str(days),
             "-subj",
             "/CN=127.0.0.1",
             "-addext",

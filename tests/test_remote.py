@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import re
@@ -26,6 +27,7 @@ from typing import Any
 import psutil
 import pytest
 
+from acpctl import __version__
 from acpctl import protocol as acp_names
 from tests.conftest import cli
 from tests.fault_proxy import FaultProxy
@@ -311,6 +313,11 @@ def test_an_outage_past_the_limit_fails_the_prompt_and_the_next_one_reconnects(
         await proxy.stop()
 
     asyncio.run(scenario())
+    # doctor reads the run's log: the drop, why, and that it outlasted the limit
+    found = json.loads(cli("doctor", "--agent", "far", "--json").stdout)
+    link = [f for f in found if f["check"] == "agent far" and "dropped" in f["message"]]
+    assert link and link[0]["status"] == "warning", found
+    assert "past the outage limit" in link[0]["message"]
 
 
 def test_a_host_that_lost_the_connection_is_reloaded_without_doubling(
@@ -351,8 +358,8 @@ def test_tls_verified_against_the_named_ca_and_a_wrong_certificate_refused(
 ) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
-    cert, key = self_signed(tmp_path)
-    other, _ = self_signed(tmp_path, "-other")
+    cert, key = self_signed(tmp_path, days=30)
+    other, _ = self_signed(tmp_path, "-other", days=30)
     tls = ("--tls-cert", str(cert), "--tls-key", str(key))
     wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
     with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
@@ -374,6 +381,14 @@ def test_tls_verified_against_the_named_ca_and_a_wrong_certificate_refused(
                     assert "certificate" in answer["error"]["message"], answer
 
         asyncio.run(scenario())
+        for agent, status, said in (
+            ("trusted", "ok", "certificate verified, valid until"),
+            ("trusted", "ok", f"acpctl {__version__} there, token accepted"),
+            ("wrong", "problem", "certificate"),
+        ):
+            found = json.loads(cli("doctor", "--agent", agent, "--json").stdout)
+            mine = [f for f in found if f["check"] == f"agent {agent}"]
+            assert any(f["status"] == status and said in f["message"] for f in mine), mine
 
 
 def free_port() -> int:

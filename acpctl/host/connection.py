@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from acpctl import jsonrpc
+from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import BadLine, Message, parse_message
 
@@ -400,7 +400,14 @@ def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
     capabilities["transport"] = {
         "resumable": {"retentionMessages": RETENTION_MESSAGES, "retentionSeconds": GRACE_S}
     }
-    return {**answer, "result": {**result, "capabilities": capabilities}}
+    # Which acpctl serves it: a remote client's doctor reports it.
+    meta = result.get("_meta")
+    meta = (
+        {**meta, acp.HOST_VERSION_META: __version__}
+        if isinstance(meta, dict)
+        else {acp.HOST_VERSION_META: __version__}
+    )
+    return {**answer, "result": {**result, "capabilities": capabilities, "_meta": meta}}
 
 
 def _on(stream: str | None, wanted: str | None) -> bool:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from acpctl.config import Remote
 from acpctl.jsonrpc.streams import Output, open_input
-from acpctl.remote.link import Link
+from acpctl.remote.link import Dial, Link
 from acpctl.remote.transports import (
     LinkRefused,
     ResumePoint,
@@ -29,37 +29,47 @@ def relay_remote(remote: Remote, log: logging.Logger) -> int:
 
 async def _relay(remote: Remote, log: logging.Logger) -> int:
     output = await Output.open(1)
-    session: Any = None
-    if remote.url is not None:
-        import aiohttp
-
-        # Cookies kept and returned for the connection's life: a load balancer's
-        # affinity cookie keeps every reconnect on the same host. unsafe: also for hosts
-        # named by IP address.
-        session = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
-        url = remote.url
-
-        async def dial(point: ResumePoint | None) -> Transport:
-            check_clear_text(url)
-            context = tls_context(remote) if url.startswith(("wss:", "https:")) else None
-            if url.startswith(("http:", "https:")):
-                from acpctl.remote.streamable import open_streamable
-
-                return await open_streamable(session, url, read_token(remote), context, point)
-            return await open_websocket(session, url, read_token(remote), context, point)
-
-    else:
-
-        async def dial(point: ResumePoint | None) -> Transport:
-            return await open_ssh(remote, point)
-
-    link = Link(remote.address, dial, output, log, remote.outage_limit_s)
+    http = await open_http(remote)
+    link = Link(remote.address, make_dial(remote, http), output, log, remote.outage_limit_s)
     try:
         return await link.run(await open_input(0))
     finally:
-        if session is not None:
-            await session.close()
+        if http is not None:
+            await http.close()
         output.close()
+
+
+async def open_http(remote: Remote) -> Any:
+    """The HTTP client session a URL agent's transports share (None over ssh). Cookies are
+    kept and returned for its life, so a load balancer's affinity cookie keeps every
+    reconnect on the same server (unsafe: also for hosts named by IP address)."""
+    if remote.url is None:
+        return None
+    import aiohttp
+
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+def make_dial(remote: Remote, http: Any) -> Dial:
+    """How the link opens a transport to `remote`: the URL's profile, or ssh."""
+    url = remote.url
+    if url is None:
+
+        async def over_ssh(point: ResumePoint | None) -> Transport:
+            return await open_ssh(remote, point)
+
+        return over_ssh
+
+    async def over_http(point: ResumePoint | None) -> Transport:
+        check_clear_text(url)
+        context = tls_context(remote) if url.startswith(("wss:", "https:")) else None
+        if url.startswith(("http:", "https:")):
+            from acpctl.remote.streamable import open_streamable
+
+            return await open_streamable(http, url, read_token(remote), context, point)
+        return await open_websocket(http, url, read_token(remote), context, point)
+
+    return over_http
 
 
 def check_clear_text(url: str) -> None:

@@ -227,10 +227,17 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
     else:
         agents = [a for a in discovery.all_agents(cfg) if a.found or a.source == "config"]
     findings: list[Finding] = []
+    remote = [agent for agent in agents if agent.remote is not None]
+    if remote:
+        from acpctl.doctor.checks.remote import check_remotes
+
+        findings += check_remotes(remote, timeout)
     login_path = _login_path()
     runnable = []
     for agent in agents:
         check = f"agent {agent.name}"
+        if agent.remote is not None:
+            continue
         if not agent.found:
             findings.append(
                 Finding(
