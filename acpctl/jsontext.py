@@ -47,9 +47,15 @@ def decode_text(text: str) -> Any:
     return value
 
 
+# One encoder, for the same reason: json.dumps with options builds one for every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode_text(value: Any) -> str:
+    """Compact JSON text; never NaN or Infinity, which JSON cannot carry (ValueError)."""
+    return _ENCODER.encode(value)
+
+
 def encode(message: Any) -> bytes:
     """One line of JSON; never NaN or Infinity, which JSON cannot carry (ValueError)."""
-    return (
-        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        + b"\n"
-    )
+    return _ENCODER.encode(message).encode() + b"\n"

@@ -410,3 +410,10 @@ UPDATES: dict[str, str] = {
     SESSION_MESSAGE: RECORDED + "; its session ids are mapped when acpctl knows them",
     SESSION_MESSAGE_CHUNK: RECORDED + "; its session ids are mapped when acpctl knows them",
 }
+
+
+def cursor_member(cursor: str) -> str:
+    """`_meta` with only the cursor, as the first member of a notification's params: how
+    the session host adds a cursor to a relayed line without re-encoding it, and how a
+    remote client takes it out again (host/connection.py, remote/link.py)."""
+    return f'"_meta":{{"{CURSOR_META}":"{cursor}"}},'

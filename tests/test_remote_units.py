@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acpctl import config
 from acpctl import protocol as acp
@@ -151,9 +153,10 @@ def test_the_cursor_is_taken_out_and_the_rest_of_meta_kept() -> None:
         "method": acp.SESSION_UPDATE,
         "params": {"sessionId": "s", "_meta": {acp.CURSOR_META: "7", "mine": 1}},
     }
-    assert link_module._without_cursor(message)["params"]["_meta"] == {"mine": 1}
+    stripped, cursor = link_module._without_cursor(message)
+    assert stripped["params"]["_meta"] == {"mine": 1} and cursor == "7"
     alone = {"jsonrpc": "2.0", "id": 1, "result": {"_meta": {acp.CURSOR_META: "8"}}}
-    assert link_module._without_cursor(alone) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert link_module._without_cursor(alone) == ({"jsonrpc": "2.0", "id": 1, "result": {}}, "8")
 
 
 class FakeTransport:
@@ -171,6 +174,9 @@ class FakeTransport:
 
     async def receive(self) -> str | None:
         return await self.inbox.get()
+
+    def took(self, cursor: str) -> None:
+        self.cursor = cursor
 
     def resume_point(self) -> ResumePoint | None:
         return None
@@ -192,6 +198,9 @@ class Editor:
         self.messages.append(json.loads(data))
 
     async def drain(self) -> None:
+        return None
+
+    async def room(self) -> None:
         return None
 
 
@@ -289,3 +298,36 @@ def test_a_reload_shows_only_what_the_editor_has_not_seen() -> None:
         }
 
     asyncio.run(scenario())
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(
+    params=st.dictionaries(st.text(), json_values, min_size=1, max_size=4),
+    spaced=st.booleans(),
+)
+def test_a_cursor_put_into_a_relayed_line_and_taken_out_leaves_its_bytes(
+    params: dict[str, Any], spaced: bool
+) -> None:
+    """The host's fast path (the cursor put into the line's text) says what the slow path
+    says, and the link's takes out exactly what it put in; a line it cannot be sure of
+    (spaces around a colon, a _meta of its own) takes the slow path."""
+    from acpctl.host.connection import _with_cursor
+
+    message = {"jsonrpc": "2.0", "method": acp.SESSION_UPDATE, "params": params}
+    separators = (", ", ": ") if spaced else (",", ":")
+    line = json.dumps(message, separators=separators, ensure_ascii=False).encode()
+    with_cursor = _with_cursor(message, "42", line)
+    decoded = json.loads(with_cursor)
+    assert decoded["params"]["_meta"][acp.CURSOR_META] == "42"
+    assert link_module._without_cursor(decoded) == (message, "42")
+    taken_out = link_module._text_without_cursor(with_cursor, "42")
+    if taken_out is not None:
+        assert taken_out.encode() == line
+    else:
+        assert spaced or "_meta" in params

@@ -194,11 +194,11 @@ class LogicalConnection:
         for line in data.split(b"\n"):
             if line.strip():
                 try:
-                    self._out(_decoded(line))
+                    self._out(_decoded(line), line)
                 except ValueError:  # the server writes only what it encoded or checked
                     continue
 
-    def _out(self, message: Any) -> None:
+    def _out(self, message: Any, line: bytes | None = None) -> None:
         if self.ended:
             return
         stream = CONNECTION_STREAM
@@ -220,7 +220,7 @@ class LogicalConnection:
                 if isinstance(session, str) and session in self.sessions:
                     stream = session
         self._cursor += 1
-        text = _with_cursor(message, str(self._cursor))
+        text = _with_cursor(message, str(self._cursor), line)
         self._log.append((self._cursor, stream, text))
         for reader in self._readers:
             if reader.stream is ALL_STREAMS or reader.stream == stream:
@@ -421,9 +421,12 @@ def _cursor_of(text: str) -> int:
         raise ResumeRefused(f"cursor {text!r} is not one this host issued") from None
 
 
-def _with_cursor(message: Any, cursor: str) -> str:
+def _with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
     """The message with `_meta["acp/cursor"]`: in its params, else its result, else on the
-    envelope itself."""
+    envelope itself. A relayed notification keeps its bytes: the key goes in as the first
+    of its params (see _cursor_inserted), and the client takes it out the same way."""
+    if line is not None and (inserted := _cursor_inserted(message, cursor, line)) is not None:
+        return inserted
     if isinstance(message, dict):
         for part in ("params", "result"):
             inner = message.get(part)
@@ -439,3 +442,24 @@ def _with_cursor(message: Any, cursor: str) -> str:
         else:
             message = {**message, "_meta": {CURSOR_META: cursor}}
     return jsonrpc.encode(message).decode().rstrip("\n")
+
+
+PARAMS_OPEN = b'"params":{'
+
+
+def _cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
+    """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` as the
+    first member of its params, or None where that is not certain to be right: params
+    must be a non-empty object without `_meta`, and the first `"params":{` in the line
+    must have only the message's own `{` before it (so it is the message's params key:
+    a `{` in a string before it, or spaces around the colon, take the slow path)."""
+    if not isinstance(message, dict) or "method" not in message or "id" in message:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict) or not params or "_meta" in params:
+        return None
+    at = line.find(PARAMS_OPEN)
+    if at < 0 or line.count(b"{", 0, at) != 1:
+        return None
+    cut = at + len(PARAMS_OPEN)
+    return (line[:cut] + acp.cursor_member(cursor).encode() + line[cut:]).decode()

@@ -68,6 +68,18 @@ class Output:
             with contextlib.suppress(ConnectionResetError, BrokenPipeError):
                 await self._writer.drain()
 
+    async def room(self) -> None:
+        """Backpressure without a flush: waits only while the pipe holds more than its
+        limit, so writes made in one turn of the loop still go out in one system call."""
+        writer = self._writer
+        if (
+            writer is not None
+            and not writer.is_closing()
+            and writer.transport.get_write_buffer_size() >= WRITE_BUFFER_BYTES
+        ):
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                await writer.drain()
+
     def close(self) -> None:
         self.flush()
         if self._writer is not None:

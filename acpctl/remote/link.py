@@ -37,6 +37,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import read_lines
 from acpctl.jsonrpc.streams import Output
+from acpctl.jsontext import decode_text, encode_text
 from acpctl.remote.transports import (
     LinkDown,
     LinkRefused,
@@ -446,15 +447,18 @@ class Link:
 
     async def _read(self, transport: Transport) -> None:
         while (text := await transport.receive()) is not None:
-            await self._from_remote(text)
-            await self._output.drain()
+            await self._from_remote(text, transport)
+            await self._output.room()
 
-    async def _from_remote(self, text: str) -> None:
-        message = _decoded(text.encode())
+    async def _from_remote(self, text: str, transport: Transport) -> None:
+        message = _decoded(text)
         if message is None:
             self._log.debug("the remote sent a line that is not a JSON-RPC object")
             return
-        message = _without_cursor(message)
+        message, cursor = _without_cursor(message)
+        if cursor is not None:
+            transport.took(cursor)
+        as_sent = _text_without_cursor(text, cursor) if cursor is not None else text
         if "method" not in message:
             self._answered(message)
         elif "id" in message:
@@ -463,10 +467,14 @@ class Link:
             if message["method"] == acp.SESSION_UPDATE and self._skip_replayed(message):
                 return
             if message["method"] == acp.CANCEL_REQUEST:
-                message = self._cancelled(message)
-                if not message:
-                    return
-            self._output.send(message)
+                cancelled = self._cancelled(message)
+                if cancelled is not None:
+                    self._output.send(cancelled)
+                return
+            if as_sent is not None:  # the notification's own bytes
+                self._output.write(as_sent.encode() + b"\n")
+            else:
+                self._output.send(message)
 
     def _answered(self, message: dict[str, Any]) -> None:
         msg_id = message.get("id")
@@ -547,32 +555,54 @@ class Link:
         return False
 
 
-def _decoded(line: bytes) -> dict[str, Any] | None:
+def _decoded(line: bytes | str) -> dict[str, Any] | None:
     try:
-        value = json.loads(line)
+        value = decode_text(line if isinstance(line, str) else line.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
 
-def _without_cursor(message: dict[str, Any]) -> dict[str, Any]:
-    """The message as the remote's agent sent it: the transport's cursor taken out."""
+def _without_cursor(message: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The message as the remote's agent sent it, and the transport's cursor that was in
+    its `_meta` (in its params, else its result, else on the envelope)."""
     for part in ("params", "result", None):
         holder = message.get(part) if part else message
         if not isinstance(holder, dict):
             continue
         meta = holder.get("_meta")
         if isinstance(meta, dict) and acp.CURSOR_META in meta:
+            cursor = meta[acp.CURSOR_META]
             rest = {k: v for k, v in meta.items() if k != acp.CURSOR_META}
             inner = {k: v for k, v in holder.items() if k != "_meta"}
             if rest:
                 inner["_meta"] = rest
-            return inner if part is None else {**message, part: inner}
-    return message
+            stripped = inner if part is None else {**message, part: inner}
+            return stripped, cursor if isinstance(cursor, str) else None
+    return message, None
+
+
+PARAMS_OPEN = '"params":{'
+
+
+def _text_without_cursor(text: str, cursor: str) -> str | None:
+    """The notification as the agent wrote it: `text` with the member the host put first
+    in its params taken out (protocol.cursor_member), or None when it is not there just
+    so (the message is then encoded again from what was decoded)."""
+    marked = PARAMS_OPEN + acp.cursor_member(cursor)
+    at = text.find(PARAMS_OPEN)
+    if at < 0 or not text.startswith(marked, at) or text.count("{", 0, at) != 1:
+        return None
+    return text[:at] + PARAMS_OPEN + text[at + len(marked) :]
 
 
 def _fingerprint(update: Any) -> int:
-    return hash(json.dumps(update, sort_keys=True, separators=(",", ":")))
+    """What tells one update from another: its JSON, keys in the order they came (the
+    store keeps the agent's order, so a replay's copy is the same text)."""
+    try:
+        return hash(encode_text(update))
+    except ValueError:
+        return 0
 
 
 def _ask_fingerprint(message: dict[str, Any]) -> tuple[Any, ...] | None:

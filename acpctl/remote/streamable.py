@@ -205,6 +205,9 @@ class StreamableTransport:
         self.close_reason = reason
         self._inbox.put_nowait(None)
 
+    def took(self, cursor: str) -> None:
+        """Each stream's position is its SSE event ids (the same cursors), kept as read."""
+
     def resume_point(self) -> ResumePoint | None:
         if not self.connection_id:
             return None

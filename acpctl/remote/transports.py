@@ -63,6 +63,10 @@ class Transport(Protocol):
         """The next message; None once the transport has dropped."""
         ...
 
+    def took(self, cursor: str) -> None:
+        """The link has taken the message that carried `cursor`: a resume starts after it."""
+        ...
+
     def resume_point(self) -> ResumePoint | None:
         """Where a later transport could resume this connection from; None: it cannot."""
         ...
@@ -71,18 +75,6 @@ class Transport(Protocol):
         """End it; `leaving`: the client has gone for good (the host may end the
         connection), else it is a drop that a resume may follow."""
         ...
-
-
-def cursor_of(message: Any) -> str | None:
-    """The message's `_meta["acp/cursor"]` (in its params, else its result, else on the
-    envelope), as the resumable-delivery draft puts it."""
-    if not isinstance(message, dict):
-        return None
-    for part in (message.get("params"), message.get("result"), message):
-        meta = part.get("_meta") if isinstance(part, dict) else None
-        if isinstance(meta, dict) and isinstance(meta.get(acp.CURSOR_META), str):
-            return str(meta[acp.CURSOR_META])
-    return None
 
 
 def read_token(remote: Remote) -> str | None:
@@ -133,26 +125,21 @@ class WebSocketTransport:
         from aiohttp import WSMsgType
 
         if self._first:
-            return self._took(self._first.pop(0))
+            return self._first.pop(0)
         while True:
             try:
                 frame = await self._socket.receive()
             except (ConnectionError, asyncio.TimeoutError):
                 return None
             if frame.type == WSMsgType.TEXT:
-                return self._took(frame.data)
+                return str(frame.data)
             if frame.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
                 return None
             if frame.type == WSMsgType.ERROR:
                 return None
 
-    def _took(self, text: str) -> str:
-        if acp.CURSOR_META in text:
-            with contextlib.suppress(ValueError, RecursionError):
-                cursor = cursor_of(json.loads(text))
-                if cursor is not None:
-                    self._cursor = cursor
-        return text
+    def took(self, cursor: str) -> None:
+        self._cursor = cursor
 
     def resume_point(self) -> ResumePoint | None:
         return ResumePoint(self.connection_id, {"": self._cursor or NOTHING_YET})
@@ -293,7 +280,7 @@ class LinesTransport:
 
     async def receive(self) -> str | None:
         if self._first:
-            return self._took(self._first.pop(0))
+            return self._first.pop(0)
         stdout = self.process.stdout
         assert stdout is not None
         while True:
@@ -305,14 +292,10 @@ class LinesTransport:
                 return None
             if acp.HOST_LOG.encode() in line and _log_line(line):
                 continue
-            return self._took(line.decode("utf-8", "replace").rstrip("\n"))
+            return line.decode("utf-8", "replace").rstrip("\n")
 
-    def _took(self, text: str) -> str:
-        if acp.CURSOR_META in text:
-            cursor = cursor_of(_json(text))
-            if cursor is not None:
-                self._cursor = cursor
-        return text
+    def took(self, cursor: str) -> None:
+        self._cursor = cursor
 
     def resume_point(self) -> ResumePoint | None:
         if not self.connection_id:
