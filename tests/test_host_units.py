@@ -225,3 +225,12 @@ def test_an_outbox_bounds_how_far_a_transport_may_fall_behind() -> None:
         assert await outbox.take() is None
 
     run(scenario())
+
+
+def test_allowed_hosts_take_a_proxy_s_name_bare_or_with_a_port() -> None:
+    from acpctl.host.main import _host_names
+
+    names = _host_names("127.0.0.1", 8765, ["acp.example.com", "127.0.0.2:9000", "[::2]"])
+    assert {"127.0.0.1:8765", "localhost:8765", "acp.example.com", "acp.example.com:8765"} <= names
+    assert {"127.0.0.2:9000", "[::2]", "[::2]:8765"} <= names
+    assert "127.0.0.2:9000:8765" not in names and "127.0.0.1" not in names

@@ -39,8 +39,10 @@ TURNS, CUTS_PER_TURN = 5, 21
 
 
 @asynccontextmanager
-async def editor(agent: str) -> AsyncIterator[RawClient]:
-    """`acpctl run --acp --agent AGENT`, with a raw client on its stdio, initialized."""
+async def editor(agent: str, log: Path | None = None) -> AsyncIterator[RawClient]:
+    """`acpctl run --acp --agent AGENT`, with a raw client on its stdio (its stderr to
+    `log` when given)."""
+    stderr = log.open("wb") if log is not None else None
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -51,6 +53,7 @@ async def editor(agent: str) -> AsyncIterator[RawClient]:
         agent,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
         env=dict(os.environ),
         limit=1 << 24,
     )
@@ -66,6 +69,8 @@ async def editor(agent: str) -> AsyncIterator[RawClient]:
         except asyncio.TimeoutError:
             process.kill()
             await process.wait()
+        if stderr is not None:
+            stderr.close()
 
 
 def updates_of(messages: list[dict[str, Any]], session: str) -> list[Any]:
@@ -582,3 +587,108 @@ def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> Non
             assert "pipx install acp-ctl" in message
 
     asyncio.run(scenario())
+
+
+NGINX_CONF = """
+user root;
+daemon off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    log_format affinity '$request_method $uri cookie=$cookie_acp_affinity upstream=$upstream_addr';
+    access_log {dir}/access.log affinity;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    map $cookie_acp_affinity $acp_affinity {{ "" $request_id; default $cookie_acp_affinity; }}
+    map $http_upgrade $connection_upgrade {{ default upgrade; "" close; }}
+    upstream acpctl {{
+        hash $acp_affinity consistent;
+        server 127.0.0.1:{first};
+        server 127.0.0.1:{second};
+    }}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location /acp {{
+            proxy_pass http://acpctl;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_set_header Host $host;
+            proxy_buffering off;
+            proxy_read_timeout 1h;
+            add_header Set-Cookie "acp_affinity=$acp_affinity; Path=/acp; Secure; HttpOnly" always;
+        }}
+    }}
+}}
+"""
+
+
+def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """docs/remote.md's setup, with Debian's nginx: TLS ended by nginx, two hosts behind it
+    picked by an affinity cookie. nginx restarted under a live link: the link comes back
+    with the cookie it was given, so the resume reaches the host that holds the connection
+    (resumed, not reloaded)."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists() or shutil.which("openssl") is None:
+        pytest.skip("nginx (Debian's package; .ci/run installs it) or openssl is missing")
+    cert, key = self_signed(tmp_path, days=30)
+    port = free_port()
+    hosts = []
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0", "--allow-host", "127.0.0.1")
+    with contextlib.ExitStack() as stack:
+        for _ in range(2):
+            _, found, _ = stack.enter_context(serving(monkeypatch, *args, until=LISTENING))
+            hosts.append(int(found.group(1).decode().rsplit(":", 1)[1].split("/")[0]))
+        conf = tmp_path / "nginx.conf"
+        conf.write_text(
+            NGINX_CONF.format(
+                dir=tmp_path, first=hosts[0], second=hosts[1], port=port, cert=cert, key=key
+            )
+        )
+
+        def start_nginx() -> subprocess.Popen[bytes]:
+            proxy = subprocess.Popen([nginx, "-p", str(tmp_path), "-c", str(conf)])
+            wait_for_port(port)
+            return proxy
+
+        proxy = start_nginx()
+        stack.callback(lambda: (proxy.terminate(), proxy.wait(10)))
+        token_file = tmp_path / "token"
+        token_file.write_text(cli("serve", "--show-token").stdout)
+        add_remote(
+            "lb",
+            url=f"wss://127.0.0.1:{port}/acp/demo",
+            token_file=str(token_file),
+            ca_file=str(cert),
+        )
+        link_log = tmp_path / "link.log"
+
+        async def scenario() -> None:
+            nonlocal proxy
+            async with editor("lb", link_log) as client:
+                session = await new_session(client)
+                first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
+                assert first["result"]["stopReason"] == "end_turn", first
+                proxy.terminate()  # a restarted proxy: every connection through it ends
+                proxy.wait(10)
+                proxy = start_nginx()
+                second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                assert second["result"]["stopReason"] == "end_turn", second
+
+        asyncio.run(scenario())
+        said = link_log.read_text()
+        assert "(resumed)" in said and "could not resume" not in said, said
+        # The link's first request had no cookie to send; what nginx logged after its
+        # restart (it drops the log lines of connections it cuts) carries the one it set.
+        requests = (tmp_path / "access.log").read_text().splitlines()
+        cookies = {line.split("cookie=")[1].split()[0] for line in requests}
+        assert requests and len(cookies) == 1 and "" not in cookies, requests

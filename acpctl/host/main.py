@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import re
 import signal
 import ssl
 import sys
@@ -157,15 +158,23 @@ def _tls_context(options: HostOptions) -> ssl.SSLContext | None:
 
 
 def _host_names(host: str, port: int, extra: list[str]) -> frozenset[str]:
-    """The Host header values a request may carry: the listening address, loopback's
-    names for a loopback address, and --allow-host's."""
-    names = [f"[{host}]" if ":" in host else host, *extra]
+    """The Host header values a request may carry: the listening address and, for a
+    loopback one, loopback's names, with the listening port (or without it on 80 and 443);
+    and --allow-host's, as given when they name a port, else bare (a TLS proxy in front
+    forwards the name it was reached by) or with the listening port."""
+    names = [f"[{host}]" if ":" in host else host]
     if is_loopback(host):
         names += LOOPBACK_NAMES
-    with_port = {f"{name.lower()}:{port}" for name in names}
+    allowed = {f"{name.lower()}:{port}" for name in names}
     if port in (80, 443):  # a default port is left out of Host
-        with_port |= {name.lower() for name in names}
-    return frozenset(with_port)
+        allowed |= {name.lower() for name in names}
+    for name in extra:
+        name = name.lower()
+        if re.fullmatch(r".+:\d+", name) and not name.endswith("]"):
+            allowed.add(name)  # NAME:PORT, [V6]:PORT
+        else:
+            allowed |= {name, f"{name}:{port}"}
+    return frozenset(allowed)
 
 
 def show_token(observer: bool) -> int:
