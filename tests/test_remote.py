@@ -661,7 +661,12 @@ def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
             return proxy
 
         proxy = start_nginx()
-        stack.callback(lambda: (proxy.terminate(), proxy.wait(10)))
+
+        def stop_nginx() -> None:
+            proxy.terminate()
+            proxy.wait(10)
+
+        stack.callback(stop_nginx)
         token_file = tmp_path / "token"
         token_file.write_text(cli("serve", "--show-token").stdout)
         add_remote(
