@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acpctl import config
@@ -307,6 +307,7 @@ json_values = st.recursive(
 )
 
 
+@settings(max_examples=50)
 @given(
     params=st.dictionaries(st.text(), json_values, min_size=1, max_size=4),
     spaced=st.booleans(),

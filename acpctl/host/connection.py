@@ -28,6 +28,7 @@ from typing import Any
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import BadLine, Message, parse_message
+from acpctl.jsontext import decode_text
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -385,7 +386,7 @@ def _decoded(line: bytes) -> Any:
     connection copies what it adds its cursor to)."""
     if _last_line and _last_line[0][0] == line:
         return _last_line[0][1]
-    value = json.loads(line)
+    value = decode_text(line.decode())
     _last_line[:] = [(line, value)]
     return value
 
