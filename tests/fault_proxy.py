@@ -14,6 +14,8 @@ class _Pipe:
     client: asyncio.StreamWriter
     server: asyncio.StreamWriter
     half_next: bool = False  # forward half of the next downstream chunk, then cut
+    cut_after: int | None = None  # cut once this many bytes went downstream
+    sent: int = 0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def abort(self) -> None:
@@ -33,6 +35,7 @@ class FaultProxy:
         self._pipes: set[_Pipe] = set()
         self._server: asyncio.AbstractServer | None = None
         self.downstream_bytes = 0
+        self._cut_next_after: int | None = None
 
     async def start(self, address: str = "127.0.0.1", port: int = 0) -> int:
         """Listen on `address`; on another loopback address than the target's, the target's
@@ -49,6 +52,11 @@ class FaultProxy:
     @property
     def open(self) -> int:
         return len(self._pipes)
+
+    def cut_next(self, after_bytes: int) -> None:
+        """Cut the next connection once it has sent its client `after_bytes` (the
+        upgrade's answer, say: then what the client sends first is lost)."""
+        self._cut_next_after = after_bytes
 
     def cut(self, mid_frame: bool = False) -> None:
         """Cut every open connection: now, or once half of the next chunk from the server
@@ -72,7 +80,8 @@ class FaultProxy:
             writer.transport.abort()
             return
         self.accepted += 1
-        pipe = _Pipe(writer, up_writer)
+        pipe = _Pipe(writer, up_writer, cut_after=self._cut_next_after)
+        self._cut_next_after = None
         self._pipes.add(pipe)
         pipe.tasks = [
             asyncio.ensure_future(self._pump(reader, up_writer, pipe, downstream=False)),
@@ -94,7 +103,11 @@ class FaultProxy:
                     break
                 if downstream:
                     self.downstream_bytes += len(data)
+                    pipe.sent += len(data)
                 sink.write(data)
                 await sink.drain()
+                if downstream and pipe.cut_after is not None and pipe.sent >= pipe.cut_after:
+                    self.cuts += 1
+                    break
         pipe.abort()
         self._pipes.discard(pipe)

@@ -154,6 +154,7 @@ def test_cuts_during_streaming_turns_lose_and_double_nothing(
             "--token-file",
             str(token_file),
         )
+        proxy.cut_next(after_bytes=1)  # during initialize: after the upgrade, before it
         async with editor("far") as client:
             await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
             proxy.cut()  # idle, before any session

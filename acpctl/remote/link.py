@@ -55,6 +55,9 @@ MAX_HELD_BYTES = 16 << 20
 MAX_RESENT = 10_000  # answers and notifications kept to send again after a resume
 REOPEN_TIMEOUT_S = 60.0
 ESTABLISHING = frozenset({acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK})
+# Requests that change nothing at the remote: sent again on a new connection when the one
+# they went out on was lost before their answer.
+SAFE_TO_REPEAT = frozenset({acp.INITIALIZE, acp.SESSION_LIST})
 
 Dial = Callable[[ResumePoint | None], Awaitable[Transport]]
 
@@ -389,9 +392,17 @@ class Link:
 
     async def _reopen(self, transport: Transport, carrying: asyncio.Future[None]) -> None:
         """A new connection where the old one was lost: initialized as the editor did,
-        its sessions loaded again. Requests that went out on the lost one fail."""
+        its sessions loaded again. Requests that went out on the lost one fail, but for
+        those that change nothing (SAFE_TO_REPEAT), which go again."""
         lost = [w for w in self._waiting.values() if w.connection is not None]
+        again = [w for w in lost if w.message["method"] in SAFE_TO_REPEAT]
+        for waiting in reversed(again):  # first, before what was held, in their order
+            waiting.connection = None
+            self._held.appendleft(waiting.line)
+            self._held_bytes += len(waiting.line)
         for waiting in lost:
+            if waiting in again:
+                continue
             del self._waiting[jsonrpc.id_key(waiting.message["id"])]
             self._output.send(
                 jsonrpc.error(
@@ -403,6 +414,8 @@ class Link:
                 )
             )
         self._resend.clear()
+        if any(w.message["method"] == acp.INITIALIZE for w in again):
+            return  # the editor's own initialize goes again; it had no session yet
         if self._initialize is not None:
             await self._ask(acp.INITIALIZE, self._initialize, carrying)
         can_load = bool(self._capabilities.get("loadSession"))
