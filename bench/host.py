@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, as_installed, now
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, private_home
 
 from tests.model_stub import ModelStub, write_pi_models
 
@@ -328,11 +328,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--agents", default="demo,claude,pi")
-    as_installed()
-    with tempfile.TemporaryDirectory(prefix="acpb", dir="/tmp") as root:
-        for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
-            os.environ[variable] = os.path.join(root, variable.lower()[7:11])
-        os.environ.pop("ACPCTL_SESSION_DIR", None)
+    with private_home():
         started = time.monotonic()
         asyncio.run(main(parser.parse_args()))
         print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)

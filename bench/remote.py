@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from host import add_agent, host, interleaved, listening_url, run_acp
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, as_installed, now, percentile
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, percentile, private_home
 
 from tests.fault_proxy import FaultProxy
 
@@ -179,11 +178,7 @@ def report(
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=5)
-    as_installed()
-    with tempfile.TemporaryDirectory(prefix="acpb", dir="/tmp") as root:
-        for variable in ("ACPCTL_CONFIG_DIR", "ACPCTL_DATA_DIR", "ACPCTL_STATE_DIR"):
-            os.environ[variable] = os.path.join(root, variable.lower()[7:11])
-        os.environ.pop("ACPCTL_SESSION_DIR", None)
+    with private_home():
         started = time.monotonic()
         asyncio.run(main(parser.parse_args().reps))
         print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)

@@ -57,6 +57,45 @@ def test_completions_are_fresh(shell: str) -> None:
     assert checked_in == script(shell), f"regenerate: acpctl completions {shell}"
 
 
+def completed(words: list[str], incomplete: str) -> list[str]:
+    """What TAB offers after `acpctl WORDS INCOMPLETE`, asked of the command itself as the
+    shell scripts ask it."""
+    import typer.main
+    from click.shell_completion import ShellComplete
+
+    from acpctl.cli import app
+
+    command = typer.main.get_command(app)
+    complete = ShellComplete(command, {}, "acpctl", "_ACPCTL_COMPLETE")
+    return [item.value for item in complete.get_completions(words, incomplete)]
+
+
+def test_tab_completes_clients_shells_agents_and_sessions(home: Path) -> None:
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    assert completed(["install"], "") == [
+        "zed",
+        "jetbrains",
+        "vscode",
+        "acpx",
+        "nvim",
+        "emacs",
+        "toad",
+        "neovim",
+    ]
+    assert completed(["uninstall"], "j") == ["jetbrains"]
+    assert completed(["completions"], "") == ["bash", "zsh", "fish"]
+    assert "claude" in completed(["run", "--agent"], "cl")
+    store = SessionStore()
+    for session_id, name in (("s-1", "refactor"), ("s-2", None)):
+        meta = SessionMeta(session_id, agent="demo", command=["demo"], cwd="/tmp")
+        meta.name = name
+        store.create(meta).close()
+    assert set(completed(["sessions", "show"], "")) == {"refactor", "s-1", "s-2"}
+    assert completed(["sessions", "watch"], "ref") == ["refactor"]
+    assert set(completed(["sessions", "delete", "s-1"], "s")) == {"s-1", "s-2"}
+
+
 FAILURES = {
     "http-401": "the model API answered 401",
     "http-403": "the model API answered 403",

@@ -119,6 +119,15 @@ class RemoteHost:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/")[0])
 
+    async def cutting_proxy(self, scheme: str = "ws", **table: Any) -> FaultProxy:
+        """A FaultProxy in front of the host, and the agent `far` (the host's demo agent)
+        reached through it."""
+        proxy = FaultProxy(self.port)
+        await proxy.start(PROXY_ADDRESS, self.port)
+        url = f"{scheme}://{PROXY_ADDRESS}:{self.port}/acp/demo"
+        add_remote("far", url=url, token_file=str(self.token_file), **table)
+        return proxy
+
 
 @pytest.fixture
 def remote_host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteHost]:
@@ -134,26 +143,11 @@ def remote_host(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteH
 def test_cuts_during_streaming_turns_lose_and_double_nothing(
     remote_host: RemoteHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, token, token_file, port = (
-        remote_host.url,
-        remote_host.token,
-        remote_host.token_file,
-        remote_host.port,
-    )
+    url, token = remote_host.url, remote_host.token
     rng = random.Random(29)
 
     async def scenario() -> None:
-        proxy = FaultProxy(port)
-        await proxy.start(PROXY_ADDRESS, port)
-        cli(
-            "agents",
-            "add",
-            "far",
-            "--url",
-            f"ws://{PROXY_ADDRESS}:{port}/acp/demo",
-            "--token-file",
-            str(token_file),
-        )
+        proxy = await remote_host.cutting_proxy()
         proxy.cut_next(after_bytes=1)  # during initialize: after the upgrade, before it
         async with editor("far") as client:
             await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
@@ -217,18 +211,11 @@ def prompt_of(session: str, text: str) -> dict[str, Any]:
 def test_streamable_http_through_cuts(remote_host: RemoteHost) -> None:
     """The same link over ACP's Streamable HTTP profile: POSTs, and SSE streams resumed
     with Last-Event-ID after each cut."""
-    url, token, token_file, port = (
-        remote_host.url,
-        remote_host.token,
-        remote_host.token_file,
-        remote_host.port,
-    )
+    url, token = remote_host.url, remote_host.token
     rng = random.Random(7)
 
     async def scenario() -> None:
-        proxy = FaultProxy(port)
-        await proxy.start(PROXY_ADDRESS, port)
-        add_remote("far", url=f"http://{PROXY_ADDRESS}:{port}/acp/demo", token_file=str(token_file))
+        proxy = await remote_host.cutting_proxy("http")
         async with editor("far") as client:
             session = await new_session(client)
             for turn in range(2):
@@ -251,12 +238,8 @@ def test_streamable_http_through_cuts(remote_host: RemoteHost) -> None:
 def test_a_permission_request_waiting_through_a_cut_is_answered_once(
     remote_host: RemoteHost,
 ) -> None:
-    token_file, port = remote_host.token_file, remote_host.port
-
     async def scenario() -> None:
-        proxy = FaultProxy(port)
-        await proxy.start(PROXY_ADDRESS, port)
-        add_remote("far", url=f"ws://{PROXY_ADDRESS}:{port}/acp/demo", token_file=str(token_file))
+        proxy = await remote_host.cutting_proxy()
         async with editor("far") as client:
             session = await new_session(client)
             prompt = {"jsonrpc": "2.0", "id": 7, "method": acp_names.SESSION_PROMPT}
@@ -294,17 +277,9 @@ def test_an_outage_past_the_limit_fails_the_prompt_and_the_next_one_reconnects(
 ) -> None:
     """outage_limit_s is 2 here (300 by default): the prompt waiting through the outage
     fails, saying since when the link is down; the session is still there after."""
-    token_file, port = remote_host.token_file, remote_host.port
 
     async def scenario() -> None:
-        proxy = FaultProxy(port)
-        await proxy.start(PROXY_ADDRESS, port)
-        add_remote(
-            "far",
-            url=f"ws://{PROXY_ADDRESS}:{port}/acp/demo",
-            token_file=str(token_file),
-            outage_limit_s=2,
-        )
+        proxy = await remote_host.cutting_proxy(outage_limit_s=2)
         async with editor("far") as client:
             session = await new_session(client)
             proxy.refusing = True

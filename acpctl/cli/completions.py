@@ -49,12 +49,47 @@ def agent_names(incomplete: str) -> list[str]:
     return [name for name in names if name.startswith(incomplete)]
 
 
+def client_names(incomplete: str) -> list[str]:
+    """Shell completion for install's and uninstall's CLIENT."""
+    from acpctl.editors.clients import CLIENT_NAMES
+
+    return [name for name in [*CLIENT_NAMES, "neovim"] if name.startswith(incomplete)]
+
+
+def shell_names(incomplete: str) -> list[str]:
+    return [name for name in SHELLS if name.startswith(incomplete)]
+
+
+MAX_SESSIONS_COMPLETED = 200
+
+
+def session_names(incomplete: str) -> list[str]:
+    """Shell completion for a session argument: the newest sessions' names and ids (every
+    command that takes an id takes a name)."""
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionStore
+
+    try:
+        metas = SessionIndex(SessionStore()).readable()[:MAX_SESSIONS_COMPLETED]
+    except (OSError, ValueError):
+        return []
+    words = [word for meta in metas for word in (meta.name, meta.id) if word]
+    return [word for word in dict.fromkeys(words) if word.startswith(incomplete)]
+
+
+def session_argument(default: Any, help: str) -> Any:
+    """A session argument whose values the shell completes."""
+    return typer.Argument(default, help=help, autocompletion=session_names)
+
+
 def agent_option(default: Any, help: str, short: bool = True) -> Any:
     """An --agent option whose values the shell completes."""
     names = ("--agent", "-a") if short else ("--agent",)
     return typer.Option(default, *names, help=help, autocompletion=agent_names)
 
 
-def completions(shell: str = typer.Argument(..., help="bash, zsh or fish")) -> None:
+def completions(
+    shell: str = typer.Argument(..., help="bash, zsh or fish", autocompletion=shell_names),
+) -> None:
     """Print the completion script for SHELL (see the README for where to put it)."""
     typer.echo(script(shell), nl=False)

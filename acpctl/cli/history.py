@@ -11,7 +11,7 @@ from typing import Any
 import click
 import typer
 
-from acpctl.cli.completions import agent_option
+from acpctl.cli.completions import agent_option, session_argument
 from acpctl.cli.sessions import parse_since
 from acpctl.errors import UsageError
 
@@ -118,8 +118,8 @@ def _print_hits(hits: list[Any], metas: dict[str, Any], start: str, end: str) ->
 
 
 def watch(
-    session: str = typer.Argument(
-        None, help="Session id, name, or a unique prefix of either (default: --latest)."
+    session: str = session_argument(
+        None, "Session id, name, or a unique prefix of either (default: --latest)."
     ),
     latest: bool = typer.Option(
         False, "--latest", help="The session updated last (of --agent's, with it)."

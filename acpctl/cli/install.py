@@ -7,13 +7,15 @@ from pathlib import Path
 
 import typer
 
-from acpctl.cli.completions import agent_option
+from acpctl.cli.completions import agent_option, client_names
 from acpctl.errors import UsageError
 
 
 def install(
     client: str = typer.Argument(
-        None, help="zed, jetbrains, vscode, acpx; nvim (or neovim), emacs, toad print a snippet"
+        None,
+        help="zed, jetbrains, vscode, acpx; nvim (or neovim), emacs, toad print a snippet",
+        autocompletion=client_names,
     ),
     agent: list[str] = agent_option(
         [],
@@ -67,7 +69,9 @@ def install(
 
 
 def uninstall(
-    client: str = typer.Argument(..., help="zed, jetbrains, vscode, acpx"),
+    client: str = typer.Argument(
+        ..., help="zed, jetbrains, vscode, acpx", autocompletion=client_names
+    ),
     agent: list[str] = agent_option([], "Agent to remove; repeat (default: every one)."),
     all_agents: bool = typer.Option(
         False, "--all", help="Every entry acpctl wrote (the default without --agent)."

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 import click
 import typer
 
-from acpctl.cli.completions import agent_option
+from acpctl.cli.completions import agent_option, session_argument
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def list_sessions(
 
 @app.command("rename")
 def rename(
-    session: str = typer.Argument(..., help=SESSION_HELP),
+    session: str = session_argument(..., SESSION_HELP),
     name: str = typer.Argument(..., help="The new name (`-`: no name)."),
 ) -> None:
     """Name a session: `acpctl run --session NAME` and every sessions command take it."""
@@ -216,7 +216,7 @@ def rename(
 
 @app.command("fork")
 def fork(
-    session: str = typer.Argument(..., help=SESSION_HELP),
+    session: str = session_argument(..., SESSION_HELP),
     name: str = typer.Option(None, "--name", help="Name the fork."),
     as_json: bool = typer.Option(False, "--json", help="Print the fork as JSON."),
 ) -> None:
@@ -245,7 +245,7 @@ def fork(
 
 @app.command("attach")
 def attach(
-    session: str = typer.Argument(..., help=SESSION_HELP),
+    session: str = session_argument(..., SESSION_HELP),
     observe: bool = typer.Option(
         False, "--observe", help="Watch only: no prompts, no answers to the agent."
     ),
@@ -265,7 +265,7 @@ def attach(
 
 @app.command("show")
 def show(
-    session: str = typer.Argument(None, help=SESSION_HELP + " (default with --latest)."),
+    session: str = session_argument(None, SESSION_HELP + " (default with --latest)."),
     latest: bool = typer.Option(
         False, "--latest", help="The session updated last (of --agent's, with it)."
     ),
@@ -322,7 +322,7 @@ def _page(write: Callable[[TextIO], None]) -> None:
 
 @app.command("export")
 def export(
-    session: str = typer.Argument(..., help=SESSION_HELP),
+    session: str = session_argument(..., SESSION_HELP),
     output_format: str = typer.Option(
         "markdown",
         "--format",
@@ -373,7 +373,7 @@ def import_(file: Path = typer.Argument(..., help="A json or jsonl export.")) ->
 
 @app.command("delete")
 def delete(
-    sessions: list[str] = typer.Argument(..., help="Session ids, names or unique prefixes."),
+    sessions: list[str] = session_argument(..., "Session ids, names or unique prefixes."),
     force: bool = typer.Option(False, "--force", help="Even if a live run has it open."),
 ) -> None:
     """Delete sessions from the store."""

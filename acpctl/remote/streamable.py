@@ -22,6 +22,7 @@ from acpctl.remote.transports import (
     LinkRefused,
     ResumePoint,
     ResumeRefused,
+    json_object,
     refusal,
 )
 
@@ -56,7 +57,7 @@ class StreamableTransport:
     # -- sending ------------------------------------------------------------------------
 
     async def send(self, text: str) -> None:
-        message = _json(text)
+        message = json_object(text)
         method = message.get("method")
         params = message.get("params")
         session = params.get("sessionId") if isinstance(params, dict) else None
@@ -132,7 +133,7 @@ class StreamableTransport:
         """An answer that establishes a session opens that session's stream."""
         if '"result"' not in text:
             return
-        message = _json(text)
+        message = json_object(text)
         asked = self._methods.pop(json.dumps(message.get("id")), None)
         result = message.get("result")
         if asked is not None and isinstance(result, dict):
@@ -255,11 +256,3 @@ async def open_streamable(
         await transport.close(leaving=False)
         raise LinkDown(f"the resumed streams answered {statuses}")
     return transport
-
-
-def _json(text: str) -> dict[str, Any]:
-    with contextlib.suppress(ValueError, RecursionError):
-        value = json.loads(text)
-        if isinstance(value, dict):
-            return value
-    return {}

@@ -207,7 +207,7 @@ async def _resume(transport: WebSocketTransport, point: ResumePoint) -> None:
         if text is None:  # it dropped again: the resume is tried again
             await transport.close(leaving=False)
             raise LinkDown("the connection dropped during stream/resume")
-        message = _json(text)
+        message = json_object(text)
         if message.get("method") == acp.STREAM_RESUME_FAILED:
             params = message.get("params")
             reason = params.get("reason") if isinstance(params, dict) else None
@@ -243,7 +243,8 @@ def _said(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _json(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """`text` as a JSON object; {} for anything else (the callers look for a key)."""
     with contextlib.suppress(ValueError, RecursionError):
         value = json.loads(text)
         if isinstance(value, dict):
@@ -424,7 +425,7 @@ async def _first_answer(transport: LinesTransport) -> dict[str, Any] | None:
         text = await transport.receive()
         if text is None:
             return None
-        message = _json(text)
+        message = json_object(text)
         if message.get("method") == acp.STREAM_RESUME_FAILED:
             continue  # the error answer follows
         if message.get("id") == 0 and "method" not in message:
@@ -470,7 +471,7 @@ def _ssh_failure(
 
 def _log_line(line: bytes) -> bool:
     """The remote agent's log line (the host's `_acpctl/log`), written to stderr."""
-    message = _json(line.decode("utf-8", "replace"))
+    message = json_object(line.decode("utf-8", "replace"))
     if message.get("method") != acp.HOST_LOG:
         return False
     params = message.get("params")
