@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,22 @@ def test_list_json_with_empty_home(home: Path) -> None:
     for agent in agents.values():
         assert {"name", "kind", "command", "found", "version"} <= set(agent)
     assert not (home / "config" / "config.toml").exists()  # listing writes nothing
+
+
+def test_list_on_a_pipe_is_compact_with_what_this_machine_has_first(home: Path) -> None:
+    """Off a terminal (and below 120 columns) a line for each agent found here, then the
+    catalog's other names wrapped: the quick start's first output fits a screen."""
+    cli("agents", "add", "mine", "--", sys.executable, "-c", "pass")
+    listed = cli("agents", "list", "--no-probe")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) < 30, listed.stdout
+    assert lines[0].startswith("mine ") and lines[1].startswith("demo *")
+    rest = listed.stdout.split("not installed (", 1)[1]
+    assert max(map(len, rest.splitlines())) <= 80, rest  # the names wrapped
+    everything = json.loads(cli("agents", "list", "--json", "--no-probe").stdout)
+    for agent in everything:
+        assert agent["found"] or agent["name"] in rest
 
 
 @pytest.mark.e2e

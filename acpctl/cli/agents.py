@@ -42,7 +42,8 @@ def list_agents(
     from acpctl.agents import discovery, versions
 
     cfg = config.load()
-    agents = discovery.all_agents(cfg)
+    # What this machine has first (configured, installed, the demo), then the catalog.
+    agents = sorted(discovery.all_agents(cfg), key=lambda a: not a.found)
     if installed_only:
         agents = [a for a in agents if a.found]
     if not no_probe:
@@ -53,6 +54,11 @@ def list_agents(
         import json
 
         typer.echo(json.dumps(records, indent=2))
+        return
+    import shutil
+
+    if not sys.stdout.isatty() or shutil.get_terminal_size().columns < WIDE_TABLE_COLUMNS:
+        _compact(agents, records, default)
         return
     from rich.markup import escape
     from rich.table import Table
@@ -81,6 +87,49 @@ def list_agents(
     typer.echo(
         "* default agent. `acpctl agents install NAME` installs one; "
         "`acpctl agents update` refreshes the registry."
+    )
+
+
+WIDE_TABLE_COLUMNS = 120  # narrower, or on a pipe: the compact list
+
+
+def _compact(
+    agents: list[discovery.ResolvedAgent], records: list[dict[str, Any]], default: str
+) -> None:
+    """A line for each agent this machine has (where from, its version, an update), then
+    the catalog's other agents by name only: the full table is 200 lines at 80 columns."""
+    import textwrap
+
+    rows = []
+    for agent, record in zip(agents, records, strict=True):
+        if not agent.found:
+            continue
+        version = agent.version or ""
+        if record["update_available"]:
+            version += f" ({record['registry_version']} available)"
+        where = agent.remote.address if agent.remote is not None else " ".join(agent.argv or [])
+        name = f"{agent.name} *" if agent.name == default else agent.name
+        rows.append((name, agent.origin or "", version, where))
+    if rows:
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
+            typer.echo("  ".join([*cells, row[3]]).rstrip())
+    others = [agent.name for agent in agents if not agent.found]
+    if others:
+        typer.echo(f"\nnot installed ({len(others)}):")
+        typer.echo(
+            textwrap.fill(
+                ", ".join(others),
+                width=78,
+                initial_indent="  ",
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+            )
+        )
+    typer.echo(
+        "\n* default agent. `acpctl agents show NAME` for one, `acpctl agents install NAME`"
+        "\nto install one; on a terminal 120 columns wide, the full table (--json: all)."
     )
 
 
