@@ -45,13 +45,16 @@ def turn(
         )
     )
     cost = usage.pop("cost", None)
+    ran = usage.pop("ran", None)
     if cost is not None:
-        update = {
+        update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
             "used": 1,
             "size": 2,
             "cost": {"amount": cost, "currency": "USD"},
         }
+        if ran is not None:
+            update["_meta"] = {"_claude/model": ran}
         writer.agent_message(agent_line(session, update))
     writer.turn_end("end_turn", usage or None)
     writer.flush()
@@ -175,3 +178,15 @@ def test_usage_in_a_pipe_has_no_chart_and_keeps_small_costs(home: Path) -> None:
     shown = cli("usage")
     assert shown.returncode == 0, shown.stderr
     assert "$0.00098" in shown.stdout and "█" not in shown.stdout
+
+
+def test_usage_by_model_counts_the_model_the_agent_reported(store: SessionStore) -> None:
+    """Issue 31, 11: claude-agent-acp's model option says "default"; its usage_update says
+    which model ran (`_meta["_claude/model"]`): that is the model usage is counted under,
+    also after a later reading that brings no report of its own."""
+    writer = new(store, "c", model="default")
+    turn(store, writer, "c", "q", "a", totalTokens=5, cost=0.5, ran="claude-opus-4-5")
+    assert {row.model for row in usage(store)} == {"claude-opus-4-5"}
+    turn(store, writer, "c", "q", "a", totalTokens=5)  # no usage_update this time
+    rows = usage(store)
+    assert {row.model for row in rows} == {"claude-opus-4-5"} and rows[0].turns == 2

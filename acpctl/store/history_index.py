@@ -86,6 +86,7 @@ class _Reading:
     last_cost: float
     currency: str | None
     model: str | None
+    reported: bool = False  # the model is one the agent reported (usage_update), not chosen
     docs: list[tuple[str, str, int, str, float]] = field(default_factory=list)
     usage: dict[str, UsageRow] = field(default_factory=dict)
     text: list[str] = field(default_factory=list)
@@ -147,6 +148,10 @@ class _Reading:
             self.text_kind = ""
             self.docs.append((update["title"], self.session, self.turn, "tool", ts))
         elif kind == acp.USAGE_UPDATE:
+            model = reported_model(update)
+            if model is not None:  # what ran, where the choice may say "default"
+                self.model, self.reported = model, True
+                self.day(ts).model = model
             self.cost(update.get("cost"), ts)
 
     def cost(self, cost: Any, ts: float) -> None:
@@ -162,6 +167,19 @@ class _Reading:
         if grown > 0:
             row = self.day(ts)
             row.cost[currency] = row.cost.get(currency, 0.0) + grown
+
+
+def reported_model(update: dict[str, Any]) -> str | None:
+    """The model a usage_update says it counts: ACP's update has no field for it, so agents
+    put it in `_meta` (claude-agent-acp: `_claude/model`); a key named `model`, or ending
+    in `/model`."""
+    meta = update.get("_meta")
+    if not isinstance(meta, dict):
+        return None
+    for key, value in meta.items():
+        if (key == "model" or key.endswith("/model")) and isinstance(value, str) and value:
+            return value
+    return None
 
 
 class HistoryIndex:
@@ -259,10 +277,12 @@ class HistoryIndex:
         )
         for row in reading.usage.values():
             before = connection.execute(
-                "SELECT turns, tokens, cost FROM usage WHERE session = ? AND day = ?",
+                "SELECT turns, tokens, cost, model FROM usage WHERE session = ? AND day = ?",
                 (row.session, row.day),
             ).fetchone()
             if before is not None:
+                if not reading.reported and before[3] is not None:
+                    row.model = before[3]  # reported by an earlier reading
                 row.turns += before[0]
                 for name, value in json.loads(before[1]).items():
                     row.tokens[name] = row.tokens.get(name, 0) + value
