@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acpctl.doctor.signatures import SIGNATURES, diagnose, match
+from acpctl.agents.signatures import SIGNATURES, diagnose, match
 from tests.corpus import CORPUS, FIXTURES, evidence, load
 
 

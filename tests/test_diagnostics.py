@@ -133,7 +133,7 @@ def test_agents_without_a_known_endpoint_are_not_checked(monkeypatch: pytest.Mon
 
 def test_a_python_import_error_is_not_a_network_failure() -> None:
     """Issue 31, 4: ENOTFOUND matched inside ModuleNotFoundError and FileNotFoundError."""
-    from acpctl.doctor.signatures import match
+    from acpctl.agents.signatures import match
 
     missing = match("ModuleNotFoundError: No module named 'acp'")
     assert missing is not None and missing.id == "python-module-missing"

@@ -15,9 +15,9 @@ import pytest
 import typer
 
 from acpctl import __version__
+from acpctl.agents.signatures import SIGNATURES
 from acpctl.cli import app
 from acpctl.cli.completions import SHELLS, script
-from acpctl.doctor.signatures import SIGNATURES
 from tests.conftest import ROOT
 
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
@@ -117,7 +117,7 @@ FAILURES = {
 def signatures_section() -> str:
     """docs/troubleshooting.md's known failures: every signature, and for each the lines
     of the recorded agents' output it was written from (tests/corpus)."""
-    from acpctl.doctor.signatures import diagnose
+    from acpctl.agents.signatures import diagnose
     from tests.corpus import FIXTURES, evidence, load
 
     lines = [

@@ -13,7 +13,7 @@ from typing import Any, cast
 import psutil
 import pytest
 
-from acpctl.doctor.signatures import SIGNATURES, match
+from acpctl.agents.signatures import SIGNATURES, match
 from tests.conftest import TEST_AGENTS, run_cli, write_executable
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acpctl.doctor.signatures import SIGNATURES
+from acpctl.agents.signatures import SIGNATURES
 from tests.conftest import run_cli
 from tests.corpus import record
 from tests.model_stub import ModelStub

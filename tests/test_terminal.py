@@ -12,12 +12,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import text_block
 
+from acpctl import protocol as acp
 from tests.acp_peer import connect, initialized
-from tests.conftest import TEST_AGENTS, acpctl_argv, run_cli, write_executable
+from tests.conftest import TEST_AGENTS, acpctl_argv, cli, run, run_cli, write_executable
+from tests.raw_peer import raw_editor
 
 pytestmark = pytest.mark.e2e
 
@@ -307,3 +310,30 @@ def test_the_chat_has_its_own_help_and_quit(home: Path) -> None:
         assert chat.process.wait(30) == 0
     finally:
         chat.close()
+
+
+def test_an_agent_that_fails_to_start_is_explained_where_it_fails(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 31, 3: the failure's cause, as doctor would name it (from the agent's last
+    stderr lines), in the terminal's message and in the editor's JSON-RPC error, with the
+    fix; not only "exited with status 1"."""
+    agent = tmp_path / "agent.py"
+    agent.write_text("import acpctl_no_such_module\n")
+    cli("agents", "add", "mine", "--", sys.executable, str(agent))
+    failed = terminal("--agent", "mine", "hello", cwd=tmp_path)
+    assert failed.returncode == 1
+    said = failed.stderr
+    assert "No module named 'acpctl_no_such_module'" in said, said
+    assert "cannot import a module it needs" in said and "install the module" in said
+
+    async def editor() -> dict[str, Any]:
+        async with raw_editor("--agent", "mine") as peer:
+            answer: dict[str, Any] = await peer.call(acp.INITIALIZE, {"protocolVersion": 1})
+            return answer
+
+    answer = run(editor())
+    error = answer["error"]
+    assert "during initialize: a Python agent cannot import a module" in error["message"]
+    assert error["data"]["diagnosis"]["id"] == "python-module-missing"
+    assert error["data"]["exitStatus"] == 1

@@ -15,6 +15,8 @@ from acpctl.cli.completions import command_line
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from acpctl.agents import discovery
     from acpctl.agents.catalog import CatalogEntry
 
@@ -55,15 +57,15 @@ def list_agents(
 
         typer.echo(json.dumps(records, indent=2))
         return
-    import shutil
-
-    if not sys.stdout.isatty() or shutil.get_terminal_size().columns < WIDE_TABLE_COLUMNS:
-        _compact(agents, records, default)
-        return
     from rich.markup import escape
     from rich.table import Table
 
     from acpctl.terminal.render import rich_console
+
+    console = rich_console()
+    if not console.is_terminal or console.width < WIDE_TABLE_COLUMNS:
+        _compact(agents, records, default, console)
+        return
 
     table = Table(box=None, header_style="bold")
     for column in ("name", "installed", "version", "registry", "via", "command / about"):
@@ -83,7 +85,7 @@ def list_agents(
             status, detail = "[dim]no[/]", f"[dim]{escape(about or a.reason)}[/]"
         via = ", ".join(record["distributions"])
         table.add_row(name, status, escape(version), latest, via, detail)
-    rich_console().print(table)
+    console.print(table)
     typer.echo(
         "* default agent. `acpctl agents install NAME` installs one; "
         "`acpctl agents update` refreshes the registry."
@@ -94,39 +96,45 @@ WIDE_TABLE_COLUMNS = 120  # narrower, or on a pipe: the compact list
 
 
 def _compact(
-    agents: list[discovery.ResolvedAgent], records: list[dict[str, Any]], default: str
+    agents: list[discovery.ResolvedAgent],
+    records: list[dict[str, Any]],
+    default: str,
+    console: Console,
 ) -> None:
     """A line for each agent this machine has (where from, its version, an update), then
     the catalog's other agents by name only: the full table is 200 lines at 80 columns."""
     import textwrap
 
+    from rich.markup import escape
+
     rows = []
     for agent, record in zip(agents, records, strict=True):
         if not agent.found:
             continue
-        version = agent.version or ""
-        if record["update_available"]:
-            version += f" ({record['registry_version']} available)"
+        update = f" ({record['registry_version']} available)" if record["update_available"] else ""
         where = agent.remote.address if agent.remote is not None else " ".join(agent.argv or [])
         name = f"{agent.name} *" if agent.name == default else agent.name
-        rows.append((name, agent.origin or "", version, where))
-    if rows:
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        for row in rows:
-            cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
-            typer.echo("  ".join([*cells, row[3]]).rstrip())
+        rows.append((name, agent.origin or "", agent.version or "", update, where))
+    name_width = max((len(row[0]) for row in rows), default=0)
+    origin_width = max((len(row[1]) for row in rows), default=0)
+    version_width = max((len(row[2] + row[3]) for row in rows), default=0)
+    for name, origin, version, update, where in rows:
+        padding = " " * (version_width - len(version + update))
+        console.print(
+            f"{escape(name.ljust(name_width))}  [green]{escape(origin.ljust(origin_width))}[/]  "
+            f"{escape(version)}[yellow]{escape(update)}[/]{padding}  {escape(where)}".rstrip(),
+            soft_wrap=True,
+        )
     others = [agent.name for agent in agents if not agent.found]
     if others:
-        typer.echo(f"\nnot installed ({len(others)}):")
-        typer.echo(
-            textwrap.fill(
-                ", ".join(others),
-                width=78,
-                initial_indent="  ",
-                subsequent_indent="  ",
-                break_on_hyphens=False,
-            )
+        names = textwrap.fill(
+            ", ".join(others),
+            width=78,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,
         )
+        console.print(f"\n[dim]not installed ({len(others)}):\n{escape(names)}[/]", soft_wrap=True)
     typer.echo(
         "\n* default agent. `acpctl agents show NAME` for one, `acpctl agents install NAME`"
         "\nto install one; on a terminal 120 columns wide, the full table (--json: all)."

@@ -8,9 +8,9 @@ import asyncio
 import os
 import sys
 
-from acpctl.agents import transcripts
+from acpctl.agents import signatures, transcripts
 from acpctl.agents.discovery import ResolvedAgent
-from acpctl.doctor import probe, signatures
+from acpctl.doctor import probe
 from acpctl.doctor.findings import Finding
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from acpctl.doctor.signatures import run_evidence
+from acpctl.agents.signatures import run_evidence
 
 CORPUS = Path(__file__).resolve().parent
 FIXTURES = sorted(CORPUS.glob("*.json"))

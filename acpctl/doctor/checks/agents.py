@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from acpctl import config
-from acpctl.agents import discovery, runtimes
+from acpctl.agents import discovery, runtimes, signatures
 from acpctl.agents.discovery import ResolvedAgent
-from acpctl.doctor import endpoints, probe, signatures
+from acpctl.doctor import endpoints, probe
 from acpctl.doctor.findings import Finding, ok
 from acpctl.runner.backends.pi.child import rpc_argv
 

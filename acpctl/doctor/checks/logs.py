@@ -9,7 +9,7 @@ from typing import Any
 
 from acpctl import paths
 from acpctl import protocol as acp
-from acpctl.doctor import signatures
+from acpctl.agents import signatures
 from acpctl.doctor.findings import Finding, ok
 from acpctl.editors import clients
 from acpctl.runner import incidents, runlog

@@ -16,6 +16,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
+from acpctl.agents import signatures
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
@@ -223,12 +224,8 @@ class AcpBackend:
                 )
 
             def failed(entry: Pending) -> JsonObject:
-                return jsonrpc.error(
-                    None,
-                    acp.INTERNAL_ERROR,
-                    f"{description} during {entry.method}",
-                    {"exitStatus": code, "stderr": tail},
-                )
+                said, data = signatures.explained(f"{description} during {entry.method}", tail)
+                return jsonrpc.error(None, acp.INTERNAL_ERROR, said, {"exitStatus": code, **data})
 
             return failed
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
+from acpctl.agents import signatures
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
@@ -92,9 +93,8 @@ class PiChild:
                 f"; its stdout began with {self.noise[0]!r}, not JSON: is "
                 f"`{' '.join(self.process.argv[:1])}` pi, started with --mode rpc?"
             )
-        return RpcError(
-            acp.INTERNAL_ERROR, message, {"stderr": self.stderr_tail(), "stdout": list(self.noise)}
-        )
+        said, data = signatures.explained(message, self.stderr_tail())
+        return RpcError(acp.INTERNAL_ERROR, said, {**data, "stdout": list(self.noise)})
 
     def stderr_tail(self) -> list[str]:
         return list(self.process.stderr_tail)

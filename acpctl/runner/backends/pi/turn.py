@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from acpctl import protocol as acp
+from acpctl.agents import signatures
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import EXITED, PiChild
@@ -57,10 +58,12 @@ class Turn:
         while True:
             event = await events.get()
             if event is EXITED:
-                raise RpcError(
-                    acp.INTERNAL_ERROR,
+                said, data = signatures.explained(
                     f"pi exited with status {self.child.exit_code} during the prompt",
-                    {"exitStatus": self.child.exit_code, "stderr": self.child.stderr_tail()},
+                    self.child.stderr_tail(),
+                )
+                raise RpcError(
+                    acp.INTERNAL_ERROR, said, {"exitStatus": self.child.exit_code, **data}
                 )
             kind = event.get("type")
             if kind == "agent_end" and await self._settled():

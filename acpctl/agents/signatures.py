@@ -255,6 +255,27 @@ def diagnose(evidence: Iterable[str]) -> tuple[Signature, str] | None:
     return None
 
 
+def explained(failure: str, stderr: list[str]) -> tuple[str, dict[str, Any]]:
+    """A failure of an agent said where it happens (the editor's error, the terminal's
+    message), as doctor would say it afterwards: the cause a known signature finds in its
+    last stderr lines (the newest first) and its fix, else its last stderr line; and the
+    same as a JSON-RPC error's data."""
+    data: dict[str, Any] = {"stderr": stderr}
+    found = diagnose(line for line in reversed(stderr) if line.strip())
+    if found is not None:
+        signature, line = found
+        data["diagnosis"] = {
+            "id": signature.id,
+            "diagnosis": signature.diagnosis,
+            "fix": signature.fix,
+            "line": line,
+        }
+        return f"{failure}: {signature.diagnosis} ({line.strip()[:200]}); {signature.fix}", data
+    last = next((line.strip() for line in reversed(stderr) if line.strip()), "")
+    said = f"; it last said: {last[:200]}" if last else ""
+    return f"{failure}{said} (`acpctl logs` has its stderr)", data
+
+
 def run_evidence(records: Iterable[dict[str, Any]], log_lines: Iterable[str]) -> list[str]:
     """What one run showed, most telling first: the agent's errors (the last first), what
     its own log said while it was silent, its silences, then the log from its end."""
