@@ -251,10 +251,10 @@ class ChatOnATerminal:
     """`acpctl run --agent demo` (the chat) on a pseudo-terminal; the terminal's end stays
     open, so its settings can be read once the chat is gone."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: str) -> None:
         self.controller, self.terminal = pty.openpty()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "acpctl", "run", "--agent", "demo"],
+            [sys.executable, "-m", "acpctl", "run", *(args or ("--agent", "demo"))],
             stdin=self.terminal,
             stdout=self.terminal,
             stderr=self.terminal,
@@ -337,3 +337,35 @@ def test_an_agent_that_fails_to_start_is_explained_where_it_fails(
     assert "during initialize: a Python agent cannot import a module" in error["message"]
     assert error["data"]["diagnosis"]["id"] == "python-module-missing"
     assert error["data"]["exitStatus"] == 1
+
+
+@pytest.mark.e2e
+def test_a_status_line_shows_while_the_agent_works_and_is_gone_before_the_answer(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 31, 2: on a terminal, while the agent is quiet, a spinner with what it does
+    and the time so far, on stderr; erased (spaces over it, a carriage return) before the
+    answer is written; with NO_COLOR no escape code; on a pipe, none at all."""
+    script = write_executable(
+        tmp_path / "quiet.sh",
+        f"#!/bin/sh\nFAKE_SILENCE_S=1.2 FAKE_AGENT_MODE=silent exec {sys.executable} "
+        f"{TEST_AGENTS / 'fake_agent.py'}\n",
+    )
+    cli("agents", "add", "quiet", "--", str(script))
+    os.environ["NO_COLOR"] = "1"
+    try:
+        shown = ChatOnATerminal("--agent", "quiet", "hello")
+        try:
+            screen = shown.until(b"0.9s")  # the status, counting
+            assert shown.process.wait(30) == 0
+            screen += os.read(shown.controller, 1 << 16)
+        finally:
+            shown.close()
+    finally:
+        del os.environ["NO_COLOR"]
+    assert b"waiting for the agent... " in screen
+    last = screen.rindex(b"waiting for the agent")
+    assert b"\r" + b" " * 20 in screen[last:], screen[last:]  # erased before the end
+    assert b"\x1b[" not in screen
+    piped = terminal("--agent", "quiet", "hello", cwd=tmp_path)
+    assert piped.returncode == 0 and "waiting for the agent" not in piped.stderr

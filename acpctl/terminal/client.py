@@ -34,7 +34,7 @@ from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
 from acpctl.terminal.host import ClientHost
-from acpctl.terminal.render import RENDERERS, Renderer, status
+from acpctl.terminal.render import RENDERERS, Renderer, TurnStatus, status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
@@ -192,10 +192,18 @@ class RelayConnection:
             self.turn.abandon.set()
 
     async def _answer(self, msg_id: Any, method: str, params: JsonObject) -> None:
+        spinner = self.renderer.status if method == acp.REQUEST_PERMISSION else None
+        if spinner is not None:  # a question on the terminal: no status line over it
+            spinner.hide()
+            spinner.paused = True
         try:
             self.peer.send(jsonrpc.result(msg_id, await self.host.handle(method, params)))
         except RpcError as exc:
             self.peer.send(jsonrpc.error_response(msg_id, exc))
+        finally:
+            if spinner is not None:
+                spinner.paused = False
+                spinner.quiet_since = time.monotonic()
 
     async def close(self) -> None:
         await self.host.close()
@@ -325,10 +333,20 @@ class Turn:
         self.cancelled = True
         assert self.conn.session_id is not None
         self.conn.notify(acp.SESSION_CANCEL, {"sessionId": self.conn.session_id})
-        print(f"\nacpctl: {why}", file=sys.stderr)
+        self._say(f"\nacpctl: {why}")
+
+    def _say(self, text: str) -> None:
+        """A line on stderr, the status line erased first."""
+        if self.conn.renderer.status is not None:
+            self.conn.renderer.status.hide()
+        print(text, file=sys.stderr)
 
     async def run(self, blocks: list[JsonObject], timeout: float | None) -> str | None:
         self.conn.turn = self
+        renderer = self.conn.renderer
+        if renderer.shows_status:
+            renderer.status = TurnStatus()
+            renderer.status.start()
         request = asyncio.ensure_future(
             self.conn.request(
                 acp.SESSION_PROMPT, {"sessionId": self.conn.session_id, "prompt": blocks}
@@ -353,6 +371,9 @@ class Turn:
         finally:
             abandon.cancel()
             watchdog.cancel()
+            if renderer.status is not None:
+                renderer.status.stop()
+                renderer.status = None
             self.conn.turn = None
 
     async def _silence_notices(self) -> None:
@@ -369,10 +390,9 @@ class Turn:
                 noticed = time.monotonic()
                 said = transcripts.last_api_error(self.agent_env, conn.session_id or "")
                 own_log = f"; its own log says: {said}" if said else ""
-                print(
+                self._say(
                     f"acpctl: {self.agent_name} has said nothing for {quiet:.0f} s{own_log}; "
-                    f"still waiting (Ctrl-C cancels); its log: {conn.log_path()}",
-                    file=sys.stderr,
+                    f"still waiting (Ctrl-C cancels); its log: {conn.log_path()}"
                 )
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import difflib
+import itertools
 import json
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -88,16 +91,92 @@ def status(message: str) -> Iterator[None]:
     if not sys.stderr.isatty():
         yield
         return
+    if os.environ.get("NO_COLOR"):  # rich's spinner moves the cursor with escape codes
+        sys.stderr.write(message)
+        sys.stderr.flush()
+        try:
+            yield
+        finally:
+            sys.stderr.write("\r" + " " * len(message) + "\r")
+            sys.stderr.flush()
+        return
     with rich_console(stderr=True).status(message):
         yield
 
 
+class TurnStatus:
+    """While a turn runs, on a terminal's stderr only: a spinner, what the agent is doing
+    ("waiting for the agent", "thinking", the tool it runs) and the time so far, drawn
+    whenever the agent has been quiet for QUIET_S, and erased before anything else is
+    written (the answer, a question, a notice). Plain characters and a carriage return,
+    never an escape code, so NO_COLOR holds."""
+
+    FRAMES = "|/-\\"
+    QUIET_S = 0.25
+    TICK_S = 0.1
+
+    def __init__(self, err: TextIO = sys.stderr) -> None:
+        self.err = err
+        self.enabled = err.isatty()
+        self.label = "waiting for the agent"
+        self.began = self.quiet_since = time.monotonic()
+        self.paused = False
+        self._drawn = 0  # width of what is on the line now
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.enabled:
+            self._task = asyncio.ensure_future(self._tick())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.hide()
+
+    def saw(self, update: dict[str, Any]) -> None:
+        """An update came: the line goes, and says next what the agent is doing."""
+        self.hide()
+        self.quiet_since = time.monotonic()
+        kind = update.get("sessionUpdate")
+        if kind == acp.AGENT_THOUGHT_CHUNK:
+            self.label = "thinking"
+        elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
+            status = update.get("status")
+            title = update.get("title")
+            if status in ("completed", "failed"):
+                self.label = "working"
+            elif isinstance(title, str) and title:
+                self.label = f"running: {title[:60]}"
+        elif kind == acp.AGENT_MESSAGE_CHUNK:
+            self.label = "working"
+
+    def hide(self) -> None:
+        if self._drawn:
+            self.err.write("\r" + " " * self._drawn + "\r")
+            self.err.flush()
+            self._drawn = 0
+
+    async def _tick(self) -> None:
+        for frame in itertools.cycle(self.FRAMES):
+            await asyncio.sleep(self.TICK_S)
+            if self.paused or time.monotonic() - self.quiet_since < self.QUIET_S:
+                continue
+            text = f"{frame} {self.label}... {time.monotonic() - self.began:.1f}s"
+            self.err.write("\r" + text.ljust(self._drawn))
+            self.err.flush()
+            self._drawn = max(self._drawn, len(text))
+
+
 class Renderer:
     """Text for people: streamed message text, dimmed thoughts, tool calls with status
-    and diffs, plans. Colour by `wants_colour`."""
+    and diffs, plans. Colour by `wants_colour`. A turn's status line (TurnStatus) is
+    erased before anything is written."""
+
+    shows_status = True  # a turn's status line on a terminal (the other formats: none)
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
+        self.status: TurnStatus | None = None  # the running turn's, in a terminal
         self.colour = wants_colour(out)
         self.last_kind: str | None = None
         self.message_id: Any = None  # the messageId of the chunks shown last
@@ -117,6 +196,8 @@ class Renderer:
         self.message_id = message_id
 
     def update(self, update: dict[str, Any]) -> None:
+        if self.status is not None:
+            self.status.saw(update)
         kind = update.get("sessionUpdate")
         if kind == acp.AGENT_MESSAGE_CHUNK:
             self._break(kind, update.get("messageId"))
@@ -178,6 +259,8 @@ class Renderer:
 class JsonRenderer(Renderer):
     """NDJSON: one ACP update a line, then {"stopReason": ...}."""
 
+    shows_status = False
+
     def update(self, update: dict[str, Any]) -> None:
         if update.get("sessionUpdate") == acp.AGENT_MESSAGE_CHUNK:
             self.text.append(content_text(update.get("content")))
@@ -191,6 +274,8 @@ class JsonRenderer(Renderer):
 
 class QuietRenderer(Renderer):
     """Only the final text of the agent's answer."""
+
+    shows_status = False
 
     def update(self, update: dict[str, Any]) -> None:
         if update.get("sessionUpdate") == acp.AGENT_MESSAGE_CHUNK:
