@@ -548,18 +548,29 @@ def test_tar_members_outside_are_refused(
 @pytest.mark.npm
 def test_pi_from_the_catalog_on_an_older_node_is_named_with_its_fix(home: Path) -> None:
     """The catalog's pi (1.6.0, `engines.node >=22.19.0`), installed for real: on node 20
-    the install warns and doctor names the cause, where pi itself prints a stack trace."""
+    the install warns before the download, from npm's own word, that it fails on an older
+    node (the corpus saw it), refuses off a terminal without --yes, and doctor names the
+    cause, where pi itself prints a stack trace. (claude-agent-acp, which the corpus saw
+    run on an older node, is said to be unsupported but running, and not asked again.)"""
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed")
     from acpctl.agents import runtimes
 
+    too_old = runtimes.newer("22.19.0", runtimes.node_version() or "0.0.0")
+    if too_old:
+        refused = cli("agents", "install", "pi")  # off a terminal, no --yes
+        assert refused.returncode == 2, refused.stdout
+        assert "fails to start on an older node (seen here)" in refused.stdout
+        assert "install pi 1.6.0 anyway: pass --yes" in refused.stderr
+        assert "npm install" not in refused.stdout  # nothing was downloaded
     out = cli_ok("agents", "install", "pi", "--yes")
     assert "npm install @earendil-works/pi-coding-agent@1.6.0" in out
-    too_old = runtimes.newer("22.19.0", runtimes.node_version() or "0.0.0")
     assert ("needs node >=22.19.0" in out) is bool(too_old)
     if not too_old:
         pytest.skip("this node is new enough for pi 1.6: nothing to report")
-    assert "it will not start here" in out and "acpctl agents install pi --version" in out
+    warned = out.index("needs node >=22.19.0")
+    assert warned < out.index("npm install"), out  # said before the download
+    assert out.count("needs node >=22.19.0") == 1 and "acpctl agents install pi --version" in out
     report = run_cli("doctor", "--agent", "pi", "--json", timeout=90)
     assert report.returncode == 1
     findings = json.loads(report.stdout)
@@ -861,3 +872,22 @@ def test_escapes_in_registry_text_never_reach_the_terminal(home: Path, tmp_path:
     for output in (shown.stdout, listed_.stdout):
         assert "\x1b" not in output and "\x07" not in output and "\u009b" not in output
     assert "Evil\\x1b]0;owned\\x07" in shown.stdout
+
+
+def test_an_older_node_is_told_apart_from_what_the_corpus_saw() -> None:
+    """Issue 31, 6: unsupported-but-runs (claude-agent-acp on node 20) is not "it fails"
+    (pi 1.6 on node 20); what nobody has seen "may not start"."""
+    from acpctl.agents import catalog, runtimes
+
+    problem = runtimes.EnginesProblem("pkg", "1.0.0", ">=22", "20.20.2")
+    assert catalog.lookup("claude") is not None and catalog.lookup("pi") is not None
+    runs = problem.verdict(catalog.lookup("claude").older_node)  # type: ignore[union-attr]
+    fails = problem.verdict(catalog.lookup("pi").older_node)  # type: ignore[union-attr]
+    assert runs == "unsupported, but it starts and answers on an older node (seen here)"
+    assert fails == "it fails to start on an older node (seen here)"
+    assert problem.verdict(None) == "it may not start"
+    assert (
+        runtimes.EnginesProblem("pkg", "1.0.0", ">=22", None)
+        .verdict("runs")
+        .endswith("without node")
+    )

@@ -47,6 +47,9 @@ class CatalogEntry(NamedTuple):
     platforms: tuple[str, ...]  # where its binary distribution has builds
     website: str | None
     endpoint: tuple[str, str] | None  # (the variable that moves it, its default URL)
+    # On a node older than its package's engines.node, what the corpus saw it do: "runs"
+    # (unsupported, yet it starts and answers) or "fails"; None: not known.
+    older_node: str | None = None
 
     @property
     def install_hint(self) -> str:
@@ -128,6 +131,7 @@ def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
         platforms=platforms,
         website=printable(str(agent.get("website") or agent.get("repository") or "")) or None,
         endpoint=tuple(overlay["endpoint"]) if "endpoint" in overlay else None,
+        older_node=overlay.get("older_node"),
     )
 
 

@@ -31,9 +31,31 @@ def install(
         echo(f"{entry.name} {current.version} is already installed: {current.command[0]}")
         return current
     _check_tools(chosen)
-    if not confirm(f"install {chosen.describe()}?"):
+    warned = _engines_before(chosen, echo)
+    question = f"install {chosen.describe()}?"
+    if warned and chosen.entry.older_node != "runs":
+        question = f"install {chosen.entry.name} {chosen.version} anyway?"
+    if not confirm(question):
         raise AcpctlError(f"{entry.name} was not installed")
-    return _install(chosen, echo, in_use, limits)
+    return _install(chosen, echo, in_use, limits, warned)
+
+
+def _engines_before(chosen: installer.Plan, echo: Echo) -> bool:
+    """Before a download: whether the npm package's engines.node rules out this node (the
+    npm registry's word), said with what is known of the agent on an older node."""
+    if chosen.distribution.kind != "npx" or chosen.distribution.package is None:
+        return False
+    package = installer.package_name(chosen.distribution.package)
+    problem = runtimes.published_engines_problem(package, chosen.version)
+    if problem is not None:
+        _say_engines(problem, chosen.entry, echo)
+    return problem is not None
+
+
+def _say_engines(problem: runtimes.EnginesProblem, entry: CatalogEntry, echo: Echo) -> None:
+    echo(f"warning: {problem.explain()}: {problem.verdict(entry.older_node)}")
+    if entry.older_node != "runs":
+        echo(f"fix: {problem.fix(entry.name)}")
 
 
 def upgrade(entry: CatalogEntry, echo: Echo, confirm: Confirm, in_use: Iterable[str] = ()) -> None:
@@ -50,10 +72,11 @@ def upgrade(entry: CatalogEntry, echo: Echo, confirm: Confirm, in_use: Iterable[
     kind = current.distribution if current.distribution in entry.distributions else None
     chosen = installer.plan(entry, None, kind)
     _check_tools(chosen)
+    warned = _engines_before(chosen, echo)
     if not confirm(f"upgrade {entry.name} {current.version} to {chosen.describe()}?"):
         raise AcpctlError(f"{entry.name} was not upgraded")
     echo(f"upgrading {entry.name} {current.version} -> {chosen.version}")
-    _install(chosen, echo, in_use)
+    _install(chosen, echo, in_use, warned=warned)
 
 
 def uninstall(entry: CatalogEntry, echo: Echo) -> None:
@@ -68,6 +91,7 @@ def _install(
     echo: Echo,
     in_use: Iterable[str],
     limits: Limits = DEFAULT_LIMITS,
+    warned: bool = False,  # its engines were said before the download
 ) -> installed.Installed:
     echo(f"installing {chosen.describe()}")
     result = installer.install(chosen, echo, sys.stderr.isatty(), limits)
@@ -75,10 +99,9 @@ def _install(
     for directory in installer.prune(chosen.entry.id, kept):
         echo(f"removed the previous version: {directory}")
     echo(f"installed {chosen.entry.name} {result.version}: {' '.join(result.command)}")
-    problem = runtimes.engines_problem(result.command[0])
-    if problem is not None:
-        echo(f"warning: {problem.explain()}: it will not start here")
-        echo(f"fix: {problem.fix(chosen.entry.name)}")
+    problem = None if warned else runtimes.engines_problem(result.command[0])
+    if problem is not None:  # npm could not say before: the installed package says now
+        _say_engines(problem, chosen.entry, echo)
     return result
 
 

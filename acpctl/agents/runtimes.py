@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 TOOLS = ("node", "npm", "npx", "uv")
 PROBE_TIMEOUT_S = 5.0
+NPM_VIEW_TIMEOUT_S = 20.0
 
 
 class EnginesProblem(NamedTuple):
@@ -24,6 +25,16 @@ class EnginesProblem(NamedTuple):
     def explain(self) -> str:
         have = f"node here is {self.node}" if self.node else "node is not installed"
         return f"{self.package} {self.version} needs node {self.wanted}, and {have}"
+
+    def verdict(self, older_node: str | None) -> str:
+        """What this means here, from what the corpus saw the agent do on an older node."""
+        if self.node is None:
+            return "it cannot start without node"
+        if older_node == "runs":
+            return "unsupported, but it starts and answers on an older node (seen here)"
+        if older_node == "fails":
+            return "it fails to start on an older node (seen here)"
+        return "it may not start"
 
     def fix(self, agent: str) -> str:
         return (
@@ -90,6 +101,40 @@ def engines_problem(executable: str) -> EnginesProblem | None:
     except (ValueError, TypeError):
         return None  # a range npm itself would not understand: nothing to say
     return None if accepted else EnginesProblem(name, version, wanted, node)
+
+
+def published_engines_problem(package: str, version: str) -> EnginesProblem | None:
+    """engines.node of the npm package at `version` as the npm registry has it, against
+    this machine's node, before anything is installed; None when it fits, or when npm
+    cannot say (offline: the installed package is checked after)."""
+    import json
+
+    import nodesemver
+
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    try:
+        out = subprocess.run(
+            [npm, "view", f"{package}@{version}", "engines", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=NPM_VIEW_TIMEOUT_S,
+        )
+        engines = json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    wanted = engines.get("node") if isinstance(engines, dict) else None
+    if not isinstance(wanted, str):
+        return None
+    node = node_version()
+    if node is not None:
+        try:
+            if nodesemver.satisfies(node, wanted, loose=True):
+                return None
+        except (ValueError, TypeError):
+            return None
+    return EnginesProblem(package, version, wanted, node)
 
 
 def newer(candidate: str, current: str) -> bool | None:

@@ -107,7 +107,10 @@ def check_engines(agent: ResolvedAgent) -> list[Finding]:
     problem = runtimes.engines_problem(agent.argv[0]) if agent.argv else None
     if problem is None:
         return []
-    return [Finding(f"agent {agent.name}", "problem", problem.explain(), problem.fix(agent.name))]
+    older_node = agent.entry.older_node if agent.entry else None
+    status = "warning" if older_node == "runs" else "problem"
+    said = f"{problem.explain()}: {problem.verdict(older_node)}"
+    return [Finding(f"agent {agent.name}", status, said, problem.fix(agent.name))]
 
 
 def sign_in_methods(agent: ResolvedAgent, methods: list[Any]) -> list[tuple[str, str | None]]:
