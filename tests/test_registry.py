@@ -891,3 +891,43 @@ def test_an_older_node_is_told_apart_from_what_the_corpus_saw() -> None:
         .verdict("runs")
         .endswith("without node")
     )
+
+
+FAKE_NPM = """#!/bin/sh
+# npm view, as the npm registry answers it: pi-acp has no 0.0.32 (its newest is 0.0.34),
+# and there is no @opencode/cli at all; everything else is found.
+case "$2" in
+  pi-acp@0.0.32|@opencode/cli*)
+    echo '{"error": {"code": "E404", "summary": "Not Found"}}'; exit 1 ;;
+  pi-acp) echo '"0.0.34"' ;;
+  *) echo '{"version": "1.0.0", "engines": {"node": ">=18"}}' ;;
+esac
+"""
+
+
+@pytest.mark.e2e
+def test_a_release_npm_does_not_have_is_said_in_one_line_and_doctor_flags_it(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 31, 7: the registry names pi-acp 0.0.32 (npm has 0.0.34 at most) and
+    @opencode/cli (npm has no such package): the install says so in one line, before any
+    download, with what to install instead; `doctor --catalog` flags both. A stand-in npm
+    on PATH answers as the npm registry did here."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_executable(bin_dir / "npm", FAKE_NPM)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    refused = cli("agents", "install", "pi-acp", "--yes", env=env)
+    assert refused.returncode == 1
+    assert "npm has no pi-acp 0.0.32, the release the registry names (its newest is 0.0.34)" in (
+        refused.stderr
+    )
+    assert "acpctl agents install pi-acp --version 0.0.34 (or --version latest)" in refused.stderr
+    missing = cli("agents", "install", "opencode", "--via", "npx", "--yes", env=env)
+    assert "npm has no package @opencode/cli" in missing.stderr, missing.stderr
+    report = cli("doctor", "--catalog", "--json", env=env)
+    flagged = {
+        f["check"]: f for f in json.loads(report.stdout) if f["check"].startswith("catalog ")
+    }
+    assert set(flagged) == {"catalog pi-acp", "catalog opencode"}, flagged
+    assert flagged["catalog pi-acp"]["fix"] == "acpctl agents install pi-acp --version 0.0.34"

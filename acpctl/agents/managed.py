@@ -25,7 +25,9 @@ def install(
     in_use: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
 ) -> installed.Installed:
-    chosen = installer.plan(entry, version, via)
+    chosen = installer.plan(entry, None if version == "latest" else version, via)
+    if version == "latest":
+        chosen = installer.plan(entry, _latest(chosen), via)
     current = installed.read(entry.id)
     if current is not None and current.directory.name == chosen.version:
         echo(f"{entry.name} {current.version} is already installed: {current.command[0]}")
@@ -41,15 +43,46 @@ def install(
 
 
 def _engines_before(chosen: installer.Plan, echo: Echo) -> bool:
-    """Before a download: whether the npm package's engines.node rules out this node (the
-    npm registry's word), said with what is known of the agent on an older node."""
+    """Before a download, the npm registry's word: a release it does not have is one line
+    (AcpctlError) with what to install instead; whether the release's engines.node rules
+    out this node, said with what is known of the agent on an older node."""
     if chosen.distribution.kind != "npx" or chosen.distribution.package is None:
         return False
     package = installer.package_name(chosen.distribution.package)
-    problem = runtimes.published_engines_problem(package, chosen.version)
+    release = runtimes.npm_release(package, chosen.version)
+    if release is None:  # npm cannot say: the installed package is checked after
+        return False
+    name = chosen.entry.name
+    if not release.found and release.latest is not None:
+        raise AcpctlError(
+            f"npm has no {package} {chosen.version}, the release the registry names "
+            f"(its newest is {release.latest})",
+            hint=f"acpctl agents install {name} --version {release.latest} "
+            "(or --version latest); `acpctl agents update` may bring a newer registry",
+        )
+    if not release.found:
+        raise AcpctlError(
+            f"npm has no package {package}, which the registry names for {name}",
+            hint=f"{name} cannot be installed from npm; `acpctl agents update` may bring a "
+            "fixed registry",
+        )
+    if release.engines_node is None:
+        return False
+    problem = runtimes.engines_against_node(package, chosen.version, release.engines_node)
     if problem is not None:
         _say_engines(problem, chosen.entry, echo)
     return problem is not None
+
+
+def _latest(chosen: installer.Plan) -> str:
+    """npm's newest version of the plan's package (`--version latest`)."""
+    if chosen.distribution.kind != "npx" or chosen.distribution.package is None:
+        raise AcpctlError(f"--version latest is for npm packages; {chosen.describe()} is not one")
+    package = installer.package_name(chosen.distribution.package)
+    latest = runtimes.npm_latest(package)
+    if latest is None:
+        raise AcpctlError(f"npm could not say which version of {package} is the newest")
+    return latest
 
 
 def _say_engines(problem: runtimes.EnginesProblem, entry: CatalogEntry, echo: Echo) -> None:

@@ -85,55 +85,86 @@ def package_manifest(executable: str, depth: int = 4) -> dict[str, Any] | None:
 def engines_problem(executable: str) -> EnginesProblem | None:
     """Whether the engines.node of the npm package `executable` belongs to rules out this
     machine's node."""
-    import nodesemver
-
     data = package_manifest(executable)
     engines = data.get("engines") if data else None
     wanted = engines.get("node") if isinstance(engines, dict) else None
     if data is None or not isinstance(wanted, str):
         return None
-    node = node_version()
-    name, version = str(data.get("name", "?")), str(data["version"])
-    if node is None:
-        return EnginesProblem(name, version, wanted, None)
-    try:
-        accepted = nodesemver.satisfies(node, wanted, loose=True)
-    except (ValueError, TypeError):
-        return None  # a range npm itself would not understand: nothing to say
-    return None if accepted else EnginesProblem(name, version, wanted, node)
+    return engines_against_node(str(data.get("name", "?")), str(data["version"]), wanted)
 
 
-def published_engines_problem(package: str, version: str) -> EnginesProblem | None:
-    """engines.node of the npm package at `version` as the npm registry has it, against
-    this machine's node, before anything is installed; None when it fits, or when npm
-    cannot say (offline: the installed package is checked after)."""
+class NpmRelease(NamedTuple):
+    """What the npm registry says of one version of a package."""
+
+    found: bool  # npm has that version
+    engines_node: str | None  # its engines.node
+    latest: str | None  # when it is missing: npm's newest (None: no such package at all)
+
+
+def npm_release(package: str, version: str) -> NpmRelease | None:
+    """The npm registry's word on `package` at `version`, before anything is installed;
+    None when npm cannot say (no npm, offline, a timeout)."""
+    pinned = _npm_view(f"{package}@{version}", "version", "engines")
+    if pinned is None:
+        return None
+    found, value = pinned
+    if found:
+        engines = value.get("engines") if isinstance(value, dict) else None
+        wanted = engines.get("node") if isinstance(engines, dict) else None
+        return NpmRelease(True, wanted if isinstance(wanted, str) else None, None)
+    newest = _npm_view(package, "version")
+    if newest is None:
+        return None
+    latest = newest[1] if newest[0] and isinstance(newest[1], str) else None
+    return NpmRelease(False, None, latest)
+
+
+def npm_latest(package: str) -> str | None:
+    """npm's newest version of `package` (`--version latest`)."""
+    newest = _npm_view(package, "version")
+    return newest[1] if newest and newest[0] and isinstance(newest[1], str) else None
+
+
+def _npm_view(spec: str, *fields: str) -> tuple[bool, Any] | None:
+    """`npm view SPEC FIELDS --json`: (True, its value), (False, None) when npm has no such
+    package or version (E404), None when it cannot say."""
     import json
-
-    import nodesemver
 
     npm = shutil.which("npm")
     if npm is None:
         return None
     try:
         out = subprocess.run(
-            [npm, "view", f"{package}@{version}", "engines", "--json"],
+            [npm, "view", spec, *fields, "--json"],
             capture_output=True,
             text=True,
             timeout=NPM_VIEW_TIMEOUT_S,
         )
-        engines = json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else {}
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    wanted = engines.get("node") if isinstance(engines, dict) else None
-    if not isinstance(wanted, str):
+    try:
+        value = json.loads(out.stdout) if out.stdout.strip() else None
+    except ValueError:
         return None
+    if out.returncode == 0:
+        return True, value
+    error = value.get("error") if isinstance(value, dict) else None
+    if isinstance(error, dict) and error.get("code") == "E404":
+        return False, None
+    return None
+
+
+def engines_against_node(package: str, version: str, wanted: str) -> EnginesProblem | None:
+    """`wanted` (an engines.node range) against this machine's node."""
+    import nodesemver
+
     node = node_version()
     if node is not None:
         try:
             if nodesemver.satisfies(node, wanted, loose=True):
                 return None
         except (ValueError, TypeError):
-            return None
+            return None  # a range npm itself would not understand: nothing to say
     return EnginesProblem(package, version, wanted, node)
 
 

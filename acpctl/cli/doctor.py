@@ -30,6 +30,12 @@ def doctor(
         help="Also send the agent (--agent, else the default) one tiny prompt through "
         "acpctl and time it. It may cost tokens.",
     ),
+    catalog: bool = typer.Option(
+        False,
+        "--catalog",
+        help="Also ask npm for every release the registry names (those it lacks cannot "
+        "be installed).",
+    ),
 ) -> None:
     """Find what is wrong with acpctl, its agents and editors, and say how to fix it.
 
@@ -59,6 +65,10 @@ def doctor(
     findings += checks.check_host()
     findings += checks.check_incidents()
     findings += checks.check_logs()
+    if catalog:
+        from acpctl.doctor.checks.catalog import check_catalog
+
+        findings += check_catalog()
     problems = sum(f.status == "problem" for f in findings)
     if as_json:
         import json
