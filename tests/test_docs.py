@@ -94,6 +94,7 @@ def test_tab_completes_clients_shells_agents_and_sessions(home: Path) -> None:
     assert set(completed(["sessions", "show"], "")) == {"refactor", "s-1", "s-2"}
     assert completed(["sessions", "watch"], "ref") == ["refactor"]
     assert set(completed(["sessions", "delete", "s-1"], "s")) == {"s-1", "s-2"}
+    assert completed(["run", "--session"], "re") == ["refactor"]
 
 
 FAILURES = {

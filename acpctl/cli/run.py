@@ -14,7 +14,7 @@ from typing import Any
 import click
 import typer
 
-from acpctl.cli.completions import agent_names
+from acpctl.cli.completions import agent_names, session_names
 from acpctl.errors import UsageError
 from acpctl.runner.options import FLAG, RUN_OPTIONS, VALUES, RunOption, refuse_outside_acp
 
@@ -37,8 +37,9 @@ def _typer_option(option: RunOption) -> Any:
     extra: dict[str, Any] = {}
     if option.choices:
         extra["click_type"] = click.Choice(option.choices)
-    if option.name == "agent":
-        extra["autocompletion"] = agent_names
+    completions = {"agent": agent_names, "session": session_names}
+    if option.name in completions:
+        extra["autocompletion"] = completions[option.name]
     return typer.Option(option.default, *option.flags, help=option.help, **extra)
 
 
