@@ -106,6 +106,10 @@ SESSION_SCOPED_METHODS = frozenset(
 )
 TURN_STATE_META = "acp/turnState"
 HOST_VERSION_META = "acpctl/version"  # in the host's initialize answer
+# A load's replay as recorded, not joined and brought up to date (runner/served.py): what
+# acpctl's remote link asks for, to deduplicate a reload against what the editor has.
+REPLAY_META = "acpctl/replay"
+REPLAY_AS_RECORDED = "as-recorded"
 
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"

@@ -16,6 +16,7 @@ import psutil
 import pytest
 from acp import RequestError, text_block
 
+from acpctl import protocol as acp_names
 from acpctl.store.sessions import SessionMeta, SessionStore, valid_session_id
 from tests.acp_peer import RecordingClient, connect, initialized
 from tests.conftest import TEST_AGENTS, run, run_cli, stored_updates, write_executable
@@ -75,6 +76,21 @@ def test_store_layout_permissions_and_metadata(home: Path, tmp_path: Path) -> No
     assert all("ts" in e for e in events)
 
 
+# A load's replay update for update as recorded, not joined (acpctl's own extension).
+AS_RECORDED = {acp_names.REPLAY_META: acp_names.REPLAY_AS_RECORDED}
+
+
+def joined(transcript: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(kind, text) pairs with a stream's adjacent fragments of one kind joined."""
+    out: list[tuple[str, str]] = []
+    for kind, text in transcript:
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + text)
+        else:
+            out.append((kind, text))
+    return out
+
+
 def test_list_load_and_resume_in_a_new_process(home: Path, tmp_path: Path) -> None:
     async def first() -> tuple[str, list[tuple[str, str]]]:
         async with connect() as (conn, _, client):
@@ -91,7 +107,8 @@ def test_list_load_and_resume_in_a_new_process(home: Path, tmp_path: Path) -> No
             assert listed.sessions[0].title.startswith("Demo: think about title")
             await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             replayed = transcript(client, sid)
-            assert replayed == [("user_message_chunk", "think about title"), *live]
+            # One update a message, as the agent would replay it (issue 32, 9)
+            assert replayed == joined([("user_message_chunk", "think about title"), *live])
             result = await conn.prompt(session_id=sid, prompt=[text_block("more")])
             assert result.stop_reason == "end_turn"
 
@@ -254,7 +271,9 @@ def test_kill_9_mid_stream_leaves_a_loadable_history(home: Path, tmp_path: Path)
     async def reload() -> None:
         async with connect() as (conn, _, client):
             await initialized(conn)
-            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            await conn.load_session(
+                cwd=str(tmp_path), session_id=sid, mcp_servers=[], **AS_RECORDED
+            )
             replayed = transcript(client, sid)
             assert replayed[0] == ("user_message_chunk", "slow one")
             assert len(replayed) >= 5  # chunks flushed before the kill

@@ -101,9 +101,9 @@ async def host_history(url: str, token: str, session: str) -> list[Any]:
     ):
         client = RawClient(socket)
         await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
-        answer = await client.request(
-            acp_names.SESSION_LOAD, {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
-        )
+        as_recorded = {acp_names.REPLAY_META: acp_names.REPLAY_AS_RECORDED}
+        load = {"sessionId": session, "cwd": "/tmp", "mcpServers": [], "_meta": as_recorded}
+        answer = await client.request(acp_names.SESSION_LOAD, load)
         assert "result" in answer, answer
         return updates_of(client.messages, session)
 
@@ -540,7 +540,8 @@ def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
         monkeypatch.setenv("ACPCTL_STATE_DIR", str(sshd.remote_state))
         async with unix_client("demo") as remote:
             await remote.request(acp_names.INITIALIZE, {"protocolVersion": 1})
-            load = {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
+            as_recorded = {acp_names.REPLAY_META: acp_names.REPLAY_AS_RECORDED}
+            load = {"sessionId": session, "cwd": "/tmp", "mcpServers": [], "_meta": as_recorded}
             assert "result" in await remote.request(acp_names.SESSION_LOAD, load)
             assert received and received == updates_of(remote.messages, session)
 

@@ -470,11 +470,87 @@ def test_replay_sends_stored_bytes_or_rewraps_and_only_valid_json(tmp_path: Path
         )
         writer.close()
         await h.result(acp.INITIALIZE, {"protocolVersion": 1})
-        await h.result(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp", "mcpServers": []})
+        # as recorded: one update a line, not joined (what this test is about)
+        as_recorded = {acp.REPLAY_META: acp.REPLAY_AS_RECORDED}
+        load = {"sessionId": "s1", "cwd": "/tmp", "mcpServers": [], "_meta": as_recorded}
+        await h.result(acp.SESSION_LOAD, load)
         replayed = h.editor.notifications(acp.SESSION_UPDATE)
         assert [n["params"]["sessionId"] for n in replayed] == ["s1"] * 4
         texts = [n["params"]["update"]["content"]["text"] for n in replayed]
         assert texts == ["raw", "rewrapped", "spaced", "u"]
+
+    run(tmp_path, scenario)
+
+
+def test_a_replay_joins_a_message_s_fragments_and_says_state_as_it_is_now(
+    tmp_path: Path,
+) -> None:
+    """Issue 32, 9: a load answered from the recording replays one update a message, as
+    the agent would (its stream's fragments joined: same kind, same messageId or none,
+    plain text only), no mode or config option update from the past (the answer says them
+    now), and only the newest usage and commands, after the rest."""
+    from acpctl.store.sessions import SessionMeta
+
+    def text(kind: str, value: str, **more: Any) -> dict[str, Any]:
+        return {"sessionUpdate": kind, "content": {"type": "text", "text": value}, **more}
+
+    async def scenario(h: Harness) -> None:
+        writer = h.store.create(SessionMeta(id="s1", agent="fake", command=[], cwd="/tmp"))
+        for update in (
+            text(acp.USER_MESSAGE_CHUNK, "hi"),
+            {"sessionUpdate": acp.USAGE_UPDATE, "used": 1, "size": 9},
+            text(acp.AGENT_THOUGHT_CHUNK, "thi"),
+            text(acp.AGENT_THOUGHT_CHUNK, "nk"),
+            {"sessionUpdate": acp.CURRENT_MODE_UPDATE, "currentModeId": "old"},
+            text(acp.AGENT_MESSAGE_CHUNK, "Hel"),
+            text(acp.AGENT_MESSAGE_CHUNK, "lo"),
+            text(acp.AGENT_MESSAGE_CHUNK, "A", messageId="m2"),
+            text(acp.AGENT_MESSAGE_CHUNK, "B", messageId="m2"),
+            text(acp.AGENT_MESSAGE_CHUNK, "kept", _meta={"mine": 1}),
+            {"sessionUpdate": acp.AVAILABLE_COMMANDS_UPDATE, "availableCommands": []},
+            {"sessionUpdate": acp.USAGE_UPDATE, "used": 5, "size": 9},
+            {"sessionUpdate": acp.CONFIG_OPTION_UPDATE, "configOptions": []},
+        ):
+            writer.update(update)
+        writer.close()
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        await h.result(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp", "mcpServers": []})
+        replayed = [n["params"]["update"] for n in h.editor.notifications(acp.SESSION_UPDATE)]
+        assert replayed == [
+            text(acp.USER_MESSAGE_CHUNK, "hi"),
+            text(acp.AGENT_THOUGHT_CHUNK, "think"),
+            text(acp.AGENT_MESSAGE_CHUNK, "Hello"),
+            text(acp.AGENT_MESSAGE_CHUNK, "AB", messageId="m2"),
+            text(acp.AGENT_MESSAGE_CHUNK, "kept", _meta={"mine": 1}),
+            {"sessionUpdate": acp.USAGE_UPDATE, "used": 5, "size": 9},
+            {"sessionUpdate": acp.AVAILABLE_COMMANDS_UPDATE, "availableCommands": []},
+        ]
+
+    run(tmp_path, scenario)
+
+
+def test_a_resume_of_an_open_session_brings_the_agent_s_commands_again(tmp_path: Path) -> None:
+    """Issue 32, 9: the agent says its commands once, when the session begins; a resume
+    of the open session (answered without the agent) has them again, after its answer."""
+
+    async def scenario(h: Harness) -> None:
+        session = await h.session()
+        commands = {
+            "sessionUpdate": acp.AVAILABLE_COMMANDS_UPDATE,
+            "availableCommands": [{"name": "review", "description": "Review"}],
+        }
+        h.agent.update(session, commands)
+        await h.editor.settled()
+        before = len(h.editor.notifications(acp.SESSION_UPDATE))
+        params = {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
+        answer = await h.request(acp.SESSION_RESUME, params)
+        assert "result" in answer, answer
+        await h.editor.settled()
+        after = h.editor.notifications(acp.SESSION_UPDATE)[before:]
+        assert [n["params"]["update"] for n in after] == [commands]
+        messages = h.editor.messages
+        answered = next(i for i, m in enumerate(messages) if m.get("id") == answer["id"])
+        assert messages[-1] == after[0] and len(messages) - 1 > answered  # behind the answer
 
     run(tmp_path, scenario)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
+from acpctl import protocol as acp_names
 from acpctl.store.sessions import SessionMeta, SessionStore
 from tests.acp_peer import connect, initialized
 from tests.conftest import acpctl_argv, cli, run_cli, stored_updates
@@ -136,7 +137,10 @@ def test_export_import_round_trip_then_load(home: Path, tmp_path: Path) -> None:
     async def load() -> list[str]:
         async with connect() as (conn, _, client):
             await initialized(conn)
-            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            as_recorded = {acp_names.REPLAY_META: acp_names.REPLAY_AS_RECORDED}  # one by one
+            await conn.load_session(
+                cwd=str(tmp_path), session_id=sid, mcp_servers=[], **as_recorded
+            )
             return client.kinds(sid)
 
     kinds = asyncio.run(load())

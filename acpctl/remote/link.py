@@ -424,6 +424,9 @@ class Link:
                 "sessionId": session_id,
                 "cwd": session.params.get("cwd", "/"),
                 "mcpServers": session.params.get("mcpServers", []),
+                # acpctl serve replays it as recorded, update for update, so that what the
+                # editor has can be left out; other servers ignore it.
+                "_meta": {acp.REPLAY_META: acp.REPLAY_AS_RECORDED},
             }
             if can_load:
                 session.replaying = collections.Counter(session.seen)

@@ -185,11 +185,18 @@ class SessionLifecycle:
         clients share it), one in the store is opened; a session only the agent knows is
         adopted."""
         session_id = wire_session_id(params.get("sessionId"))
-        if self.conn.sessions.get(session_id) is None and not self.conn.store.exists(session_id):
+        live = self.conn.sessions.get(session_id)
+        if live is None and not self.conn.store.exists(session_id):
             return await self._adopt(client, session_id, params, replay)
         record, _ = await self._join(client, params, acp.CONTROLLER, replay)
         async with record.lock:
             result, note = await self.attacher.attach(record)
+        if live is not None and not replay and record.commands is not None:
+            # The agent said its commands once, when the session began: a client resuming
+            # it now gets them again, right behind the answer (written in this turn).
+            commands = {"sessionId": record.id, "update": record.commands}
+            line = jsonrpc.encode(jsonrpc.notification(acp.SESSION_UPDATE, commands))
+            asyncio.get_running_loop().call_soon(client.channel.write, line)
         return jsonrpc.result(None, with_note(result, note))
 
     async def attach(self, client: Client, params: JsonObject) -> JsonObject:
@@ -231,13 +238,14 @@ class SessionLifecycle:
             record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
         await self.conn.ensure_agent()
         if replay:
+            recorded = served.wants_recorded(params)
             if live is None:
-                await served.replay(self.conn.store, record.id, client.channel)
+                await served.replay(self.conn.store, record.id, client.channel, recorded)
             else:
                 # The session is live: its history up to now goes out in this turn of the
                 # event loop, so that no update falls between the replay and the live ones.
                 self.conn.recorder.batch_end()
-                served.replay_now(self.conn.store, record.id, client.channel)
+                served.replay_now(self.conn.store, record.id, client.channel, recorded)
         others = [c.label(r) for c, r in record.clients.items() if c is not client]
         record.clients[client] = role
         if role == acp.CONTROLLER:

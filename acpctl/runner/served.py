@@ -19,31 +19,116 @@ LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512
 
 
-async def replay(store: SessionStore, session_id: str, out: Channel) -> None:
+async def replay(
+    store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
+) -> None:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read. Stored agent notifications go
-    out as their own bytes."""
-    for sent, line in enumerate(_replayed(store, session_id), 1):
+    out as their own bytes; `as_recorded`: every one as it came, else as the agent would
+    replay them (_replayed)."""
+    lines = _recorded(store, session_id) if as_recorded else _replayed(store, session_id)
+    for sent, line in enumerate(lines, 1):
         out.write(line)
-        if sent % REPLAY_DRAIN_EVERY == 0:
+        if sent == 1 or sent % REPLAY_DRAIN_EVERY == 0:  # the first at once
             await out.drain()
     await out.drain()
 
 
-def replay_now(store: SessionStore, session_id: str, out: Channel) -> None:
+def replay_now(
+    store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
+) -> None:
     """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
-    for line in _replayed(store, session_id):
+    lines = _recorded(store, session_id) if as_recorded else _replayed(store, session_id)
+    for line in lines:
         out.write(line)
 
 
+def wants_recorded(params: JsonObject) -> bool:
+    """Whether a load asks for its replay as recorded (`_meta["acpctl/replay"]`: acpctl's
+    own remote link, which deduplicates a reload against what the editor was sent)."""
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and meta.get(acp.REPLAY_META) == acp.REPLAY_AS_RECORDED
+
+
+def _recorded(store: SessionStore, session_id: str) -> Iterator[bytes]:
+    for stored in store.iter_replay(session_id):
+        yield _line(stored, session_id)
+
+
+# What a replay leaves out or moves (issue 32, 9): the load's answer says the mode and the
+# config options as they are now, so their old updates would only say what was; of usage
+# and commands only the newest holds, after the rest.
+STATE_NOW = frozenset({acp.CURRENT_MODE_UPDATE, acp.CONFIG_OPTION_UPDATE})
+NEWEST_ONLY = (acp.USAGE_UPDATE, acp.AVAILABLE_COMMANDS_UPDATE)
+CHUNKS = frozenset({acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK, acp.USER_MESSAGE_CHUNK})
+PLAIN_CHUNK_KEYS = frozenset({"sessionUpdate", "content", "messageId"})
+
+Stored = tuple[bytes | None, JsonObject]  # the agent's line for an update (or None), it
+
+
 def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
-    for item in store.iter_replay(session_id):
-        if isinstance(item, bytes):
-            yield item
-        else:
-            yield jsonrpc.encode(
-                jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": item})
-            )
+    """The session's lines as the agent would replay them: the stream's fragments of one
+    message joined into one update, state as it is now."""
+    run: list[Stored] = []  # plain text chunks of one message, not yet written
+    newest: dict[str, Stored] = {}
+    for stored in store.iter_replay(session_id):
+        kind = stored[1].get("sessionUpdate")
+        if kind in STATE_NOW:
+            continue
+        if kind in NEWEST_ONLY:
+            newest[str(kind)] = stored
+            continue
+        if run and _one_message(run[-1][1], stored[1]):
+            run.append(stored)
+            continue
+        yield from _joined(run, session_id)
+        run = [stored] if _plain_chunk(stored[1]) else []
+        if not run:
+            yield _line(stored, session_id)
+    yield from _joined(run, session_id)
+    for kind in NEWEST_ONLY:
+        if kind in newest:
+            yield _line(newest[kind], session_id)
+
+
+def _plain_chunk(update: JsonObject) -> bool:
+    """A chunk of text and nothing else (no _meta, annotations or other content), which
+    can be joined to its neighbours without losing a thing."""
+    content = update.get("content")
+    return (
+        update.get("sessionUpdate") in CHUNKS
+        and update.keys() <= PLAIN_CHUNK_KEYS
+        and isinstance(content, dict)
+        and content.keys() == {"type", "text"}
+        and content["type"] == "text"
+        and isinstance(content["text"], str)
+    )
+
+
+def _one_message(before: JsonObject, update: JsonObject) -> bool:
+    return (
+        _plain_chunk(update)
+        and update["sessionUpdate"] == before["sessionUpdate"]
+        and update.get("messageId") == before.get("messageId")
+    )
+
+
+def _joined(run: list[Stored], session_id: str) -> Iterator[bytes]:
+    if len(run) == 1:
+        yield _line(run[0], session_id)
+    elif run:
+        text = "".join(update["content"]["text"] for _, update in run)
+        first = run[0][1]
+        yield _line((None, {**first, "content": {"type": "text", "text": text}}), session_id)
+
+
+def _line(stored: Stored, session_id: str) -> bytes:
+    raw, update = stored
+    if raw is not None:
+        return raw
+    return jsonrpc.encode(
+        jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+    )
 
 
 def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[SessionMeta]:

@@ -453,6 +453,8 @@ class AcpServer:
         if message.get("method") == acp.SESSION_UPDATE and isinstance(update, dict):
             self.conn.recorder.agent_update(record, raw)
             kind = update.get("sessionUpdate")
+            if kind == acp.AVAILABLE_COMMANDS_UPDATE:
+                record.commands = update
             if kind in SPECIAL_UPDATES:
                 params = self._special_update(record, params, update, kind)
         if self.conn.debug:

@@ -32,6 +32,9 @@ class SessionRecord:
     suppress_replay: bool = False  # while the agent replays a session/load we asked for
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while attaching
     heard: float = 0.0  # when the agent last said something about it (the watchdog's clock)
+    # The agent's last available_commands_update: sent again to a client that resumes the
+    # session while it is open (the agent says it once, at the start).
+    commands: JsonObject | None = None
     # What the agent said about a new session before the editor got the answer naming it:
     # relayed right after that answer (None once it is sent).
     unannounced: list[bytes] | None = None

@@ -631,21 +631,22 @@ class SessionStore:
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise CorruptSession(f"{path}: {exc}") from exc
 
-    def iter_replay(self, session_id: str) -> Iterator[bytes | dict[str, Any]]:
-        """What a session/load replays, in order: each stored agent notification for this
-        session as its own line (sent on without being encoded again), or a session/update
-        payload to wrap (the user's prompts; notifications stored in another shape or under
-        another session id of the agent's)."""
+    def iter_replay(self, session_id: str) -> Iterator[tuple[bytes | None, dict[str, Any]]]:
+        """What a session/load replays, in order: each stored update, with the agent's own
+        line for it when that can be sent on as it is (a notification for this session,
+        stored in the writer's shape), else None (the user's prompts; notifications stored
+        in another shape or under another session id of the agent's: to wrap)."""
         for event, line in self._iter_lines(session_id):
+            update = event_update(event)
+            if update is None:
+                continue
             message = agent_message_line(event, line)
             if message is not None:
                 params = event["message"].get("params")
                 if isinstance(params, dict) and params.get("sessionId") == session_id:
-                    yield message
+                    yield message, update
                     continue
-            update = event_update(event)
-            if update is not None:
-                yield update
+            yield None, update
 
     def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
