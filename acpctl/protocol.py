@@ -410,7 +410,9 @@ UPDATES: dict[str, str] = {
     NOTICE: RECORDED,
     COMPACTION_UPDATE: RECORDED,
     COMPACTION_SUMMARY_CHUNK: RECORDED,
-    SUBAGENT_UPDATE: RECORDED + "; its session ids are mapped when acpctl knows them",
+    SUBAGENT_UPDATE: RECORDED
+    + "; the child it announces is a session of its own from then on: its updates and "
+    "requests relayed both ways, its history kept, linked to the parent (subagentOf)",
     SESSION_MESSAGE: RECORDED + "; its session ids are mapped when acpctl knows them",
     SESSION_MESSAGE_CHUNK: RECORDED + "; its session ids are mapped when acpctl knows them",
 }

@@ -755,3 +755,49 @@ def test_a_batchs_members_reach_the_agent_in_the_batchs_order(tmp_path: Path) ->
         ]
 
     run(tmp_path, scenario, agent)
+
+
+def test_a_subagent_announced_by_an_open_session_is_relayed_both_ways_and_kept(
+    tmp_path: Path,
+) -> None:
+    """Issue 32, 1: the unstable schema's subagent_update announces a child session whose
+    events come on the same connection. Its updates reach the editor (they were dropped),
+    its permission request too (acpctl answered -32002), the editor's answer reaches the
+    agent, and its history is kept as a session of its own, linked to the parent."""
+
+    async def scenario(h: Harness) -> None:
+        parent = await h.session()
+        announce = {
+            "sessionUpdate": acp.SUBAGENT_UPDATE,
+            "sessionId": "child-1",
+            "title": "Explore the parser",
+        }
+        h.agent.update(parent, announce)
+        chunk = {
+            "sessionUpdate": acp.AGENT_MESSAGE_CHUNK,
+            "content": {"type": "text", "text": "reading parser.py"},
+        }
+        h.agent.update("child-1", chunk)
+        asked = h.agent.ask(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": "child-1",
+                "toolCall": {"toolCallId": "t1", "title": "Read parser.py"},
+                "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}],
+            },
+        )
+        request = await h.editor.request(acp.REQUEST_PERMISSION)
+        assert request["params"]["sessionId"] == "child-1"
+        answer = {"outcome": {"outcome": "selected", "optionId": "ok"}}
+        h.send(jsonrpc.result(request["id"], answer))
+        assert (await asyncio.wait_for(asked, 5))["result"] == answer
+        updates = [n["params"] for n in h.editor.notifications(acp.SESSION_UPDATE)]
+        assert {"sessionId": parent, "update": announce} in updates
+        assert {"sessionId": "child-1", "update": chunk} in updates
+        h.conn.recorder.batch_end()
+        meta = h.store.read_meta("child-1")
+        assert meta.subagent_of == parent and meta.title == "Explore the parser"
+        stored = [update for _, update in h.store.iter_replay("child-1")]
+        assert chunk in stored
+
+    run(tmp_path, scenario)

@@ -163,6 +163,7 @@ def list_sessions(
                         "turns": s.meta.turns,
                         "lastStopReason": s.meta.last_stop_reason,
                         "parentId": s.meta.parent_id,
+                        "subagentOf": s.meta.subagent_of,
                         "problem": s.problem,
                     }
                     for s in found
@@ -185,6 +186,8 @@ def list_sessions(
         title = (f"[{meta.name}] " if meta.name else "") + (meta.title or "").replace("\n", " ")
         if meta.parent_id:
             title = f"(fork of {meta.parent_id[:8]}) {title}"
+        elif meta.subagent_of:
+            title = f"(subagent of {meta.subagent_of[:8]}) {title}"
         lines.append(
             f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
             f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}"

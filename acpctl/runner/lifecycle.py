@@ -167,6 +167,33 @@ class SessionLifecycle:
             return _fresh_id()
         return agent_id
 
+    def subagent(self, parent: SessionRecord, update: JsonObject) -> None:
+        """A subagent_update of `parent`'s: the child it announces is a session of its own
+        from now on (its updates and requests relayed under an id the clients know, its
+        history kept, linked to the parent's), seen by the parent's clients. A child known
+        already only takes the new title."""
+        agent_id = update.get("sessionId")
+        if not isinstance(agent_id, str):
+            return
+        known = self.conn.sessions.of_agent(agent_id)
+        title = update.get("title")
+        if known is not None:
+            if isinstance(title, str):
+                known.meta.title = title
+            return
+        cwd = update.get("cwd")
+        cwd = cwd if isinstance(cwd, str) and cwd else parent.meta.cwd
+        meta, writer = self.conn.recorder.subagent(
+            parent,
+            self._client_id(agent_id),
+            agent_id,
+            cwd,
+            title if isinstance(title, str) else None,
+        )
+        child = SessionRecord(meta=meta, writer=writer, attach_params=dict(parent.attach_params))
+        child.clients = dict(parent.clients)
+        self._add(child, {})
+
     def _add(self, record: SessionRecord, result: JsonObject) -> None:
         record.generation = self.conn.backend.generation
         record.state.absorb(result)

@@ -90,6 +90,22 @@ class Recorder:
         self._write(parent.id, "events", parent.writer.flush)
         return meta, self._history(meta, lambda made: self.store.fork(parent.id, made))
 
+    def subagent(
+        self,
+        parent: SessionRecord,
+        session_id: str,
+        agent_session_id: str,
+        cwd: str,
+        title: str | None,
+    ) -> tuple[SessionMeta, HistoryWriter]:
+        """A subagent's session, which `parent`'s agent announced (with its parent's title
+        for it): a history of its own, linked to its parent's."""
+        meta = self._meta(session_id, agent_session_id, cwd, [])
+        meta.subagent_of, meta.title = parent.id, title
+        if isinstance(parent.writer, DiscardedHistory):
+            return meta, DiscardedHistory()
+        return meta, self._history(meta, self.store.create)
+
     def _meta(
         self,
         session_id: str,

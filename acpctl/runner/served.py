@@ -160,6 +160,8 @@ def _info(meta: SessionMeta) -> JsonObject:
     extra: JsonObject = {"agent": meta.agent, "turns": meta.turns, "created": meta.created}
     if meta.parent_id:
         extra["parentId"] = meta.parent_id
+    if meta.subagent_of:
+        extra["subagentOf"] = meta.subagent_of
     info["_meta"] = {"acpctl": extra}
     return info
 

@@ -488,6 +488,8 @@ class AcpServer:
         elif kind in STATE_UPDATES:
             record.state.on_update(update)
         else:
+            if kind == acp.SUBAGENT_UPDATE:
+                self.lifecycle.subagent(record, update)
             return self._map_sessions(params, NESTED_SESSION_IDS)
         return params
 

@@ -34,7 +34,7 @@ INDEX_DIR = ".index"
 INDEX_FILE = "sessions.sqlite3"
 OLD_INDEX_FILE = ".index.sqlite3"  # where acpctl 0.1 kept it: removed when found
 RESCAN_AFTER_S = 60.0
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # The index's own columns, then one per metadata field (store/sessions.py's META_FIELDS).
 _OWN_COLUMNS = ("mtime_ns INTEGER", "size INTEGER", "problem TEXT", "model TEXT")
 _SQL_TYPES = {COUNT: "INTEGER"}

@@ -145,6 +145,7 @@ class SessionMeta:
     turns: int = 0
     last_stop_reason: str | None = None
     parent_id: str | None = None  # the session this one was forked from
+    subagent_of: str | None = None  # the session whose agent ran this one as its subagent
     name: str | None = None  # the user's name for it (`run --name`, `sessions rename`)
     # What the user chose for the session (keys "mode", "model", "config": {id: value}),
     # re-applied when a fresh agent session has to stand in for a lost one.
@@ -222,6 +223,7 @@ META_FIELDS = (
     MetaField("turns", "turns", COUNT, "turns"),
     MetaField("last_stop_reason", "lastStopReason", OPTIONAL_TEXT, "last_stop"),
     MetaField("parent_id", "parentId", OPTIONAL_TEXT, "parent"),
+    MetaField("subagent_of", "subagentOf", OPTIONAL_TEXT, "subagent_of"),
     MetaField("name", "name", OPTIONAL_TEXT, "name"),
     MetaField("state", "state", OBJECT, "state"),
 )
