@@ -724,6 +724,28 @@ def test_session_list_shows_an_open_session_as_it_is_now(tmp_path: Path) -> None
     run(tmp_path, scenario)
 
 
+def test_session_list_takes_the_agent_s_own_title_over_acpctl_s_guess(tmp_path: Path) -> None:
+    """Issue 32, 5: opencode names its sessions itself, in its own session/list; acpctl's
+    title from the first prompt gave way to nothing."""
+    agent = FakeAgent({"sessionCapabilities": {"resume": {}, "list": {}}})
+
+    async def agent_list(params: Any) -> JsonObject:
+        return {"sessions": [{"sessionId": "agent-1", "cwd": "/tmp", "title": "Fix the parser"}]}
+
+    agent.handlers[acp.SESSION_LIST] = agent_list
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        await h.result(
+            acp.SESSION_PROMPT,
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "the parser fails on x"}]},
+        )
+        [entry] = (await h.result(acp.SESSION_LIST, {}))["sessions"]
+        assert entry["sessionId"] == sid and entry["title"] == "Fix the parser"
+
+    run(tmp_path, scenario, agent)
+
+
 def test_a_batchs_members_reach_the_agent_in_the_batchs_order(tmp_path: Path) -> None:
     """Issue 32, 8: members that name a session went through a task, the others at once,
     so the agent saw them out of order."""

@@ -9,6 +9,7 @@ A connection serves one agent: it lists and opens that agent's sessions only."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -380,9 +381,22 @@ class SessionLifecycle:
         known = {meta.id for meta in stored} | {
             meta.agent_session_id for meta in stored if meta.agent_session_id
         }
-        theirs = [
-            info for info in await self._agent_sessions(cwd) if info["sessionId"] not in known
-        ]
+        agents = await self._agent_sessions(cwd)
+        theirs = [info for info in agents if info["sessionId"] not in known]
+        # The agent's own title for a session both know wins over acpctl's, which may be
+        # only a guess from the first prompt (opencode names its sessions itself).
+        titles = {
+            info["sessionId"]: info["title"]
+            for info in agents
+            if info["sessionId"] in known and isinstance(info.get("title"), str) and info["title"]
+        }
+        if titles:
+            stored = [
+                dataclasses.replace(meta, title=titles[agent_id])
+                if (agent_id := meta.agent_session_id or meta.id) in titles
+                else meta
+                for meta in stored
+            ]
         return jsonrpc.result(None, served.list_page(stored, theirs, params.get("cursor")))
 
     async def _agent_sessions(self, cwd: str | None) -> list[JsonObject]:
