@@ -259,6 +259,10 @@ def test_a_permission_request_waiting_through_a_cut_is_answered_once(
             proxy.refusing = False
             answer = await client.until(lambda m: m.get("id") == 7 and "method" not in m, 30)
             assert answer["result"]["stopReason"] == "end_turn", answer
+            listed = await asyncio.to_thread(cli, "ps", "--json")  # the link is a run, as any
+            runs = json.loads(listed.stdout)
+            link = [r for r in runs if r.get("agent") == "far"]
+            assert link and link[0]["sessions"] == [session], runs
             asks = [m for m in client.messages if m.get("method") == acp_names.REQUEST_PERMISSION]
             assert len(asks) == 1
             done = [

@@ -131,6 +131,8 @@ class Link:
         self._editor_done = asyncio.Event()
         self.drops = 0
         self.outages: list[float] = []  # seconds from each drop to live again
+        # Told the open sessions' ids whenever they change (the run record, `acpctl ps`).
+        self.on_sessions: Callable[[list[str]], None] = lambda ids: None
 
     # -- running ----------------------------------------------------------------------
 
@@ -521,10 +523,14 @@ class Link:
             )
         elif method in ESTABLISHING:
             session_id = result.get("sessionId", params.get("sessionId"))
-            if isinstance(session_id, str):
-                self.sessions.setdefault(session_id, OpenSession(params))
-        elif method == acp.SESSION_CLOSE:
-            self.sessions.pop(str(params.get("sessionId")), None)
+            if isinstance(session_id, str) and session_id not in self.sessions:
+                self.sessions[session_id] = OpenSession(params)
+                self.on_sessions(list(self.sessions))
+        elif (
+            method == acp.SESSION_CLOSE
+            and self.sessions.pop(str(params.get("sessionId")), None) is not None
+        ):
+            self.on_sessions(list(self.sessions))
 
     async def _asked(self, message: dict[str, Any]) -> None:
         fingerprint = _ask_fingerprint(message)

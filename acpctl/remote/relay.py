@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,14 +24,19 @@ from acpctl.remote.transports import (
 )
 
 
-def relay_remote(remote: Remote, log: logging.Logger) -> int:
-    return asyncio.run(_relay(remote, log))
+def relay_remote(
+    remote: Remote, log: logging.Logger, on_sessions: Callable[[list[str]], None]
+) -> int:
+    return asyncio.run(_relay(remote, log, on_sessions))
 
 
-async def _relay(remote: Remote, log: logging.Logger) -> int:
+async def _relay(
+    remote: Remote, log: logging.Logger, on_sessions: Callable[[list[str]], None]
+) -> int:
     output = await Output.open(1)
     http = await open_http(remote)
     link = Link(remote.address, make_dial(remote, http), output, log, remote.outage_limit_s)
+    link.on_sessions = on_sessions
     try:
         return await link.run(await open_input(0))
     finally:

@@ -68,8 +68,15 @@ def serve(agent: str | None, history: bool) -> int:
     if spec.remote is not None:
         from acpctl.remote.relay import relay_remote
         from acpctl.runner.runlog import open_log
+        from acpctl.runner.runs import RunRecord
 
-        return relay_remote(spec.remote, open_log(spec.name, "acpctl.remote")[0])
+        log, log_path = open_log(spec.name, "acpctl.remote")
+        # `acpctl ps` lists the link as a run, with the sessions it holds open.
+        record = RunRecord(spec.name, ["remote", spec.remote.address], log_path)
+        try:
+            return relay_remote(spec.remote, log, lambda ids: record.update(sessions=ids))
+        finally:
+            record.remove()
     if through_host:
         from acpctl.runner.through_host import relay_through_host
 
