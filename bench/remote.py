@@ -3,7 +3,7 @@
 - A prompt turn (the demo agent, one short answer): `run --acp` with the agent behind it
   (the local relay), against `run --acp` for a remote agent, which links to `acpctl serve`
   over WebSocket or Streamable HTTP (the same demo agent behind the host).
-- Streaming: a turn of `flood 5000` (5,000 chunks as fast as the agent makes them), the
+- Streaming: a turn of `flood 20000` (20,000 chunks as fast as the agent makes them), the
   same three ways, as chunks a second.
 - Reconnect: a WebSocket remote through a TCP proxy that cuts the connection; from the cut
   to the answer of a prompt sent at that moment (it waits for the link to be live again).
@@ -33,7 +33,7 @@ from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, percentile, private_home
 from tests.fault_proxy import FaultProxy
 
 TURNS = 40
-FLOOD = 5000
+FLOOD = 20000
 CUTS = 10
 CONFIGS = ("local relay", "remote, WebSocket", "remote, Streamable HTTP")
 

@@ -332,3 +332,41 @@ def test_a_cursor_put_into_a_relayed_line_and_taken_out_leaves_its_bytes(
         assert taken_out.encode() == line
     else:
         assert spaced or "_meta" in params
+
+
+def test_server_sent_events_come_whole_however_the_bytes_are_cut() -> None:
+    """Streamable HTTP's SSE reader: events split anywhere across reads, CRLF or LF line
+    ends, comments (keepalives), an id kept as the stream's cursor, multi-line data."""
+    from acpctl.remote.streamable import StreamableTransport
+
+    stream = (
+        b': keepalive\r\n\r\nid: 1\r\ndata: {"a":1}\r\n\r\n'
+        b'id: 2\ndata: {"b":\ndata: 2}\n\n: ping\n\n'
+    )
+
+    class Content:
+        def __init__(self, cut: int) -> None:
+            self.parts = [stream[:cut], stream[cut:]]
+
+        async def iter_any(self) -> Any:
+            for part in self.parts:
+                yield part
+
+    class Response:
+        def __init__(self, cut: int) -> None:
+            self.content = Content(cut)
+
+    async def read(cut: int) -> tuple[list[str], dict[str, str]]:
+        transport = StreamableTransport(None, "http://x/acp", None, None)
+        await transport._events("", Response(cut))
+        got = []
+        while not transport._inbox.empty():
+            item = transport._inbox.get_nowait()
+            assert item is not None
+            got.append(item)
+        return got, transport._cursors
+
+    for cut in range(len(stream) + 1):
+        got, cursors = asyncio.run(read(cut))
+        assert got == ['{"a":1}', '{"b":\n2}'], (cut, got)
+        assert cursors == {"": "2"}

@@ -368,7 +368,14 @@ class Link:
             return
         for block in blocks:
             update = {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block}
-            session.seen[_fingerprint(update)] += 1
+            # As acpctl serve replays a prompt it recorded: encoded by acpctl, whose text
+            # the cursor leaves as it was.
+            replayed = {"sessionId": params["sessionId"], "update": update}
+            try:
+                text = jsonrpc.encode(jsonrpc.notification(acp.SESSION_UPDATE, replayed))
+            except ValueError:
+                continue
+            session.seen[hash(text.decode().rstrip("\n"))] += 1
 
     # -- after a drop -------------------------------------------------------------------
 
@@ -473,16 +480,18 @@ class Link:
         if message is None:
             self._log.debug("the remote sent a line that is not a JSON-RPC object")
             return
-        message, cursor = _without_cursor(message)
+        cursor = _cursor_of(message)
         if cursor is not None:
             transport.took(cursor)
         as_sent = _text_without_cursor(text, cursor) if cursor is not None else text
+        if as_sent is None or message.get("method") != acp.SESSION_UPDATE or "id" in message:
+            message, _ = _without_cursor(message)  # what the editor gets is encoded again
         if "method" not in message:
             self._answered(message)
         elif "id" in message:
             await self._asked(message)
         else:
-            if message["method"] == acp.SESSION_UPDATE and self._skip_replayed(message):
+            if message["method"] == acp.SESSION_UPDATE and self._skip_replayed(message, as_sent):
                 return
             if message["method"] == acp.CANCEL_REQUEST:
                 cancelled = self._cancelled(message)
@@ -562,14 +571,14 @@ class Link:
                 return {**message, "params": {**params, "requestId": ask.editor_id}}
         return None
 
-    def _skip_replayed(self, message: dict[str, Any]) -> bool:
+    def _skip_replayed(self, message: dict[str, Any], text: str | None) -> bool:
         params = message.get("params")
         if not isinstance(params, dict):
             return False
         session = self.sessions.get(str(params.get("sessionId")))
         if session is None:
             return False
-        mark = _fingerprint(params.get("update"))
+        mark = hash(text) if text is not None else _fingerprint(params.get("update"))
         if session.replaying is not None and session.replaying[mark] > 0:
             session.replaying[mark] -= 1
             return True
@@ -583,6 +592,18 @@ def _decoded(line: bytes | str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def _cursor_of(message: dict[str, Any]) -> str | None:
+    """The transport's cursor in the message's `_meta` (in its params, else its result,
+    else on the envelope)."""
+    for part in ("params", "result", None):
+        holder = message.get(part) if part else message
+        meta = holder.get("_meta") if isinstance(holder, dict) else None
+        if isinstance(meta, dict) and acp.CURSOR_META in meta:
+            cursor = meta[acp.CURSOR_META]
+            return cursor if isinstance(cursor, str) else None
+    return None
 
 
 def _without_cursor(message: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -619,8 +640,10 @@ def _text_without_cursor(text: str, cursor: str) -> str | None:
 
 
 def _fingerprint(update: Any) -> int:
-    """What tells one update from another: its JSON, keys in the order they came (the
-    store keeps the agent's order, so a replay's copy is the same text)."""
+    """What tells one update from another when its text was encoded again (a slow path on
+    both sides, live and in the replay alike): its JSON, keys in the order they came (the
+    store keeps the agent's order). Otherwise the text itself, as the agent wrote it, tells
+    (acpctl serve replays a recorded agent line as its own bytes)."""
     try:
         return hash(encode_text(update))
     except ValueError:

@@ -179,25 +179,34 @@ class StreamableTransport:
         self._drop("a stream ended")
 
     async def _events(self, stream: str, response: Any) -> None:
+        """Server-sent events, taken as the bytes come (a read a line costs more than an
+        event's worth of work): each event's data to the inbox, its id kept as the
+        stream's cursor; comments (keepalives) passed over."""
+        pending = b""
+        async for chunk in response.content.iter_any():
+            pending += chunk
+            if b"\r" in pending:  # CRLF lines (a \r at the end waits for its \n)
+                pending = pending.replace(b"\r\n", b"\n")
+            *events, pending = pending.split(b"\n\n")
+            for event in events:
+                self._event(stream, event.decode("utf-8", "replace"))
+
+    def _event(self, stream: str, event: str) -> None:
         event_id: str | None = None
         data: list[str] = []
-        async for raw in response.content:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if not line:
-                if data:
-                    if event_id is not None:
-                        self._cursors[stream] = event_id
-                    self._inbox.put_nowait("\n".join(data))
-                event_id, data = None, []
-            elif line.startswith(":"):
+        for line in event.split("\n"):
+            if not line or line.startswith(":"):
                 continue  # a keepalive comment
-            else:
-                field, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if field == "data":
-                    data.append(value)
-                elif field == "id":
-                    event_id = value
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                data.append(value)
+            elif field == "id":
+                event_id = value
+        if data:
+            if event_id is not None:
+                self._cursors[stream] = event_id
+            self._inbox.put_nowait("\n".join(data))
 
     def _drop(self, reason: str) -> None:
         if self._closed:
