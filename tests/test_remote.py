@@ -29,7 +29,7 @@ import pytest
 
 from acpctl import __version__
 from acpctl import protocol as acp_names
-from tests.conftest import cli
+from tests.conftest import cli, run_cli
 from tests.fault_proxy import FaultProxy
 from tests.test_host import LISTENING, RawClient, self_signed, serving, unix_client
 
@@ -678,3 +678,33 @@ def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
         requests = (tmp_path / "access.log").read_text().splitlines()
         cookies = {line.split("cookie=")[1].split()[0] for line in requests}
         assert requests and len(cookies) == 1 and "" not in cookies, requests
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str) -> None:
+    """The TypeScript ACP SDK's own server (its experimental server and node adapters, on
+    node's http server) with an SDK echo agent behind it, over WebSocket and Streamable
+    HTTP: a turn through the link."""
+    from tests.npm_agents import NPM_DIR, install
+
+    install()
+    port = free_port()
+    server = subprocess.Popen(["node", str(NPM_DIR / "ts_server.mjs"), str(port)], cwd=NPM_DIR)
+    try:
+        wait_for_port(port)
+        add_remote("ts", url=f"{scheme}://127.0.0.1:{port}/acp")
+
+        async def scenario() -> None:
+            async with editor("ts") as client:
+                session = await new_session(client)
+                answer = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
+                assert answer["result"]["stopReason"] == "end_turn", answer
+                assert texts_of(updates_of(client.messages, session)) == "ts: hi"
+
+        asyncio.run(scenario())
+        shell = run_cli("run", "--agent", "ts", "from the shell")  # acpctl run, too
+        assert shell.returncode == 0 and "ts: from the shell" in shell.stdout, shell.stderr
+    finally:
+        server.terminate()
+        server.wait(10)

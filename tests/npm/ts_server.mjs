@@ -1,0 +1,42 @@
+// The TypeScript ACP SDK's own remote server (@agentclientprotocol/sdk's experimental
+// server and node adapters: Streamable HTTP and WebSocket on /acp), serving an echo agent
+// built with the SDK's agent app, for tests/test_remote.py: a remote agent nobody here wrote.
+//
+//   node ts_server.mjs PORT
+import http from "node:http";
+import { agent, methods } from "@agentclientprotocol/sdk";
+import { AcpServer } from "@agentclientprotocol/sdk/experimental/server";
+import {
+  createNodeHttpHandler,
+  createNodeWebSocketUpgradeHandler,
+} from "@agentclientprotocol/sdk/experimental/node";
+import { WebSocketServer } from "ws";
+
+const port = Number(process.argv[2]);
+let sessions = 0;
+
+function echoAgent() {
+  return agent({ name: "ts-sdk-echo" })
+    .onRequest(methods.agent.initialize, async () => ({
+      protocolVersion: 1,
+      agentCapabilities: {},
+      agentInfo: { name: "ts-sdk-echo", version: "1.0.0" },
+    }))
+    .onRequest(methods.agent.session.new, async () => ({ sessionId: `ts-${++sessions}` }))
+    .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+      const text = params.prompt.map((block) => block.text ?? "").join(" ");
+      await client.notify(methods.client.session.update, {
+        sessionId: params.sessionId,
+        update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: `ts: ${text}` } },
+      });
+      return { stopReason: "end_turn" };
+    });
+}
+
+const server = new AcpServer({ createAgent: echoAgent });
+const handle = createNodeHttpHandler(server);
+const sockets = new WebSocketServer({ noServer: true });
+const upgrade = createNodeWebSocketUpgradeHandler(server, sockets);
+const listener = http.createServer((req, res) => handle(req, res));
+listener.on("upgrade", (req, socket, head) => upgrade(req, socket, head));
+listener.listen(port, "127.0.0.1", () => console.log(`listening on ${port}`));
