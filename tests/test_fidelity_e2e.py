@@ -292,3 +292,51 @@ def test_ids_numbers_and_versions_on_the_wire(way: str, home: Path, tmp_path: Pa
             assert echoed["result"]["echo"] == {"n": 1.5e300}
 
     run(scenario())
+
+
+# == issue 32, 1. subagents ===========================================================
+
+
+def test_a_subagent_s_traffic_comes_through_and_is_kept(
+    way: str, home: Path, tmp_path: Path
+) -> None:
+    """A scripted agent announces a child session (subagent_update), streams on it and
+    asks permission for it: through `run --acp` (and the host) the editor gets all of it,
+    its answer reaches the agent, and the child's history is kept, linked to its parent."""
+    agent = write_executable(
+        tmp_path / "hostile",
+        f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'hostile_agent.py'}\n",
+    )
+    assert run_cli("agents", "add", "hostile", "--", str(agent)).returncode == 0
+
+    async def scenario() -> tuple[str, str]:
+        async with raw_editor("--agent", "hostile") as editor:
+            await editor.call("initialize", {"protocolVersion": 1})
+            sid = (await editor.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "result"
+            ]["sessionId"]
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "subagent"}]}
+            editor.send({"jsonrpc": "2.0", "id": "p", "method": "session/prompt", "params": prompt})
+            asked = await editor.wait_for(lambda m: m.get("method") == "session/request_permission")
+            child = asked["params"]["sessionId"]
+            editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": asked["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": "yes"}},
+                }
+            )
+            done = await editor.wait_for(lambda m: m.get("id") == "p")
+            assert done["result"]["stopReason"] == "end_turn"
+            texts = [
+                m["params"]["update"].get("content", {}).get("text")
+                for m in editor.messages
+                if m.get("method") == "session/update" and m["params"]["sessionId"] == child
+            ]
+            assert texts == ["busy", "yes"], texts
+            return sid, child
+
+    parent, child = run(scenario())
+    listed = json.loads(run_cli("sessions", "list", "--json").stdout)
+    kept = next(s for s in listed if s["id"] == child)
+    assert kept["subagentOf"] == parent and kept["title"] == "Helper"

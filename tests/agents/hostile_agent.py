@@ -2,9 +2,11 @@
 
 A prompt containing "deep" is answered with a message nested 100,000 deep. A prompt
 containing "elicit" first sends a request-scoped elicitation/create naming the prompt's
-request id, and answers with the action the client chose. Anything else gets one chunk
-"ok" and end_turn. Any other request is answered with its params echoed under "echo".
-Every start writes "started" to HOSTILE_AGENT_LOG, if set.
+request id, and answers with the action the client chose. A prompt containing "subagent"
+announces a child session (the unstable schema's subagent_update), streams a chunk on the
+child, asks permission for the child, and says the chosen option on the child. Anything
+else gets one chunk "ok" and end_turn. Any other request is answered with its params
+echoed under "echo". Every start writes "started" to HOSTILE_AGENT_LOG, if set.
 """
 
 from __future__ import annotations
@@ -63,6 +65,52 @@ for line in sys.stdin:
                         },
                     },
                 }
+            )
+            send({"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}})
+            continue
+        if "subagent" in text:
+            child = f"child-of-{params['sessionId']}"
+
+            def update(session: str, body: dict[str, object]) -> None:
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {"sessionId": session, "update": body},
+                    }
+                )
+
+            update(
+                params["sessionId"],
+                {"sessionUpdate": "subagent_update", "sessionId": child, "title": "Helper"},
+            )
+            update(
+                child,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "busy"},
+                },
+            )
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "ask-1",
+                    "method": "session/request_permission",
+                    "params": {
+                        "sessionId": child,
+                        "toolCall": {"toolCallId": "c1", "title": "Read a file"},
+                        "options": [{"optionId": "yes", "name": "Allow", "kind": "allow_once"}],
+                    },
+                }
+            )
+            answer = json.loads(sys.stdin.readline())
+            chosen = answer["result"]["outcome"].get("optionId", "cancelled")
+            update(
+                child,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": chosen},
+                },
             )
             send({"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}})
             continue
