@@ -541,6 +541,7 @@ def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
             assert ssh_children(client) and ssh_children(client)[0].pid != killed[0].pid
             received = updates_of(client.messages, session)
         # The remote host's history, read on its own unix socket.
+        here = os.environ["ACPCTL_STATE_DIR"]
         monkeypatch.setenv("ACPCTL_STATE_DIR", str(sshd.remote_state))
         async with unix_client("demo") as remote:
             await remote.request(acp_names.INITIALIZE, {"protocolVersion": 1})
@@ -548,8 +549,14 @@ def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
             load = {"sessionId": session, "cwd": "/tmp", "mcpServers": [], "_meta": as_recorded}
             assert "result" in await remote.request(acp_names.SESSION_LOAD, load)
             assert received and received == updates_of(remote.messages, session)
+        monkeypatch.setenv("ACPCTL_STATE_DIR", here)
 
     asyncio.run(scenario())
+    # doctor: the remote answers over ssh, and the run's log tells of the drop
+    found = json.loads(cli("doctor", "--agent", "box", "--json").stdout)
+    mine = [f for f in found if f["check"] == "agent box" and f["status"] == "ok"]
+    assert any(f"acpctl {__version__} there" in f["message"] for f in mine), mine
+    assert any("dropped 1 time(s)" in f["message"] for f in mine), mine
 
 
 def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> None:
@@ -568,6 +575,10 @@ def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> Non
             assert "pipx install acp-ctl" in message
 
     asyncio.run(scenario())
+    found = json.loads(cli("doctor", "--agent", "box", "--json").stdout)
+    mine = [f for f in found if f["check"] == "agent box"]
+    assert mine and mine[0]["status"] == "problem", mine
+    assert "acpctl is not installed on remote" in mine[0]["message"]
 
 
 NGINX_CONF = """
