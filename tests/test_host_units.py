@@ -162,12 +162,16 @@ def test_what_the_host_refuses_before_it_listens() -> None:
         check_options(HostOptions(listen="8700"))
     check_options(HostOptions(listen="192.0.2.1:8700", behind_tls_proxy=True))
     check_options(HostOptions(listen="[::1]:8700"))
+    with pytest.raises(AcpctlError, match="header-timeout"):
+        check_options(HostOptions(header_timeout_s=0))
 
 
 def test_the_service_manager_files_run_this_acpctl(home: Path) -> None:
-    unit = cli("serve", "--print-systemd", "--listen", "127.0.0.1:8765")
+    unit = cli("serve", "--print-systemd", "--listen", "127.0.0.1:8765", "--header-timeout", "3")
     assert unit.returncode == 0
     assert "ExecStart=" in unit.stdout and "-m acpctl serve --listen 127.0.0.1:8765" in unit.stdout
+    assert "--header-timeout 3" in unit.stdout
+    assert "--header-timeout" not in cli("serve", "--print-systemd").stdout  # the default
     plist = cli("serve", "--print-launchd")
     assert "<string>serve</string>" in plist.stdout and "<key>KeepAlive</key>" in plist.stdout
 

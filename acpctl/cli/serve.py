@@ -5,8 +5,12 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from acpctl.host.main import HostOptions
 
 SYSTEMD_UNIT = """\
 # ~/.config/systemd/user/acpctl.service; then: systemctl --user enable --now acpctl
@@ -69,6 +73,12 @@ def serve(
     exit_when_idle: bool = typer.Option(
         False, "--exit-when-idle", help="Exit once no agent has run for the idle time."
     ),
+    header_timeout: float = typer.Option(
+        None,
+        "--header-timeout",
+        metavar="SECONDS",
+        help="Close a TCP connection whose request headers take longer (slow headers; 10).",
+    ),
     show_token: bool = typer.Option(False, "--show-token", help="Print the controller token."),
     observer: bool = typer.Option(
         False, "--observer", help="With --show-token: the observer token (sees, never acts)."
@@ -102,28 +112,6 @@ def serve(
         from acpctl.host.bridge import bridge as run_bridge
 
         raise typer.Exit(run_bridge())
-    argv = [sys.executable, "-m", "acpctl", "serve"]
-    if listen:
-        argv += ["--listen", listen]
-    for flag, value in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
-        if value is not None:
-            argv += [flag, str(value.resolve())]
-    if behind_tls_proxy:
-        argv.append("--behind-tls-proxy")
-    for origin in allow_origin:
-        argv += ["--allow-origin", origin]
-    for name in allow_host:
-        argv += ["--allow-host", name]
-    argv += ["--idle-stop", f"{idle_stop:g}", "--spare-for", f"{spare_for:g}"]
-    if print_systemd:
-        typer.echo(SYSTEMD_UNIT.format(command=shlex.join(argv)), nl=False)
-        return
-    if print_launchd:
-        from xml.sax.saxutils import escape
-
-        arguments = "\n".join(f"    <string>{escape(arg)}</string>" for arg in argv)
-        typer.echo(LAUNCHD_PLIST.format(arguments=arguments), nl=False)
-        return
     options = main.HostOptions(
         listen=listen,
         tls_cert=tls_cert,
@@ -134,5 +122,38 @@ def serve(
         idle_s=idle_stop,
         exit_when_idle=exit_when_idle,
         spare_s=spare_for,
+        **({} if header_timeout is None else {"header_timeout_s": header_timeout}),
     )
+    if print_systemd:
+        typer.echo(SYSTEMD_UNIT.format(command=shlex.join(_service_argv(options))), nl=False)
+        return
+    if print_launchd:
+        from xml.sax.saxutils import escape
+
+        argv = _service_argv(options)
+        arguments = "\n".join(f"    <string>{escape(arg)}</string>" for arg in argv)
+        typer.echo(LAUNCHD_PLIST.format(arguments=arguments), nl=False)
+        return
     raise typer.Exit(main.serve(options))
+
+
+def _service_argv(options: HostOptions) -> list[str]:
+    """The command a service manager runs: this one, with its options, paths absolute."""
+    argv = [sys.executable, "-m", "acpctl", "serve"]
+    if options.listen:
+        argv += ["--listen", options.listen]
+    for flag, value in (("--tls-cert", options.tls_cert), ("--tls-key", options.tls_key)):
+        if value is not None:
+            argv += [flag, str(value.resolve())]
+    if options.behind_tls_proxy:
+        argv.append("--behind-tls-proxy")
+    for origin in options.allow_origins:
+        argv += ["--allow-origin", origin]
+    for name in options.allow_hosts:
+        argv += ["--allow-host", name]
+    argv += ["--idle-stop", f"{options.idle_s:g}", "--spare-for", f"{options.spare_s:g}"]
+    from acpctl.host.http import HEADER_TIMEOUT_S
+
+    if options.header_timeout_s != HEADER_TIMEOUT_S:
+        argv += ["--header-timeout", f"{options.header_timeout_s:g}"]
+    return argv

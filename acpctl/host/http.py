@@ -46,6 +46,7 @@ class Door:
     origins: frozenset[str] = frozenset()  # Origin values accepted
     failures: dict[str, deque[float]] = field(default_factory=dict)  # by address
     connections: int = 0  # TCP connections open (SlowHeadersGuard counts them)
+    header_timeout_s: float = HEADER_TIMEOUT_S  # `acpctl serve --header-timeout`
 
     def refusal(self, request: web.Request) -> web.Response | str:
         """The response that refuses `request`, or the role it gets."""
@@ -122,7 +123,7 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
 
 class SlowHeadersGuard(asyncio.Protocol):
     """Wraps the HTTP server's protocol for one TCP connection: a connection whose request
-    headers have not arrived within HEADER_TIMEOUT_S is closed, and past MAX_CONNECTIONS
+    headers have not arrived within the door's header timeout is closed, and past MAX_CONNECTIONS
     open ones a new connection is closed at once."""
 
     def __init__(self, inner: Any, door: Door) -> None:
@@ -141,7 +142,9 @@ class SlowHeadersGuard(asyncio.Protocol):
             return
         self._door.connections += 1
         self._counted = True
-        self._timer = asyncio.get_running_loop().call_later(HEADER_TIMEOUT_S, transport.close)
+        self._timer = asyncio.get_running_loop().call_later(
+            self._door.header_timeout_s, transport.close
+        )
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:

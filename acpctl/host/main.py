@@ -22,7 +22,7 @@ from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
-from acpctl.host.http import ENDPOINT, Door, SlowHeadersGuard, make_app
+from acpctl.host.http import ENDPOINT, HEADER_TIMEOUT_S, Door, SlowHeadersGuard, make_app
 from acpctl.host.tokens import load_or_create
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.runlog import open_log
@@ -43,6 +43,7 @@ class HostOptions:
     idle_s: float = DEFAULT_IDLE_S
     exit_when_idle: bool = False  # started by `run --acp`: gone once no agent runs
     spare_s: float = DEFAULT_SPARE_S
+    header_timeout_s: float = HEADER_TIMEOUT_S
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -63,6 +64,8 @@ def is_loopback(host: str) -> bool:
 
 def check_options(options: HostOptions) -> None:
     """Refuse, before anything listens, what would expose agents unprotected."""
+    if options.header_timeout_s <= 0:
+        raise AcpctlError("--header-timeout must be a positive number of seconds")
     if (options.tls_cert is None) != (options.tls_key is None):
         raise AcpctlError("--tls-cert and --tls-key go together")
     if options.listen is None:
@@ -97,7 +100,11 @@ async def _serve(options: HostOptions) -> None:
             tokens = load_or_create()
             host, port = parse_listen(options.listen)
             context = _tls_context(options)
-            door = Door(tokens, origins=frozenset(options.allow_origins))
+            door = Door(
+                tokens,
+                origins=frozenset(options.allow_origins),
+                header_timeout_s=options.header_timeout_s,
+            )
             tcp_runner = web.AppRunner(make_app(pool, door, log), handle_signals=False)
             await tcp_runner.setup()
             runners.append(tcp_runner)
