@@ -70,11 +70,29 @@ class Remote(NamedTuple):
 
     @property
     def address(self) -> str:
-        """Where it is, said in a few words."""
+        """Where it is, said in a few words (for logs and errors: a URL without the
+        credentials or query it may carry)."""
         if self.url is not None:
-            return self.url
+            return shown_url(self.url)
         agent = f" (agent {self.remote_agent})" if self.remote_agent else ""
         return f"ssh {self.ssh}{agent}"
+
+
+def shown_url(url: str) -> str:
+    """`url` as logs and errors may show it: without the user, password or query it may
+    carry (where a token could be)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: said as it is, less the rest
+        port = None
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class AgentSpec(NamedTuple):

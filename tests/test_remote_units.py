@@ -370,3 +370,12 @@ def test_server_sent_events_come_whole_however_the_bytes_are_cut() -> None:
         got, cursors = asyncio.run(read(cut))
         assert got == ['{"a":1}', '{"b":\n2}'], (cut, got)
         assert cursors == {"": "2"}
+
+
+def test_a_remote_s_address_in_logs_carries_no_credentials() -> None:
+    """What the run log, errors and `agents list` say of a URL: no user, password or query
+    (where a token could be), the rest as given."""
+    remote = Remote(url="wss://me:secret@far.example:8765/acp/claude?token=abc#x")
+    assert remote.address == "wss://far.example:8765/acp/claude"
+    assert Remote(url="ws://[::1]:9/acp").address == "ws://[::1]:9/acp"
+    assert Remote(ssh="me@box", remote_agent="pi").address == "ssh me@box (agent pi)"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from acpctl.config import Remote
+from acpctl.config import Remote, shown_url
 from acpctl.jsonrpc.streams import Output, open_input
 from acpctl.remote.link import Dial, Link
 from acpctl.remote.transports import (
@@ -92,6 +92,6 @@ def check_clear_text(url: str) -> None:
     except ValueError:
         pass
     raise LinkRefused(
-        f"{url} is not encrypted and {host} is not this machine: use wss:// or https:// "
+        f"{shown_url(url)} is not encrypted and {host} is not this machine: use wss:// or https:// "
         "(the token would cross the network in clear text)"
     )

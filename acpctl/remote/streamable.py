@@ -14,6 +14,7 @@ import ssl
 from typing import Any
 
 from acpctl import protocol as acp
+from acpctl.config import shown_url
 from acpctl.remote.transports import (
     CONNECTION_ID_HEADER,
     NOTHING_YET,
@@ -98,7 +99,7 @@ class StreamableTransport:
             ) as response:
                 return response.status, await response.text()
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            raise LinkDown(str(exc) or type(exc).__name__) from exc
+            raise LinkDown(self._said(exc)) from exc
 
     async def _post_initialize(self, text: str) -> tuple[int, str, str | None]:
         import aiohttp
@@ -116,10 +117,10 @@ class StreamableTransport:
                 return response.status, body, response.headers.get(CONNECTION_ID_HEADER)
         except aiohttp.ClientConnectorCertificateError as exc:
             raise LinkRefused(
-                f"the certificate of {self._url} was refused: {exc.certificate_error}"
+                f"the certificate of {shown_url(self._url)} was refused: {exc.certificate_error}"
             ) from exc
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            raise LinkDown(str(exc) or type(exc).__name__) from exc
+            raise LinkDown(self._said(exc)) from exc
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -173,8 +174,8 @@ class StreamableTransport:
                 await self._events(stream, response)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             if not status.done():
-                status.set_exception(LinkDown(str(exc) or type(exc).__name__))
-            self._drop(str(exc) or type(exc).__name__)
+                status.set_exception(LinkDown(self._said(exc)))
+            self._drop(self._said(exc))
             return
         self._drop("a stream ended")
 
@@ -207,6 +208,10 @@ class StreamableTransport:
             if event_id is not None:
                 self._cursors[stream] = event_id
             self._inbox.put_nowait("\n".join(data))
+
+    def _said(self, exc: BaseException) -> str:
+        """What went wrong, without the URL's credentials or query."""
+        return (str(exc) or type(exc).__name__).replace(self._url, shown_url(self._url))
 
     def _drop(self, reason: str) -> None:
         if self._closed:

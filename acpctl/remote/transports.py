@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
-from acpctl.config import Remote
+from acpctl.config import Remote, shown_url
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
@@ -182,9 +182,11 @@ async def open_websocket(
     except aiohttp.WSServerHandshakeError as exc:
         raise refusal(exc.status, url, exc.message) from exc
     except aiohttp.ClientConnectorCertificateError as exc:
-        raise LinkRefused(f"the certificate of {url} was refused: {exc.certificate_error}") from exc
+        raise LinkRefused(
+            f"the certificate of {shown_url(url)} was refused: {exc.certificate_error}"
+        ) from exc
     except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-        raise LinkDown(_said(exc)) from exc
+        raise LinkDown(_said(exc).replace(url, shown_url(url))) from exc
     transport = WebSocketTransport(socket, connection_id, resumed=resume_from is not None)
     if resume_from is not None:
         transport._cursor = resume_from.cursors.get("")
@@ -225,7 +227,8 @@ async def _resume(transport: WebSocketTransport, point: ResumePoint) -> None:
         transport._first.append(text)  # a server that sends before answering
 
 
-def refusal(status: int, url: str, said: str) -> Exception:
+def refusal(status: int, full_url: str, said: str) -> Exception:
+    url = shown_url(full_url)
     if status == 401:
         return LinkRefused(f"{url} refused the token (401): check token_file")
     if status == 403:
