@@ -716,6 +716,10 @@ def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str
         asyncio.run(scenario())
         shell = run_cli("run", "--agent", "ts", "from the shell")  # acpctl run, too
         assert shell.returncode == 0 and "ts: from the shell" in shell.stdout, shell.stderr
+        found = json.loads(cli("doctor", "--agent", "ts", "--json").stdout)
+        probed = [f for f in found if f["check"] == "agent ts"]
+        assert probed and probed[0]["status"] == "ok", probed
+        assert "answers: ts-sdk-echo 1.0.0" in probed[0]["message"]
     finally:
         server.terminate()
         server.wait(10)
