@@ -819,7 +819,7 @@ def test_a_subagent_announced_by_an_open_session_is_relayed_both_ways_and_kept(
         h.conn.recorder.batch_end()
         meta = h.store.read_meta("child-1")
         assert meta.subagent_of == parent and meta.title == "Explore the parser"
-        stored = [update for _, update in h.store.iter_replay("child-1")]
+        stored = [stored.update for stored in h.store.iter_replay("child-1")]
         assert chunk in stored
 
     run(tmp_path, scenario)

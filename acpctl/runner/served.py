@@ -13,7 +13,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.channel import Channel
-from acpctl.store.sessions import SessionMeta, SessionStore
+from acpctl.store.sessions import SessionMeta, SessionStore, StoredUpdate
 
 LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512
@@ -63,29 +63,37 @@ NEWEST_ONLY = (acp.USAGE_UPDATE, acp.AVAILABLE_COMMANDS_UPDATE)
 CHUNKS = frozenset({acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK, acp.USER_MESSAGE_CHUNK})
 PLAIN_CHUNK_KEYS = frozenset({"sessionUpdate", "content", "messageId"})
 
-Stored = tuple[bytes | None, JsonObject]  # the agent's line for an update (or None), it
-
 
 def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
     """The session's lines as the agent would replay them: the stream's fragments of one
     message joined into one update, state as it is now."""
-    run: list[Stored] = []  # plain text chunks of one message, not yet written
-    newest: dict[str, Stored] = {}
+    run: list[JsonObject] = []  # plain text chunks of one message, not yet written
+    first: StoredUpdate | None = None  # the run's first (written as it is when alone)
+    newest: dict[str, StoredUpdate] = {}
     for stored in store.iter_replay(session_id):
-        kind = stored[1].get("sessionUpdate")
+        update = stored.update
+        kind = update.get("sessionUpdate")
         if kind in STATE_NOW:
             continue
         if kind in NEWEST_ONLY:
             newest[str(kind)] = stored
             continue
-        if run and _one_message(run[-1][1], stored[1]):
-            run.append(stored)
+        plain = kind in CHUNKS and _plain_chunk(update)
+        if (
+            plain
+            and run
+            and kind == run[0]["sessionUpdate"]
+            and update.get("messageId") == run[0].get("messageId")
+        ):
+            run.append(update)
             continue
-        yield from _joined(run, session_id)
-        run = [stored] if _plain_chunk(stored[1]) else []
-        if not run:
+        if first is not None:
+            yield _joined(first, run, session_id)
+        first, run = (stored, [update]) if plain else (None, [])
+        if not plain:
             yield _line(stored, session_id)
-    yield from _joined(run, session_id)
+    if first is not None:
+        yield _joined(first, run, session_id)
     for kind in NEWEST_ONLY:
         if kind in newest:
             yield _line(newest[kind], session_id)
@@ -96,36 +104,29 @@ def _plain_chunk(update: JsonObject) -> bool:
     can be joined to its neighbours without losing a thing."""
     content = update.get("content")
     return (
-        update.get("sessionUpdate") in CHUNKS
+        len(update) <= len(PLAIN_CHUNK_KEYS)
         and update.keys() <= PLAIN_CHUNK_KEYS
         and isinstance(content, dict)
-        and content.keys() == {"type", "text"}
-        and content["type"] == "text"
-        and isinstance(content["text"], str)
+        and len(content) == 2
+        and content.get("type") == "text"
+        and isinstance(content.get("text"), str)
     )
 
 
-def _one_message(before: JsonObject, update: JsonObject) -> bool:
-    return (
-        _plain_chunk(update)
-        and update["sessionUpdate"] == before["sessionUpdate"]
-        and update.get("messageId") == before.get("messageId")
-    )
-
-
-def _joined(run: list[Stored], session_id: str) -> Iterator[bytes]:
+def _joined(first: StoredUpdate, run: list[JsonObject], session_id: str) -> bytes:
     if len(run) == 1:
-        yield _line(run[0], session_id)
-    elif run:
-        text = "".join(update["content"]["text"] for _, update in run)
-        first = run[0][1]
-        yield _line((None, {**first, "content": {"type": "text", "text": text}}), session_id)
+        return _line(first, session_id)
+    text = "".join(update["content"]["text"] for update in run)
+    joined = {**run[0], "content": {"type": "text", "text": text}}
+    return _wrapped(joined, session_id)
 
 
-def _line(stored: Stored, session_id: str) -> bytes:
-    raw, update = stored
-    if raw is not None:
-        return raw
+def _line(stored: StoredUpdate, session_id: str) -> bytes:
+    raw = stored.raw()
+    return raw if raw is not None else _wrapped(stored.update, session_id)
+
+
+def _wrapped(update: JsonObject, session_id: str) -> bytes:
     return jsonrpc.encode(
         jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
     )

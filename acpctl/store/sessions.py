@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from acpctl import paths
 from acpctl.errors import AcpctlError
@@ -271,6 +271,28 @@ def agent_message_line(event: dict[str, Any], line: bytes) -> bytes | None:
     if middle < 0:
         return None
     return line[middle + len(_AGENT_MIDDLE) : -len(_AGENT_TAIL)] + b"\n"
+
+
+class StoredUpdate(NamedTuple):
+    """One stored session/update payload, and the event line it came in."""
+
+    update: dict[str, Any]
+    event: dict[str, Any]
+    line: bytes
+    session_id: str
+
+    def raw(self) -> bytes | None:
+        """The agent's notification as its own line, when it can be sent on as it is (for
+        this session, stored in the writer's shape); None: to wrap (the user's prompts;
+        notifications stored in another shape or under another session id of the
+        agent's). Found only when asked: a replay that joins fragments needs few."""
+        message = agent_message_line(self.event, self.line)
+        if message is None:
+            return None
+        params = self.event["message"].get("params")
+        if isinstance(params, dict) and params.get("sessionId") == self.session_id:
+            return message
+        return None
 
 
 READ_CHUNK_BYTES = 1 << 20
@@ -633,22 +655,13 @@ class SessionStore:
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise CorruptSession(f"{path}: {exc}") from exc
 
-    def iter_replay(self, session_id: str) -> Iterator[tuple[bytes | None, dict[str, Any]]]:
-        """What a session/load replays, in order: each stored update, with the agent's own
-        line for it when that can be sent on as it is (a notification for this session,
-        stored in the writer's shape), else None (the user's prompts; notifications stored
-        in another shape or under another session id of the agent's: to wrap)."""
+    def iter_replay(self, session_id: str) -> Iterator[StoredUpdate]:
+        """What a session/load replays, in order: each stored update, with what it takes to
+        send the agent's own line for it (StoredUpdate.raw)."""
         for event, line in self._iter_lines(session_id):
             update = event_update(event)
-            if update is None:
-                continue
-            message = agent_message_line(event, line)
-            if message is not None:
-                params = event["message"].get("params")
-                if isinstance(params, dict) and params.get("sessionId") == session_id:
-                    yield message, update
-                    continue
-            yield None, update
+            if update is not None:
+                yield StoredUpdate(update, event, line, session_id)
 
     def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
