@@ -35,7 +35,7 @@ from tests.test_host import LISTENING, RawClient, self_signed, serving, unix_cli
 
 pytestmark = pytest.mark.e2e
 PROXY_ADDRESS = "127.0.0.2"
-TURNS, CUTS_PER_TURN = 5, 21
+TURNS, CUTS_PER_TURN = 4, 26
 
 
 @asynccontextmanager
@@ -156,14 +156,14 @@ def test_cuts_during_streaming_turns_lose_and_double_nothing(
             session = new["result"]["sessionId"]
             answers = 0
             for turn in range(TURNS):
-                # slow: 20 chunks 100 ms apart; cut twenty times while they stream
+                # slow: 20 chunks 100 ms apart; cut 26 times while they stream
                 prompt = client.request(
                     acp_names.SESSION_PROMPT,
                     {"sessionId": session, "prompt": [{"type": "text", "text": f"slow {turn}"}]},
                 )
                 task = asyncio.ensure_future(prompt)
                 for _ in range(CUTS_PER_TURN):
-                    await asyncio.sleep(rng.uniform(0.02, 0.16))
+                    await asyncio.sleep(rng.uniform(0.02, 0.12))
                     proxy.cut(mid_frame=rng.random() < 0.3)
                 answer = await asyncio.wait_for(task, 60)
                 assert "result" in answer, answer
