@@ -35,7 +35,7 @@ from tests.test_host import LISTENING, RawClient, self_signed, serving, unix_cli
 
 pytestmark = pytest.mark.e2e
 PROXY_ADDRESS = "127.0.0.2"
-TURNS, CUTS_PER_TURN = 4, 26
+TURNS, CUTS_PER_TURN = 4, 28
 
 
 @asynccontextmanager
@@ -156,7 +156,7 @@ def test_cuts_during_streaming_turns_lose_and_double_nothing(
             session = new["result"]["sessionId"]
             answers = 0
             for turn in range(TURNS):
-                # slow: 20 chunks 100 ms apart; cut 26 times while they stream
+                # slow: 20 chunks 100 ms apart; cut 28 times while they stream
                 prompt = client.request(
                     acp_names.SESSION_PROMPT,
                     {"sessionId": session, "prompt": [{"type": "text", "text": f"slow {turn}"}]},
