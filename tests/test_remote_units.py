@@ -165,7 +165,7 @@ class FakeTransport:
     def __init__(self, resumed: bool = False) -> None:
         self.connection_id = "c"
         self.resumed = resumed
-        self.turn_state: dict[str, Any] | None = None
+        self.close_reason = "cut"
         self.sent: list[dict[str, Any]] = []
         self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
 

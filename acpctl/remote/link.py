@@ -129,8 +129,6 @@ class Link:
         self._given_up = False
         self._wake = asyncio.Event()  # the editor sent something
         self._editor_done = asyncio.Event()
-        self.drops = 0
-        self.outages: list[float] = []  # seconds from each drop to live again
         # Told the open sessions' ids whenever they change (the run record, `acpctl ps`).
         self.on_sessions: Callable[[list[str]], None] = lambda ids: None
 
@@ -226,7 +224,6 @@ class Link:
         self._live = True
         if self._down_since is not None:
             took = time.time() - self._down_since
-            self.outages.append(took)
             how = (
                 "resumed"
                 if resumed
@@ -247,9 +244,8 @@ class Link:
         self._live = False
         self._transport = None
         self._resume_from = transport.resume_point() if self._resumable else None
-        reason = getattr(transport, "close_reason", "the connection dropped")
+        reason = transport.close_reason
         await transport.close(leaving=not self._resumable)
-        self.drops += 1
         self._went_down(reason)
 
     def _went_down(self, reason: str) -> None:

@@ -46,7 +46,6 @@ class StreamableTransport:
         self._ssl: ssl.SSLContext | bool = context if context is not None else False
         self.connection_id = ""
         self.resumed = False
-        self.turn_state: dict[str, Any] | None = None
         self._inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self._streams: dict[str, asyncio.Task[None]] = {}
         self._cursors: dict[str, str] = {}  # stream -> the last event id it had

@@ -55,7 +55,11 @@ class ResumePoint:
 class Transport(Protocol):
     connection_id: str
     resumed: bool  # opened by resuming a held connection
-    turn_state: dict[str, Any] | None  # the host's `acp/turnState` after a resume
+
+    @property
+    def close_reason(self) -> str:
+        """Why it dropped, said in a few words."""
+        ...
 
     async def send(self, text: str) -> None: ...
 
@@ -111,7 +115,6 @@ class WebSocketTransport:
         self._socket = socket
         self.connection_id = connection_id
         self.resumed = resumed
-        self.turn_state: dict[str, Any] | None = None
         self._cursor: str | None = None
         self._first: list[str] = []  # read while resuming, not yet handed on
 
@@ -219,10 +222,6 @@ async def _resume(transport: WebSocketTransport, point: ResumePoint) -> None:
             if "error" in message:
                 await transport.close(leaving=False)
                 raise ResumeRefused(str(message["error"]))
-            result = message.get("result")
-            meta = result.get("_meta") if isinstance(result, dict) else None
-            state = meta.get(acp.TURN_STATE_META) if isinstance(meta, dict) else None
-            transport.turn_state = state if isinstance(state, dict) else None
             return
         transport._first.append(text)  # a server that sends before answering
 
@@ -266,7 +265,6 @@ class LinesTransport:
     process: asyncio.subprocess.Process
     connection_id: str = ""
     resumed: bool = False
-    turn_state: dict[str, Any] | None = None
     remote_version: str | None = None
     _cursor: str | None = None
     _errors: list[str] = field(default_factory=list)  # ssh's stderr, its last lines
@@ -399,16 +397,13 @@ async def open_ssh(remote: Remote, resume_from: ResumePoint | None) -> LinesTran
         if resume_from is not None:
             raise ResumeRefused(str(said))
         raise LinkRefused(f"the session host on {remote.ssh} refused: {said}")
-    result = answer.get("result")
-    result = result if isinstance(result, dict) else {}
     if resume_from is not None:
         transport.connection_id = resume_from.connection_id
         transport._cursor = resume_from.cursors.get("")
         transport.resumed = True
-        meta = result.get("_meta")
-        state = meta.get(acp.TURN_STATE_META) if isinstance(meta, dict) else None
-        transport.turn_state = state if isinstance(state, dict) else None
         return transport
+    result = answer.get("result")
+    result = result if isinstance(result, dict) else {}
     connection_id = result.get("connectionId")
     if not isinstance(connection_id, str):
         await transport.close(leaving=False)
