@@ -28,7 +28,7 @@ from typing import Any
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import BadLine, Message, parse_message
-from acpctl.jsontext import decode_text
+from acpctl.jsontext import decode_text, encode_text
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -212,7 +212,7 @@ class LogicalConnection:
                 if key is not None and key in self._captured:
                     self._methods.pop(key, None)
                     self._routes.pop(key, None)
-                    self._captured.pop(key).set_result(jsonrpc.encode(message).decode().rstrip())
+                    self._captured.pop(key).set_result(encode_text(message))
                     return
                 stream = self._stream_of_answer(key, message)
             else:
@@ -352,7 +352,7 @@ def resume(
     connection.check_resumable(reader.stream, cursor)
     if jsonrpc.is_id(request.get("id")):
         answer = {"_meta": {acp.TURN_STATE_META: connection.turn_state()}, "connectionId": wanted}
-        reader.push(0, jsonrpc.encode(jsonrpc.result(request["id"], answer)).decode().rstrip())
+        reader.push(0, encode_text(jsonrpc.result(request["id"], answer)))
     connection.attach(reader, cursor)
     return connection
 
@@ -442,7 +442,7 @@ def _with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
                 break
         else:
             message = {**message, "_meta": {CURSOR_META: cursor}}
-    return jsonrpc.encode(message).decode().rstrip("\n")
+    return encode_text(message)
 
 
 PARAMS_OPEN = b'"params":{'

@@ -43,6 +43,7 @@ from acpctl.host.registry import Connections
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.channel import StreamChannel
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
+from acpctl.jsontext import encode_text
 from acpctl.runner.clients import Client
 
 UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
@@ -168,7 +169,7 @@ async def _open(
         return
     outbox = Outbox(log)
     answer = {"agent": agent, "version": __version__, "connectionId": connection.id}
-    outbox.push(0, jsonrpc.encode(jsonrpc.result(msg_id, answer)).decode().rstrip())
+    outbox.push(0, encode_text(jsonrpc.result(msg_id, answer)))
     attached = outbox.reader(ALL_STREAMS)
     connection.attach(attached, None)
     await _carry(connection, outbox, attached, reader, writer)

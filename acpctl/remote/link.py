@@ -37,13 +37,14 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import read_lines
 from acpctl.jsonrpc.streams import Output
-from acpctl.jsontext import decode_text, encode_text
+from acpctl.jsontext import encode_text
 from acpctl.remote.transports import (
     LinkDown,
     LinkRefused,
     ResumePoint,
     ResumeRefused,
     Transport,
+    decoded,
 )
 
 LINK_DOWN = -32010  # acpctl's error code: the remote agent cannot be reached
@@ -272,7 +273,7 @@ class Link:
     # -- from the editor ----------------------------------------------------------------
 
     async def _from_editor(self, line: bytes) -> None:
-        message = _decoded(line)
+        message = decoded(line)
         if message is None:  # not one JSON-RPC object: the remote answers it
             await self._send_or_hold(line)
             return
@@ -345,7 +346,7 @@ class Link:
         held, self._held = self._held, collections.deque()
         self._held_bytes = 0
         for line in held:
-            message = _decoded(line)
+            message = decoded(line)
             if message is not None and "method" in message and jsonrpc.is_id(message.get("id")):
                 waiting = self._waiting.get(jsonrpc.id_key(message["id"]))
                 if waiting is None:
@@ -368,10 +369,10 @@ class Link:
             # the cursor leaves as it was.
             replayed = {"sessionId": params["sessionId"], "update": update}
             try:
-                text = jsonrpc.encode(jsonrpc.notification(acp.SESSION_UPDATE, replayed))
+                text = encode_text(jsonrpc.notification(acp.SESSION_UPDATE, replayed))
             except ValueError:
                 continue
-            session.seen[hash(text.decode().rstrip("\n"))] += 1
+            session.seen[hash(text)] += 1
 
     # -- after a drop -------------------------------------------------------------------
 
@@ -472,7 +473,7 @@ class Link:
             await self._output.room()
 
     async def _from_remote(self, text: str, transport: Transport) -> None:
-        message = _decoded(text)
+        message = decoded(text)
         if message is None:
             self._log.debug("the remote sent a line that is not a JSON-RPC object")
             return
@@ -580,14 +581,6 @@ class Link:
             return True
         session.seen[mark] += 1
         return False
-
-
-def _decoded(line: bytes | str) -> dict[str, Any] | None:
-    try:
-        value = decode_text(line if isinstance(line, str) else line.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _cursor_of(message: dict[str, Any]) -> str | None:

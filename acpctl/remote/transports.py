@@ -25,6 +25,7 @@ from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
 from acpctl.config import Remote, shown_url
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES
+from acpctl.jsontext import decode_text
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 OPEN_TIMEOUT_S = 15.0
@@ -245,13 +246,18 @@ def _said(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def decoded(text: bytes | str) -> dict[str, Any] | None:
+    """`text` as a JSON object, with acpctl's one decoder; None for anything else."""
+    try:
+        value = decode_text(text if isinstance(text, str) else text.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def json_object(text: str) -> dict[str, Any]:
     """`text` as a JSON object; {} for anything else (the callers look for a key)."""
-    with contextlib.suppress(ValueError, RecursionError):
-        value = json.loads(text)
-        if isinstance(value, dict):
-            return value
-    return {}
+    return decoded(text) or {}
 
 
 # -- lines over ssh -----------------------------------------------------------------------
