@@ -23,8 +23,9 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from acpctl import __version__, jsonrpc, paths
 from acpctl import protocol as acp
@@ -46,6 +47,7 @@ from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.jsontext import encode_text
 from acpctl.runner.clients import Client
 
+T = TypeVar("T")
 UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
 FIRST_LINE_TIMEOUT_S = 30.0
 
@@ -125,13 +127,8 @@ async def _client(
     if params.get("resumable") is True:
         await _open(msg_id, agent, reader, writer, connections, log)
         return
-    try:
-        hosted = await pool.get(agent if isinstance(agent, str) else None)
-    except AgentChanged as exc:
-        _answer(writer, jsonrpc.error(msg_id, acp.INTERNAL_ERROR, str(exc)))
-        return
-    except AcpctlError as exc:  # an unknown agent, a config.toml that does not parse
-        _answer(writer, jsonrpc.error(msg_id, acp.RESOURCE_NOT_FOUND, str(exc)))
+    hosted = await _or_refused(writer, msg_id, pool.get(agent if isinstance(agent, str) else None))
+    if hosted is None:
         return
     _answer(writer, jsonrpc.result(msg_id, {"agent": hosted.name}))
     channel = StreamChannel.on_socket(reader, writer)
@@ -157,15 +154,10 @@ async def _open(
 ) -> None:
     import uuid
 
-    try:
-        connection = await connections.open(
-            agent if isinstance(agent, str) else None, acp.CONTROLLER, uuid.uuid4().hex
-        )
-    except AgentChanged as exc:
-        _answer(writer, jsonrpc.error(msg_id, acp.INTERNAL_ERROR, str(exc)))
-        return
-    except AcpctlError as exc:
-        _answer(writer, jsonrpc.error(msg_id, acp.RESOURCE_NOT_FOUND, str(exc)))
+    name = agent if isinstance(agent, str) else None
+    opening = connections.open(name, acp.CONTROLLER, uuid.uuid4().hex)
+    connection = await _or_refused(writer, msg_id, opening)
+    if connection is None:
         return
     outbox = Outbox(log)
     answer = {"agent": agent, "version": __version__, "connectionId": connection.id}
@@ -173,6 +165,18 @@ async def _open(
     attached = outbox.reader(ALL_STREAMS)
     connection.attach(attached, None)
     await _carry(connection, outbox, attached, reader, writer)
+
+
+async def _or_refused(writer: asyncio.StreamWriter, msg_id: Any, opening: Awaitable[T]) -> T | None:
+    """What `opening` (the agent's start, a connection on it) gives; None when config.toml
+    refuses the agent, and the client was told why."""
+    try:
+        return await opening
+    except AgentChanged as exc:
+        _answer(writer, jsonrpc.error(msg_id, acp.INTERNAL_ERROR, str(exc)))
+    except AcpctlError as exc:  # an unknown agent, a config.toml that does not parse
+        _answer(writer, jsonrpc.error(msg_id, acp.RESOURCE_NOT_FOUND, str(exc)))
+    return None
 
 
 async def _resume(
