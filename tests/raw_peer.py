@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from acpctl import jsonrpc
@@ -65,8 +66,12 @@ class RawEditor:
 
 
 @asynccontextmanager
-async def raw_editor(*args: str, cwd: str | None = None, **env: str) -> AsyncIterator[RawEditor]:
-    """`acpctl run --acp ARGS` started as an editor starts it (in the project's `cwd`)."""
+async def raw_editor(
+    *args: str, cwd: str | None = None, log: Path | None = None, **env: str
+) -> AsyncIterator[RawEditor]:
+    """`acpctl run --acp ARGS` started as an editor starts it (in the project's `cwd`); its
+    stderr to `log` when given."""
+    log_file = log.open("wb") if log is not None else None
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -76,7 +81,7 @@ async def raw_editor(*args: str, cwd: str | None = None, **env: str) -> AsyncIte
         *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=log_file if log_file is not None else asyncio.subprocess.PIPE,
         env=acpctl_env(**env),
         limit=jsonrpc.MAX_LINE_BYTES,
         cwd=cwd,
@@ -93,3 +98,5 @@ async def raw_editor(*args: str, cwd: str | None = None, **env: str) -> AsyncIte
             process.kill()
             await process.wait()
         editor._reader.cancel()
+        if log_file is not None:
+            log_file.close()

@@ -31,6 +31,7 @@ from acpctl import __version__
 from acpctl import protocol as acp_names
 from tests.conftest import cli, run_cli
 from tests.fault_proxy import FaultProxy
+from tests.raw_peer import RawEditor, raw_editor
 from tests.test_host import LISTENING, RawClient, self_signed, serving, unix_client
 
 pytestmark = pytest.mark.e2e
@@ -39,38 +40,11 @@ TURNS, CUTS_PER_TURN = 4, 28
 
 
 @asynccontextmanager
-async def editor(agent: str, log: Path | None = None) -> AsyncIterator[RawClient]:
-    """`acpctl run --acp --agent AGENT`, with a raw client on its stdio (its stderr to
-    `log` when given)."""
-    stderr = log.open("wb") if log is not None else None
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "acpctl",
-        "run",
-        "--acp",
-        "--agent",
-        agent,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=stderr,
-        env=dict(os.environ),
-        limit=1 << 24,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    client = RawClient(None, (process.stdout, process.stdin))
-    client.process = process  # type: ignore[attr-defined]
-    try:
+async def editor(agent: str, log: Path | None = None) -> AsyncIterator[RawEditor]:
+    """`acpctl run --acp --agent AGENT`, as an editor starts it, with a raw client on its
+    stdio (its stderr to `log` when given)."""
+    async with raw_editor("--agent", agent, log=log) as client:
         yield client
-    finally:
-        process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), 10)
-        except asyncio.TimeoutError:
-            process.kill()
-            await process.wait()
-        if stderr is not None:
-            stderr.close()
 
 
 def updates_of(messages: list[dict[str, Any]], session: str) -> list[Any]:
@@ -99,13 +73,13 @@ async def host_history(url: str, token: str, session: str) -> list[Any]:
         aiohttp.ClientSession() as http,
         http.ws_connect(url, headers={"Authorization": f"Bearer {token}"}) as socket,
     ):
-        client = RawClient(socket)
-        await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+        loader = RawClient(socket)
+        await loader.request(acp_names.INITIALIZE, {"protocolVersion": 1})
         as_recorded = {acp_names.REPLAY_META: acp_names.REPLAY_AS_RECORDED}
         load = {"sessionId": session, "cwd": "/tmp", "mcpServers": [], "_meta": as_recorded}
-        answer = await client.request(acp_names.SESSION_LOAD, load)
+        answer = await loader.request(acp_names.SESSION_LOAD, load)
         assert "result" in answer, answer
-        return updates_of(client.messages, session)
+        return updates_of(loader.messages, session)
 
 
 @dataclass
@@ -150,14 +124,14 @@ def test_cuts_during_streaming_turns_lose_and_double_nothing(
         proxy = await remote_host.cutting_proxy()
         proxy.cut_next(after_bytes=1)  # during initialize: after the upgrade, before it
         async with editor("far") as client:
-            await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
             proxy.cut()  # idle, before any session
-            new = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            new = await client.call(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             session = new["result"]["sessionId"]
             answers = 0
             for turn in range(TURNS):
                 # slow: 20 chunks 100 ms apart; cut 28 times while they stream
-                prompt = client.request(
+                prompt = client.call(
                     acp_names.SESSION_PROMPT,
                     {"sessionId": session, "prompt": [{"type": "text", "text": f"slow {turn}"}]},
                 )
@@ -197,9 +171,9 @@ def add_remote(name: str, **table: Any) -> None:
     path.write_text(tomlkit.dumps(document))
 
 
-async def new_session(client: RawClient) -> str:
-    await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
-    new = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+async def new_session(client: RawEditor) -> str:
+    await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
+    new = await client.call(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
     assert "result" in new, new
     return str(new["result"]["sessionId"])
 
@@ -220,7 +194,7 @@ def test_streamable_http_through_cuts(remote_host: RemoteHost) -> None:
             session = await new_session(client)
             for turn in range(2):
                 task = asyncio.ensure_future(
-                    client.request(acp_names.SESSION_PROMPT, prompt_of(session, f"slow {turn}"))
+                    client.call(acp_names.SESSION_PROMPT, prompt_of(session, f"slow {turn}"))
                 )
                 for _ in range(8):
                     await asyncio.sleep(rng.uniform(0.05, 0.2))
@@ -243,12 +217,12 @@ def test_a_permission_request_waiting_through_a_cut_is_answered_once(
         async with editor("far") as client:
             session = await new_session(client)
             prompt = {"jsonrpc": "2.0", "id": 7, "method": acp_names.SESSION_PROMPT}
-            await client.send({**prompt, "params": prompt_of(session, "edit")})
-            asked = await client.until(lambda m: m.get("method") == acp_names.REQUEST_PERMISSION)
+            client.send({**prompt, "params": prompt_of(session, "edit")})
+            asked = await client.wait_for(lambda m: m.get("method") == acp_names.REQUEST_PERMISSION)
             proxy.refusing = True
             proxy.cut()  # the answer is given while the link is down
             option = asked["params"]["options"][0]["optionId"]
-            await client.send(
+            client.send(
                 {
                     "jsonrpc": "2.0",
                     "id": asked["id"],
@@ -257,7 +231,7 @@ def test_a_permission_request_waiting_through_a_cut_is_answered_once(
             )
             await asyncio.sleep(0.5)
             proxy.refusing = False
-            answer = await client.until(lambda m: m.get("id") == 7 and "method" not in m, 30)
+            answer = await client.wait_for(lambda m: m.get("id") == 7 and "method" not in m, 30)
             assert answer["result"]["stopReason"] == "end_turn", answer
             listed = await asyncio.to_thread(cli, "ps", "--json")  # the link is a run, as any
             runs = json.loads(listed.stdout)
@@ -288,11 +262,11 @@ def test_an_outage_past_the_limit_fails_the_prompt_and_the_next_one_reconnects(
             session = await new_session(client)
             proxy.refusing = True
             proxy.cut()
-            failed = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "hello"))
+            failed = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "hello"))
             assert failed["error"]["code"] == -32010, failed
             assert "is down since" in failed["error"]["message"]
             proxy.refusing = False
-            answer = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "again"))
+            answer = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "again"))
             assert answer["result"]["stopReason"] == "end_turn", answer
             assert "again" in texts_of(updates_of(client.messages, session))
         await proxy.stop()
@@ -322,13 +296,13 @@ def test_a_host_that_lost_the_connection_is_reloaded_without_doubling(
         add_remote("far", url=f"ws://127.0.0.1:{port}/acp/demo", token_file=str(token_file))
         async with editor("far") as client:
             session = await new_session(client)
-            first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
+            first = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
             assert first["result"]["stopReason"] == "end_turn"
             remote_host.process.kill()
             remote_host.process.wait()
             args = ("--listen", f"127.0.0.1:{port}", "--idle-stop", "0")
             with serving(monkeypatch, *args, until=LISTENING):
-                second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                second = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
                 assert "result" in second, second
                 assert second["result"]["stopReason"] == "end_turn", second
                 received = updates_of(client.messages, session)
@@ -358,11 +332,11 @@ def test_tls_verified_against_the_named_ca_and_a_wrong_certificate_refused(
         async def scenario() -> None:
             async with editor("trusted") as client:
                 session = await new_session(client)
-                answer = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
+                answer = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
                 assert answer["result"]["stopReason"] == "end_turn"
             for refused in ("wrong", "system"):
                 async with editor(refused) as client:
-                    answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+                    answer = await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
                     assert "certificate" in answer["error"]["message"], answer
 
         asyncio.run(scenario())
@@ -405,7 +379,7 @@ def test_an_independent_remote_the_sdk_server_under_uvicorn(
             add_remote("sdk", url=f"{scheme}://127.0.0.1:{proxy.port}/acp")
             async with editor("sdk") as client:
                 session = await new_session(client)
-                first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
+                first = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
                 assert first["result"]["stopReason"] == "end_turn", first
                 if scheme == "ws":
                     # Not over HTTP: the SDK's HTTP server knows a session on a connection
@@ -415,7 +389,7 @@ def test_an_independent_remote_the_sdk_server_under_uvicorn(
                     # A prompt sent before the link saw the drop may have reached the
                     # server, and is never sent twice: this one goes once the link knows.
                     await asyncio.sleep(0.3)
-                second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                second = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
                 assert "result" in second, second
                 assert second["result"]["stopReason"] == "end_turn", second
                 said = texts_of(updates_of(client.messages, session))
@@ -501,8 +475,8 @@ def sshd(home: Path, tmp_path: Path) -> Iterator[Sshd]:
         shutil.rmtree(remote, ignore_errors=True)
 
 
-def ssh_children(client: RawClient) -> list[psutil.Process]:
-    run_acp = psutil.Process(client.process.pid)  # type: ignore[attr-defined]
+def ssh_children(client: RawEditor) -> list[psutil.Process]:
+    run_acp = psutil.Process(client.process.pid)
     return [p for p in run_acp.children(recursive=True) if p.name() == "ssh"]
 
 
@@ -524,7 +498,7 @@ def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
     async def scenario() -> None:
         async with editor("box") as client:
             session = await new_session(client)
-            await client.send(
+            client.send(
                 {
                     "jsonrpc": "2.0",
                     "id": 9,
@@ -532,11 +506,11 @@ def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
                     "params": prompt_of(session, "slow over ssh"),
                 }
             )
-            await client.until(lambda m: m.get("method") == acp_names.SESSION_UPDATE)
+            await client.wait_for(lambda m: m.get("method") == acp_names.SESSION_UPDATE)
             killed = ssh_children(client)
             assert len(killed) == 1
             killed[0].kill()
-            answer = await client.until(lambda m: m.get("id") == 9 and "method" not in m, 30)
+            answer = await client.wait_for(lambda m: m.get("id") == 9 and "method" not in m, 30)
             assert answer["result"]["stopReason"] == "end_turn", answer
             assert ssh_children(client) and ssh_children(client)[0].pid != killed[0].pid
             received = updates_of(client.messages, session)
@@ -569,7 +543,7 @@ def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> Non
 
     async def scenario() -> None:
         async with editor("box") as client:
-            answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            answer = await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
             message = answer["error"]["message"]
             assert "acpctl is not installed on remote" in message, message
             assert "pipx install acp-ctl" in message
@@ -673,12 +647,12 @@ def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
             nonlocal proxy
             async with editor("lb", link_log) as client:
                 session = await new_session(client)
-                first = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
+                first = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "one"))
                 assert first["result"]["stopReason"] == "end_turn", first
                 proxy.terminate()  # a restarted proxy: every connection through it ends
                 proxy.wait(10)
                 proxy = start_nginx()
-                second = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
+                second = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
                 assert second["result"]["stopReason"] == "end_turn", second
 
         asyncio.run(scenario())
@@ -709,7 +683,7 @@ def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str
         async def scenario() -> None:
             async with editor("ts") as client:
                 session = await new_session(client)
-                answer = await client.request(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
+                answer = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
                 assert answer["result"]["stopReason"] == "end_turn", answer
                 assert texts_of(updates_of(client.messages, session)) == "ts: hi"
 
