@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, private_home
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, private_home
 
 from tests.model_stub import ModelStub, write_pi_models
 
@@ -53,11 +53,7 @@ def run_acp(agent: str) -> list[str]:
 def add_agent(name: str, command: list[str], env: dict[str, str], kind: str = "acp") -> None:
     pairs = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
     kinds = ["--kind", kind] if kind != "acp" else []
-    subprocess.run(
-        [sys.executable, "-m", "acpctl", "agents", "add", name, *kinds, *pairs, "--", *command],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    agents_add(name, *kinds, *pairs, "--", *command)
 
 
 @contextlib.contextmanager

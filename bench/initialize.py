@@ -19,12 +19,11 @@ import asyncio
 import compileall
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, private_home
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, private_home
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUDE = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -58,16 +57,15 @@ def main(args: argparse.Namespace) -> None:
     instant = home / "instant-agent.sh"
     instant.write_text(INSTANT_ANSWER)
     instant.chmod(0o755)
-    add = [sys.executable, "-m", "acpctl", "agents", "add"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([*add, "instant", "--", str(instant)], check=True, env=env)
+    env = {"PYTHONPATH": str(ROOT)}
+    agents_add("instant", "--", str(instant), env=env)
     agents: dict[str, tuple[list[str], dict[str, str]]] = {
         "instant": ([str(instant)], {}),
         "demo": (DEMO, {}),
     }
     if CLAUDE.exists():
         pairs = [arg for key, value in CLAUDE_ENV.items() for arg in ("--env", f"{key}={value}")]
-        subprocess.run([*add, "claude", *pairs, "--", str(CLAUDE)], check=True, env=env)
+        agents_add("claude", *pairs, "--", str(CLAUDE), env=env)
         agents["claude"] = ([str(CLAUDE)], CLAUDE_ENV)
     else:
         print(f"{CLAUDE} is missing: claude-agent-acp not timed", file=sys.stderr)

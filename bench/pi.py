@@ -35,7 +35,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import Peer, as_installed, now
+from rawpeer import Peer, agents_add, as_installed, now
 
 from tests.model_stub import ModelStub, write_pi_models
 
@@ -175,23 +175,7 @@ async def main(reps: int) -> None:
             "ACPCTL_STATE_DIR": f"{scratch}/state",
             "PI_ACP_PI_COMMAND": str(pi_bin / "pi"),
         }
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "acpctl",
-                "agents",
-                "add",
-                "pi",
-                "--kind",
-                "pi-rpc",
-                "--",
-                str(pi_bin / "pi"),
-            ],
-            env={**os.environ, **env},
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        agents_add("pi", "--kind", "pi-rpc", "--", str(pi_bin / "pi"), env=env)
         bridges = {
             "acpctl": [sys.executable, "-m", "acpctl", "run", "--acp", "--agent", "pi"],
             "pi-acp 0.0.24": [

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +74,17 @@ class Peer:
             await asyncio.wait_for(self.process.wait(), 10)
         except asyncio.TimeoutError:
             self.process.kill()
+
+
+def agents_add(name: str, *arguments: str, env: dict[str, str] | None = None) -> None:
+    """`acpctl agents add NAME ARGUMENTS` in this process's acpctl home (and `env`): how
+    every benchmark sets up the agents it measures."""
+    subprocess.run(
+        [sys.executable, "-m", "acpctl", "agents", "add", name, *arguments],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def as_installed() -> None:

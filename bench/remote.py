@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from host import add_agent, host, interleaved, listening_url, run_acp
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, now, percentile, private_home
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, percentile, private_home
 
 from tests.fault_proxy import FaultProxy
 
@@ -39,22 +39,7 @@ CONFIGS = ("local relay", "remote, WebSocket", "remote, Streamable HTTP")
 
 
 def add_remote(name: str, url: str, token_file: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "acpctl",
-            "agents",
-            "add",
-            name,
-            "--url",
-            url,
-            "--token-file",
-            str(token_file),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    agents_add(name, "--url", url, "--token-file", str(token_file))
 
 
 async def opened(agent: str, cwd: str) -> tuple[Peer, str]:
