@@ -165,6 +165,7 @@ class FakeTransport:
     def __init__(self, resumed: bool = False) -> None:
         self.connection_id = "c"
         self.resumed = resumed
+        self.remote_version: str | None = None
         self.close_reason = "cut"
         self.sent: list[dict[str, Any]] = []
         self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
@@ -177,6 +178,9 @@ class FakeTransport:
 
     def took(self, cursor: str) -> None:
         self.cursor = cursor
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        return None
 
     def resume_point(self) -> ResumePoint | None:
         return None

@@ -46,6 +46,7 @@ class StreamableTransport:
         self._ssl: ssl.SSLContext | bool = context if context is not None else False
         self.connection_id = ""
         self.resumed = False
+        self.remote_version: str | None = None  # the initialize answer names it
         self._inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self._streams: dict[str, asyncio.Task[None]] = {}
         self._cursors: dict[str, str] = {}  # stream -> the last event id it had
@@ -221,6 +222,9 @@ class StreamableTransport:
 
     def took(self, cursor: str) -> None:
         """Each stream's position is its SSE event ids (the same cursors), kept as read."""
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        return None  # verified per request by the HTTP client; not kept
 
     def resume_point(self) -> ResumePoint | None:
         if not self.connection_id:

@@ -56,6 +56,7 @@ class ResumePoint:
 class Transport(Protocol):
     connection_id: str
     resumed: bool  # opened by resuming a held connection
+    remote_version: str | None  # the acpctl at the other end, when the transport says
 
     @property
     def close_reason(self) -> str:
@@ -74,6 +75,10 @@ class Transport(Protocol):
 
     def resume_point(self) -> ResumePoint | None:
         """Where a later transport could resume this connection from; None: it cannot."""
+        ...
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The TLS certificate the remote presented (as `ssl` gives it), if any."""
         ...
 
     async def close(self, leaving: bool) -> None:
@@ -116,6 +121,7 @@ class WebSocketTransport:
         self._socket = socket
         self.connection_id = connection_id
         self.resumed = resumed
+        self.remote_version: str | None = None
         self._cursor: str | None = None
         self._first: list[str] = []  # read while resuming, not yet handed on
 
@@ -147,6 +153,10 @@ class WebSocketTransport:
 
     def resume_point(self) -> ResumePoint | None:
         return ResumePoint(self.connection_id, {"": self._cursor or NOTHING_YET})
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        certificate = self._socket.get_extra_info("peercert")
+        return certificate if isinstance(certificate, dict) else None
 
     @property
     def close_reason(self) -> str:
@@ -309,6 +319,9 @@ class LinesTransport:
         if not self.connection_id:
             return None
         return ResumePoint(self.connection_id, {"": self._cursor or NOTHING_YET})
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        return None  # ssh's own host key checks the remote
 
     @property
     def close_reason(self) -> str:

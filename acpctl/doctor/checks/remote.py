@@ -84,7 +84,7 @@ async def _initialized(
     result = answer["result"]
     info = result.get("agentInfo") if isinstance(result.get("agentInfo"), dict) else {}
     meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
-    host_version = meta.get(acp.HOST_VERSION_META) or getattr(transport, "remote_version", None)
+    host_version = meta.get(acp.HOST_VERSION_META) or transport.remote_version
     there = f", acpctl {host_version} there" if host_version else ""
     agent = f"{info.get('name', 'an agent')} {info.get('version', '')}".strip()
     findings = [ok(check, f"{remote.address} answers: {agent}{there}, token accepted")]
@@ -124,9 +124,8 @@ async def _answer(transport: Transport) -> dict[str, Any] | None:
 def _certificate_expiry(transport: Transport) -> float | None:
     import ssl
 
-    socket = getattr(transport, "_socket", None)
-    certificate = socket.get_extra_info("peercert") if socket is not None else None
-    if not isinstance(certificate, dict) or "notAfter" not in certificate:
+    certificate = transport.peer_certificate()
+    if certificate is None or "notAfter" not in certificate:
         return None
     return float(ssl.cert_time_to_seconds(certificate["notAfter"]))
 
