@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,9 +67,15 @@ def make_dial(remote: Remote, http: Any) -> Dial:
 
         return over_ssh
 
+    context: ssl.SSLContext | None = None  # made at the first dial, for every later one
+
     async def over_http(point: ResumePoint | None) -> Transport:
+        nonlocal context
         check_clear_text(url)
-        context = tls_context(remote) if url.startswith(("wss:", "https:")) else None
+        # Loading the CAs takes tens of milliseconds: once, not at every reconnect. (The
+        # token file is read at every dial: it may have been replaced.)
+        if context is None and url.startswith(("wss:", "https:")):
+            context = tls_context(remote)
         if url.startswith(("http:", "https:")):
             from acpctl.remote.streamable import open_streamable
 
