@@ -27,7 +27,7 @@ from typing import Any
 
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc.framing import BadLine, Message, parse_message
+from acpctl.jsonrpc.framing import BadLine, Batch, Message, parse_message
 from acpctl.jsontext import decode_text, encode_text
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
@@ -249,10 +249,10 @@ class LogicalConnection:
         for reader in list(self._readers):
             await reader.drain()
 
-    def incoming(self) -> AsyncIterator[list[Message | BadLine]]:
+    def incoming(self) -> AsyncIterator[Batch]:
         return self._read()
 
-    async def _read(self) -> AsyncIterator[list[Message | BadLine]]:
+    async def _read(self) -> AsyncIterator[Batch]:
         while True:
             batch = await self._inbox.get()
             if batch is None:

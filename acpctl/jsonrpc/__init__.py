@@ -6,6 +6,7 @@ pipe (`streams`) and the server's side of a connection (`channel`)."""
 from acpctl.jsonrpc.framing import (
     MAX_LINE_BYTES,
     BadLine,
+    Batch,
     Message,
     parse_line,
     read_lines,
@@ -40,6 +41,7 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "BadLine",
+    "Batch",
     "JsonObject",
     "Message",
     "MessageId",

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from acpctl.jsonrpc.framing import MAX_LINE_BYTES, BadLine, Message, read_messages
+from acpctl.jsonrpc.framing import MAX_LINE_BYTES, Batch, read_messages
 from acpctl.jsonrpc.messages import encode
 from acpctl.jsonrpc.streams import Output, open_input
 
@@ -26,7 +26,7 @@ class Channel(Protocol):
     async def drain(self) -> None:
         """Until what was written has been taken by the transport."""
 
-    def incoming(self) -> AsyncIterator[list[Message | BadLine]]:
+    def incoming(self) -> AsyncIterator[Batch]:
         """The peer's messages, a batch per read, until it closes its end."""
 
     def close(self) -> None: ...
@@ -57,7 +57,7 @@ class StreamChannel:
     async def drain(self) -> None:
         await self._output.drain()
 
-    def incoming(self) -> AsyncIterator[list[Message | BadLine]]:
+    def incoming(self) -> AsyncIterator[Batch]:
         return read_messages(self._reader)
 
     def close(self) -> None:
@@ -83,7 +83,7 @@ class MemoryChannel:
     async def drain(self) -> None:
         await asyncio.sleep(0)
 
-    def incoming(self) -> AsyncIterator[list[Message | BadLine]]:
+    def incoming(self) -> AsyncIterator[Batch]:
         return read_messages(self._reader)
 
     def close(self) -> None:

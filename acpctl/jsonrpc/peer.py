@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from acpctl.jsonrpc.framing import BadLine, Message
+from acpctl.jsonrpc.framing import BadLine, Batch
 from acpctl.jsonrpc.messages import (
     INTERNAL_ERROR,
     JsonObject,
@@ -95,7 +95,7 @@ class Peer(Generic[IdT]):
 
     async def read(
         self,
-        incoming: AsyncIterator[list[Message | BadLine]],
+        incoming: AsyncIterator[Batch],
         on_message: OnMessage,
         on_bad_line: OnBadLine | None = None,
         on_batch_end: OnBatchEnd | None = None,
@@ -118,11 +118,10 @@ class Peer(Generic[IdT]):
                     if isinstance(message, list) and message:
                         # A batch (JSON-RPC 2.0 allows them both ways): its members in
                         # order, each with a line of its own.
-                        members = [(member, encode(member)[:-1]) for member in message]
+                        for member in message:
+                            self._take(member, encode(member)[:-1], on_message)
                     else:
-                        members = [(message, line)]
-                    for member, member_line in members:
-                        self._take(member, member_line, on_message)
+                        self._take(message, line, on_message)
                 if on_batch_end is not None:
                     await on_batch_end()
             if closed is not None:
