@@ -11,9 +11,15 @@ Measures: spawn to initialize, of the demo agent, of an agent that takes 0.3 s t
 it spawns the agent, and one hop) and of one that answers at once (a shell script: what a
 native agent is like); a short prompt turn (the path users hit: recording the
 prompt, the updates, the turn's end); a trivial request's round trip; and notifications per
-second while 1, 10 and 50 sessions stream at once on one connection.
+second while 1, 10 and 50 sessions stream at once on one connection; and the ceiling: an
+agent that writes its whole turn at once, read by a client in large reads, so that only the
+relay limits the rate (direct, it is the rate of a plain pipe).
 
-    python bench/relay.py [--reps 5] [--turns 200] [--chunks 50000]
+With `--before DIR` (a checkout of an earlier revision, made with `git worktree add`), that
+revision's relay runs beside this one's, interleaved with it (as `python -m acpctl` with
+PYTHONPATH=DIR: an extra exec of env(1) before each spawn).
+
+    python bench/relay.py [--reps 5] [--turns 200] [--chunks 50000] [--before DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL, ACPCTL_COMMAND, DEMO, Peer, now, private_home
+import compileall
+
+from rawpeer import ACPCTL, ACPCTL_COMMAND, DEMO, Peer, now, percentile, private_home
 
 CONFIGS = {
     "direct": DEMO,
@@ -83,19 +91,47 @@ async def spawn_instant_agent_to_initialize(argv: list[str], args: argparse.Name
     return await spawn_to_initialize(agent_named(argv, "instant", [str(args.instant)]), args)
 
 
-async def prompt_turn(argv: list[str], args: argparse.Namespace) -> float:
-    """The median time of a short turn: prompt sent to its response read."""
-    peer = await started(argv)
+def prompt_turn(fraction: float) -> Callable[[list[str], argparse.Namespace], Awaitable[float]]:
+    async def measure(argv: list[str], args: argparse.Namespace) -> float:
+        """A percentile of a short turn's time: prompt sent to its response read."""
+        peer = await started(argv)
+        session = await new_session(peer)
+        times = []
+        for _ in range(args.turns):
+            begin = now()
+            await peer.call(
+                "session/prompt",
+                {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            times.append(now() - begin)
+        await peer.close()
+        return percentile(times, fraction)
+
+    return measure
+
+
+# bench/fast_agent.py, configured as "fast": it writes a whole turn in one write.
+FAST = [sys.executable, str(Path(__file__).resolve().parent / "fast_agent.py")]
+CEILING_LINES = 200_000
+
+
+async def ceiling(argv: list[str], args: argparse.Namespace) -> float:
+    """Chunks a second from the agent that writes its turn at once, read in large reads."""
+    peer = await started(agent_named(argv, "fast", FAST))
     session = await new_session(peer)
-    times = []
-    for _ in range(args.turns):
-        begin = now()
-        await peer.call(
-            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}
-        )
-        times.append(now() - begin)
+    assert peer.process.stdout is not None
+    begin = now()
+    peer.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]})
+    lines = 0
+    while True:
+        data = await peer.process.stdout.read(1 << 20)
+        lines += data.count(b"\n")
+        if not data or b'"stopReason"' in data[-100:]:
+            break
+    elapsed = now() - begin
     await peer.close()
-    return statistics.median(times)
+    assert lines == CEILING_LINES + 1, lines
+    return CEILING_LINES / elapsed
 
 
 async def round_trip(argv: list[str], args: argparse.Namespace) -> float:
@@ -147,16 +183,28 @@ MEASURES: list[tuple[str, Callable[[list[str], argparse.Namespace], Awaitable[fl
     ("spawn to initialize response", spawn_to_initialize, "ms"),
     ("spawn to initialize, agent starting in 0.3 s", spawn_slow_agent_to_initialize, "ms"),
     ("spawn to initialize, agent answering at once", spawn_instant_agent_to_initialize, "ms"),
-    ("short prompt turn, p50", prompt_turn, "ms"),
+    ("short prompt turn, p50", prompt_turn(0.5), "ms"),
+    ("short prompt turn, p95", prompt_turn(0.95), "ms"),
     ("round trip of a request, p50", round_trip, "ms"),
     ("notifications/s, 1 session streaming", streaming(1), "/s"),
     ("notifications/s, 10 sessions streaming", streaming(10), "/s"),
     ("notifications/s, 50 sessions streaming", streaming(50), "/s"),
     ("notifications/s, 1 session, all in one write", streaming(1, "burst"), "/s"),
+    ("ceiling: notifications/s, agent writing at once", ceiling, "/s"),
 ]
 
 
+def add_before(checkout: Path) -> None:
+    """The relay of the revision checked out at `checkout`, as two more configurations."""
+    compileall.compile_dir(str(checkout / "acpctl"), quiet=1)
+    argv = ["env", f"PYTHONPATH={checkout}", sys.executable, "-P", "-m", "acpctl", *ACPCTL[-4:]]
+    CONFIGS["before --no-history"] = [*argv, "--no-history"]
+    CONFIGS["before"] = argv
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.before is not None:
+        add_before(args.before)
     results: dict[str, dict[str, list[float]]] = {
         label: {config: [] for config in CONFIGS} for label, _, _ in MEASURES
     }
@@ -166,6 +214,7 @@ async def main(args: argparse.Namespace) -> None:
     args.instant.chmod(0o755)
     add_instant = [*ACPCTL_COMMAND, "agents", "add", "instant", "--", str(args.instant)]
     subprocess.run(add_instant, check=True)
+    subprocess.run([*ACPCTL_COMMAND, "agents", "add", "fast", "--", *FAST], check=True)
     order = list(CONFIGS)
     for rep in range(args.reps):
         for label, measure, _ in MEASURES:
@@ -190,6 +239,11 @@ async def main(args: argparse.Namespace) -> None:
         ratios = ", ".join(
             f"{medians[config] / medians['direct']:.2f}x" for config in list(CONFIGS)[1:]
         )
+        if "before" in medians:
+            ratios += "; to before: " + ", ".join(
+                f"{medians[config] / medians['before' + suffix]:.2f}x"
+                for config, suffix in (("acpctl --no-history", " --no-history"), ("acpctl", ""))
+            )
         print(f"| {label} | {' | '.join(cells)} | {ratios} |")
     print(
         f"\n{args.reps} repetitions, interleaved; {args.turns} turns or requests a repetition; "
@@ -203,5 +257,6 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--chunks", type=int, default=50_000)
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier revision")
     with private_home():
         asyncio.run(main(parser.parse_args()))
