@@ -42,8 +42,11 @@ from acpctl.store.sessions import (
     utc_now,
 )
 
-# How long a group commit waits for more turns to end before it syncs them all.
-COMMIT_DELAY_S = 0.05
+# How long a group commit waits for more turns to end before it syncs them all. Not less:
+# each commit slows the turns beside it (its worker shares the interpreter with the relay,
+# for three fsyncs and a dozen other system calls), and commits 50 ms apart made a short
+# turn's median 1.6 ms instead of 1.1 (docs/reliability.md).
+COMMIT_DELAY_S = 0.5
 
 
 class Recorder:
