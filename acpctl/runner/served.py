@@ -67,8 +67,8 @@ PLAIN_CHUNK_KEYS = frozenset({"sessionUpdate", "content", "messageId"})
 def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
     """The session's lines as the agent would replay them: the stream's fragments of one
     message joined into one update, state as it is now."""
-    run: list[JsonObject] = []  # plain text chunks of one message, not yet written
-    first: StoredUpdate | None = None  # the run's first (written as it is when alone)
+    first: StoredUpdate | None = None  # the first plain text chunk of a message, not yet sent
+    texts: list[str] = []  # the texts of its run, to be joined
     newest: dict[str, StoredUpdate] = {}
     for stored in store.iter_replay(session_id):
         update = stored.update
@@ -81,19 +81,21 @@ def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
         plain = kind in CHUNKS and _plain_chunk(update)
         if (
             plain
-            and run
-            and kind == run[0]["sessionUpdate"]
-            and update.get("messageId") == run[0].get("messageId")
+            and first is not None
+            and kind == first.update["sessionUpdate"]
+            and update.get("messageId") == first.update.get("messageId")
         ):
-            run.append(update)
+            texts.append(update["content"]["text"])
             continue
         if first is not None:
-            yield _joined(first, run, session_id)
-        first, run = (stored, [update]) if plain else (None, [])
-        if not plain:
+            yield _joined(first, texts, session_id)
+        if plain:
+            first, texts = stored, [update["content"]["text"]]
+        else:
+            first, texts = None, []
             yield _line(stored, session_id)
     if first is not None:
-        yield _joined(first, run, session_id)
+        yield _joined(first, texts, session_id)
     for kind in NEWEST_ONLY:
         if kind in newest:
             yield _line(newest[kind], session_id)
@@ -113,11 +115,10 @@ def _plain_chunk(update: JsonObject) -> bool:
     )
 
 
-def _joined(first: StoredUpdate, run: list[JsonObject], session_id: str) -> bytes:
-    if len(run) == 1:
+def _joined(first: StoredUpdate, texts: list[str], session_id: str) -> bytes:
+    if len(texts) == 1:
         return _line(first, session_id)
-    text = "".join(update["content"]["text"] for update in run)
-    joined = {**run[0], "content": {"type": "text", "text": text}}
+    joined = {**first.update, "content": {"type": "text", "text": "".join(texts)}}
     return _wrapped(joined, session_id)
 
 

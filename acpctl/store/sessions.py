@@ -329,16 +329,17 @@ def _whole_lines(handle: BinaryIO, offset: int) -> Iterator[tuple[dict[str, Any]
             return
 
 
-def _parse_lines(lines: list[bytes]) -> list[Any]:
+def _parse_lines(lines: list[bytes]) -> Iterator[Any]:
     """Each line's JSON value, _UNREADABLE for a line that is not exactly one. The chunk is
     decoded once and scanned value by value: each value must end on its own line (a raw
     newline never occurs inside a JSON string), so no value can borrow text from the next
-    line."""
+    line. Values are made as they are taken, not a chunk's thousands at once (which the
+    garbage collector would traverse again and again)."""
     try:
         text = b"".join(lines).decode("utf-8")
     except UnicodeDecodeError:
-        return [_parse_one(line) for line in lines]
-    values: list[Any] = []
+        yield from map(_parse_one, lines)
+        return
     start = 0
     for line in lines:
         end_of_line = text.index("\n", start)
@@ -350,9 +351,8 @@ def _parse_lines(lines: list[bytes]) -> list[Any]:
             value = _parse_one(line)
         except (ValueError, RecursionError):
             value = _UNREADABLE
-        values.append(value)
+        yield value
         start = end_of_line + 1
-    return values
 
 
 def _parse_one(line: bytes) -> Any:
