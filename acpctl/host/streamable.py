@@ -179,8 +179,10 @@ async def _stream(
         while (items := await outbox.take(KEEPALIVE_S)) is not None:
             if not items:
                 await response.write(b": keepalive\n\n")
-            for cursor, text in items:
-                await response.write(f"id: {cursor}\ndata: {text}\n\n".encode())
+                continue
+            # One write for what waits: a chunk and a packet for all, not for each event.
+            events = "".join(f"id: {cursor}\ndata: {text}\n\n" for cursor, text in items)
+            await response.write(events.encode())
     except (ConnectionError, RuntimeError):  # the client went away
         return
     finally:
