@@ -4,6 +4,7 @@ retried requests), its tokens, and what `acpctl serve` prints for the service ma
 from __future__ import annotations
 
 import json
+import socket
 import stat
 from pathlib import Path
 from typing import Any
@@ -116,10 +117,8 @@ def test_a_repeated_request_is_not_taken_twice_and_a_running_turn_is_stated() ->
             "promptRequestId": 7,
             "sessionId": "s1",
         }
-        taken = []
         connection.end()
-        async for batch in connection.incoming():
-            taken += batch
+        taken = [item async for batch in connection.incoming() for item in batch]
         assert len(taken) == 3
 
     run(scenario())
@@ -227,6 +226,36 @@ def test_an_outbox_bounds_how_far_a_transport_may_fall_behind() -> None:
         assert outbox.cut and await outbox.take() is None
         outbox.push(4, "late")  # after the cut: dropped
         assert await outbox.take() is None
+
+    run(scenario())
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
+def test_a_batch_of_frames_is_written_corked_and_the_socket_uncorked_after() -> None:
+    """Issue 29: a batch's frames leave in full segments (TCP_CORK while they are written);
+    a socket left corked would hold its last frame back for 200 ms."""
+    import logging
+
+    from acpctl.host.websocket import SocketSender
+
+    async def scenario() -> None:
+        listener = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+        corked: list[tuple[str, int]] = []
+
+        class Frames:  # what SocketSender uses of aiohttp's WebSocketResponse
+            async def send_str(self, text: str) -> None:
+                corked.append((text, server.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)))
+
+        sender = SocketSender(Frames(), logging.getLogger("tests.host"), server)  # type: ignore[arg-type]
+        sender.outbox.push(1, "a")
+        sender.outbox.push(2, "b")
+        await sender.close()
+        assert corked == [("a", 1), ("b", 1)]
+        assert server.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
+        for end in (client, server, listener):
+            end.close()
 
     run(scenario())
 
