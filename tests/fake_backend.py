@@ -48,6 +48,7 @@ class FakeAgent:
         self.tasks: set[asyncio.Future[None]] = set()
         self.notifications: list[tuple[str, Any]] = []
         self.sent: list[JsonObject] = []  # answers to the agent's own requests
+        self.warmed: list[str] = []  # the cwds it was made ready for (the host's spare)
         self.pending: PendingRequests[int] = PendingRequests(itertools.count(100))
         self.session_ids = itertools.count(1)
         self.handlers: dict[str, Handler] = {
@@ -109,6 +110,9 @@ class FakeAgent:
 
     def settle_pending(self, method: str, response: JsonObject) -> None:
         self.pending.settle(method, response)
+
+    async def warm_up(self, cwd: str) -> None:
+        self.warmed.append(cwd)
 
     async def stop(self) -> None:
         self.alive = False

@@ -311,3 +311,58 @@ def test_model_thinking_commands_usage_and_title_as_pi_acp_offers(
 
     asyncio.run(scenario())
     assert pi.requests[-1]["model"] == "stub-large"
+
+
+def test_the_hosts_spare_starts_pi_ahead_and_its_session_reads_the_context_afresh(
+    pi: ModelStub, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28, 7: the editor's first thread does not wait for pi's start: the session
+    host's spare holds a pi started in the last session's cwd, and session/new there takes
+    it. The session starts afresh in it (pi's new_session), so a context file written after
+    pi started is in the first turn's system prompt; a session/new elsewhere starts its own."""
+    from acpctl import protocol as acp_names
+    from acpctl.runner.through_host import read_status
+    from tests.conftest import run
+    from tests.test_host import serving, unix_client
+
+    async def spare_pi() -> dict[str, Any]:
+        while True:
+            status = await read_status()
+            agents = status["agents"] if status else []
+            if agents and agents[0]["spare"] and agents[0]["agentPid"]:
+                return dict(agents[0])
+            await asyncio.sleep(0.1)
+
+    async def new_thread(client: Any, cwd: Path) -> str:
+        await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+        created = await client.request(acp_names.SESSION_NEW, {"cwd": str(cwd), "mcpServers": []})
+        assert "result" in created, created
+        return str(created["result"]["sessionId"])
+
+    def children(host_pid: int) -> set[int]:
+        return {child.pid for child in psutil.Process(host_pid).children()}
+
+    async def scenario(host_pid: int) -> None:
+        async with unix_client("pi") as first:
+            await new_thread(first, work)
+        warm = (await spare_pi())["agentPid"]
+        started_ahead = children(host_pid)
+        assert warm in started_ahead
+        (work / "AGENTS.md").write_text("Answer in haiku. MARK-WRITTEN-AFTER-PI-STARTED\n")
+        async with unix_client("pi") as editor:
+            session = await new_thread(editor, work)
+            assert children(host_pid) == started_ahead  # no pi started for it
+            answer = await editor.request(
+                acp_names.SESSION_PROMPT,
+                {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            assert answer["result"]["stopReason"] == "end_turn", answer
+            assert "MARK-WRITTEN-AFTER-PI-STARTED" in json.dumps(pi.requests[-1])
+            elsewhere = work / "elsewhere"
+            elsewhere.mkdir()
+            async with unix_client("pi") as other:
+                await new_thread(other, elsewhere)  # no pi ahead for it: one of its own
+                assert len(children(host_pid)) == len(started_ahead) + 1
+
+    with serving(monkeypatch, "--idle-stop", "0.5", "--spare-for", "60") as (process, _, _):
+        run(scenario(process.pid), timeout=120)

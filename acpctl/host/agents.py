@@ -198,8 +198,18 @@ class AgentPool:
             spare.log.info("the spare of %s did not start: %s", spare.name, answer.get("error"))
             await spare.server.shutdown()
             return
+        cwd = self._last_cwd(stopped.name)
+        if cwd is not None:
+            await spare.conn.backend.warm_up(cwd)
         spare.log.info("a spare of %s is ready (pid %s)", spare.name, spare.conn.backend.pid)
         self.agents[spare.name] = spare
+
+    def _last_cwd(self, agent: str) -> str | None:
+        """Where the agent's newest session ran: the project an editor opens again."""
+        from acpctl.store.index import SessionIndex  # sqlite3: for the spare only
+
+        newest = SessionIndex(self.store).query(agent=agent, limit=1)
+        return newest[0].meta.cwd if newest and newest[0].problem is None else None
 
     async def _stop(self, hosted: HostedAgent) -> None:
         if self.agents.get(hosted.name) is hosted:

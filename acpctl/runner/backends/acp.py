@@ -116,6 +116,10 @@ class AcpBackend:
                 exc.data,
             ) from exc
 
+    async def warm_up(self, cwd: str) -> None:
+        """Nothing more: the agent is started and initialized already, and a session opened
+        ahead would be a guess (session/new is the agent's own cost)."""
+
     async def stop(self) -> None:
         self._stopping = True
         async with self._starting:  # an agent being started is ended too, once it is up

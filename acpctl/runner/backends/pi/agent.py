@@ -49,6 +49,7 @@ class PiRpcBackend:
         self._dialog_ids = itertools.count(1)
         self._calls: dict[asyncio.Future[JsonObject], str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.warm: PiSession | None = None  # pi started ahead for the next session/new
         self._handlers = {
             acp.INITIALIZE: self._initialize,
             acp.SESSION_NEW: self._new_session,
@@ -60,7 +61,12 @@ class PiRpcBackend:
             acp.SESSION_FORK: self._fork,
         }
 
-    pid = None  # no process for the connection: each session has its own
+    @property
+    def pid(self) -> int | None:
+        """No process for the connection (each session has its own) but a pi started ahead,
+        so that `acpctl ps` shows what a spare holds."""
+        child = self.warm.child if self.warm is not None else None
+        return child.process.pid if child is not None and child.alive else None
 
     def connect(self, events: AgentEvents, handshake: Handshake) -> None:
         # pi's processes are per session and need no ACP handshake of their own.
@@ -129,8 +135,54 @@ class PiRpcBackend:
 
     async def stop(self) -> None:
         await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)
+        await self._drop_warm()
         for task in list(self._tasks):
             task.cancel()
+
+    # -- pi started ahead (the session host's spare) ------------------------------------
+
+    async def warm_up(self, cwd: str) -> None:
+        """pi started in `cwd` before any session/new asks for it (the session host's spare
+        for the editor's first thread): pi's own start, 1 to 3 s of node and extensions,
+        is paid ahead. Taken only by a session/new in that very `cwd`, where pi is told
+        `new_session` first: settings, models, extensions and context files are read again
+        then, so nothing read ahead is used."""
+        session_id = uuid.uuid4().hex
+        directory = self.store.backend_dir(session_id, BACKEND_DIR, create=True)
+        session = PiSession(self, session_id, cwd, directory)
+        try:
+            await session.start(resume=False)
+        except (RpcError, OSError) as exc:
+            self.store.discard_backend_dir(session_id, BACKEND_DIR)
+            self.log.info("pi did not start ahead: %s", getattr(exc, "message", exc))
+            return
+        self.warm = session
+        self.log.info("pi started ahead in %s (pid %s)", cwd, self.pid)
+
+    async def _warm_for(self, cwd: str) -> PiSession | None:
+        """The pi started ahead, made a new session, when it was started in `cwd`; else
+        None, and it is stopped."""
+        session, self.warm = self.warm, None
+        if session is None:
+            return None
+        child = session.child
+        if session.cwd == cwd and child is not None and child.alive:
+            try:
+                await session.renew()
+                return session
+            except RpcError as exc:
+                self.log.info("pi started ahead could not begin a session: %s", exc.message)
+        await self._drop(session)
+        return None
+
+    async def _drop_warm(self) -> None:
+        session, self.warm = self.warm, None
+        if session is not None:
+            await self._drop(session)
+
+    async def _drop(self, session: PiSession) -> None:
+        await session.close()
+        self.store.discard_backend_dir(session.id, BACKEND_DIR)
 
     # -- towards the server, for the sessions -------------------------------------------
 
@@ -193,7 +245,18 @@ class PiRpcBackend:
         return await self._open(self._cwd(params), None, copy_from=parent.directory)
 
     async def _open(self, cwd: str, session_id: str | None, copy_from: Path | None) -> JsonObject:
-        session_id = session_id or uuid.uuid4().hex
+        warm = await self._warm_for(cwd) if session_id is None and copy_from is None else None
+        if warm is not None:
+            session = warm
+        else:
+            session = await self._started(cwd, session_id or uuid.uuid4().hex, copy_from)
+        self.sessions[session.id] = session
+        described, commands = await asyncio.gather(session.describe(), session.commands())
+        # After the answer, once the editor knows the session.
+        asyncio.get_running_loop().call_soon(session.introduce, commands)
+        return {"sessionId": session.id, **described}
+
+    async def _started(self, cwd: str, session_id: str, copy_from: Path | None) -> PiSession:
         directory = self.store.backend_dir(session_id, BACKEND_DIR, create=True)
         session = PiSession(self, session_id, cwd, directory)
         try:
@@ -205,11 +268,7 @@ class PiRpcBackend:
             # No half-started session is kept: neither the child nor its directory.
             self.store.discard_backend_dir(session_id, BACKEND_DIR)
             raise
-        self.sessions[session.id] = session
-        described, commands = await asyncio.gather(session.describe(), session.commands())
-        # After the answer, once the editor knows the session.
-        asyncio.get_running_loop().call_soon(session.introduce, commands)
-        return {"sessionId": session.id, **described}
+        return session
 
     async def _resume(self, params: JsonObject) -> JsonObject:
         session_id = str(params.get("sessionId"))

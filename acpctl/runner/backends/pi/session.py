@@ -80,6 +80,13 @@ class PiSession:
         self._took_state(state)
         self.child = child
 
+    async def renew(self) -> None:
+        """A session afresh in the running pi (its `new_session`): what pi reads when a
+        session starts (settings, models, extensions, context files) is read again."""
+        assert self.child is not None
+        await self.child.command("new_session")
+        self._took_state(await self.child.command("get_state"))
+
     def _took_state(self, state: Any) -> None:
         self.pi_state = state if isinstance(state, dict) else {}
         model = self.pi_state.get("model")
