@@ -176,6 +176,7 @@ class EditorSide:
     def __init__(self, channel: MemoryChannel) -> None:
         self.channel = channel
         self.messages: list[Any] = []
+        self.lines: list[bytes] = []  # as they came, byte for byte
         self._changed = asyncio.Event()
         self.reader = asyncio.ensure_future(self._read())
 
@@ -183,6 +184,7 @@ class EditorSide:
         async for batch in self.channel.incoming():
             for item in batch:
                 assert not isinstance(item, jsonrpc.BadLine), item
+                self.lines.append(item[1])
                 self.messages.append(json.loads(item[1]))
             self._changed.set()
 

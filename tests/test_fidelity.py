@@ -6,6 +6,7 @@ logout."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -483,6 +484,48 @@ def test_nested_session_ids_of_an_update_are_mapped(tmp_path: Path) -> None:
         assert sent["params"]["sessionId"] == first
         assert sent["params"]["update"]["sessionId"] == first
         assert sent["params"]["update"]["senderSessionId"] == "unknown-sub"
+
+    run(tmp_path, scenario, agent)
+
+
+def test_an_agent_id_taken_in_the_store_is_changed_in_the_agents_own_bytes(
+    tmp_path: Path,
+) -> None:
+    """Issue 27, 8: when the agent's session id is taken in the store, its lines reach the
+    editor as the agent wrote them with only the id changed; they were encoded again,
+    every one (slow, and the agent's own spelling of its text was lost). A line whose
+    params do not begin with the id is still encoded again, and still mapped."""
+    agent = FakeAgent()
+
+    async def new(params: Any) -> dict[str, Any]:
+        return {"sessionId": "taken"}
+
+    agent.handlers[acp.SESSION_NEW] = new
+
+    async def scenario(h: Harness) -> None:
+        h.store.create(SessionMeta(id="taken", agent="fake", command=[], cwd="/tmp")).close()
+        first = await h.session()
+        assert first != "taken"
+        text = b'"caf\\u00e9, \\"sessionId\\":\\"taken\\""'
+        as_sdks_write = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"taken",'
+            b'"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text",'
+            b'"text":' + text + b"}}}}"
+        )
+        id_last = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":'
+            b'"agent_message_chunk","content":{"type":"text","text":"x"}},"sessionId":"taken"}}'
+        )
+        assert agent.events is not None
+        for line in (as_sdks_write, id_last):
+            agent.events.on_agent_notification(json.loads(line), line)
+        await agent.batch_end()
+        await h.editor.settled()
+        ours = as_sdks_write.replace(b'"sessionId":"taken"', f'"sessionId":"{first}"'.encode(), 1)
+        assert ours in h.editor.lines
+        updates = h.editor.notifications(acp.SESSION_UPDATE)
+        assert [u["params"]["sessionId"] for u in updates] == [first, first]
+        assert updates[0]["params"]["update"]["content"]["text"] == 'café, "sessionId":"taken"'
 
     run(tmp_path, scenario, agent)
 

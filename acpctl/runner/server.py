@@ -23,6 +23,7 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsontext import encode_text
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.context import Connection
@@ -459,11 +460,12 @@ class AcpServer:
                 params = self._special_update(record, params, update, kind)
         if self.conn.debug:
             self.conn.log.debug("-> %s session=%s", message.get("method"), record.id)
-        if record.id == agent_session and params is message["params"]:
-            line = raw + b"\n"
-        else:
-            line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})
-        record.write(line)
+        line = None
+        if params is message["params"]:
+            line = raw if record.id == agent_session else _renamed(raw, agent_session, record.id)
+        if line is None:
+            line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})[:-1]
+        record.write(line + b"\n")
 
     def _sessionless_notification(self, message: JsonObject, params: Any, raw: bytes) -> None:
         if message.get("method") == acp.CANCEL_REQUEST and isinstance(params, dict):
@@ -588,3 +590,20 @@ class AcpServer:
         for task in list(self.tasks):
             task.cancel()
         await self.conn.drain()
+
+
+# How the SDKs write a session notification's params: the session id first.
+_PARAMS_SESSION = b'"params":{"sessionId":'
+
+
+def _renamed(line: bytes, agent_id: str, editor_id: str) -> bytes | None:
+    """The agent's line with its session id replaced by the editor's (the agent's id was
+    taken in the store), as text, without encoding the message again: when the params'
+    first member is the id, written compactly, and only the message's own `{` comes before
+    it (so it is the params of this message, not text in a string); else None."""
+    agent = encode_text(agent_id).encode()
+    at = line.find(_PARAMS_SESSION + agent)
+    if at < 0 or line.count(b"{", 0, at) != 1:
+        return None
+    start = at + len(_PARAMS_SESSION)
+    return line[:start] + encode_text(editor_id).encode() + line[start + len(agent) :]
