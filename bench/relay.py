@@ -19,19 +19,22 @@ With `--before DIR` (a checkout of an earlier revision, made with `git worktree 
 revision's relay runs beside this one's, interleaved with it (as `python -m acpctl` with
 PYTHONPATH=DIR: an extra exec of env(1) before each spawn).
 
-    python bench/relay.py [--reps 5] [--turns 200] [--chunks 50000] [--before DIR]
+With `--burn N`, N processes spin on the cores meanwhile: the relay on a busy machine.
+
+    python bench/relay.py [--reps 5] [--turns 200] [--chunks 50000] [--before DIR] [--burn N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -248,8 +251,21 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"\n{args.reps} repetitions, interleaved; {args.turns} turns or requests a repetition; "
         f"{args.chunks} notifications a streaming repetition. Best is the min for times and "
-        "the max for rates."
+        f"the max for rates. {args.burn} CPU burner(s); load average at the end: "
+        + ", ".join(f"{load:.1f}" for load in os.getloadavg())
     )
+
+
+@contextlib.contextmanager
+def burning(count: int) -> Iterator[None]:
+    """`count` processes that spin on a core each: the relay measured on a busy machine."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
 
 
 if __name__ == "__main__":
@@ -258,5 +274,7 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--before", type=Path, help="a checkout of an earlier revision")
-    with private_home():
-        asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--burn", type=int, default=0, help="CPU burners beside the run")
+    arguments = parser.parse_args()
+    with private_home(), burning(arguments.burn):
+        asyncio.run(main(arguments))
