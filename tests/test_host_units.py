@@ -78,6 +78,38 @@ def test_messages_get_cursors_and_go_to_their_session_stream() -> None:
     run(scenario())
 
 
+async def nothing() -> None:
+    return None
+
+
+def test_a_relayed_line_goes_out_as_a_written_one_without_a_second_decode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server hands a host connection an agent's notification with what it decoded to
+    (relay): the same text goes out as for the line written, cursor and all, and the
+    line is not decoded again (the host's relay decoded every update twice)."""
+    from acpctl.host import connection as host_connection
+
+    async def scenario() -> None:
+        connection = LogicalConnection()
+        texts: list[str] = []
+        connection.attach(Reader(ALL_STREAMS, lambda _, text: texts.append(text), nothing), None)
+        update = jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": "s1", "update": {"a": 1}})
+        line = jsonrpc.encode(update)
+        connection.write(line)
+
+        def decoded_again(line: bytes) -> Any:
+            raise AssertionError(f"decoded again: {line!r}")
+
+        monkeypatch.setattr(host_connection, "_decoded", decoded_again)
+        connection.relay(line, json.loads(line))
+        first, second = (json.loads(text) for text in texts)
+        assert cursor_of(first) == "1" and cursor_of(second) == "2"
+        assert texts[1] == texts[0].replace('"acp/cursor":"1"', '"acp/cursor":"2"')
+
+    run(scenario())
+
+
 def test_a_resume_replays_after_the_cursor_and_refuses_one_not_held() -> None:
     async def scenario() -> None:
         connection = LogicalConnection()

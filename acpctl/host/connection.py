@@ -199,6 +199,9 @@ class LogicalConnection:
                 except ValueError:  # the server writes only what it encoded or checked
                     continue
 
+    def relay(self, line: bytes, message: Any) -> None:
+        self._out(message, line.rstrip(b"\n"))
+
     def _out(self, message: Any, line: bytes | None = None) -> None:
         if self.ended:
             return

@@ -23,6 +23,10 @@ class Channel(Protocol):
     def write(self, data: bytes) -> None:
         """Write whole lines as they are (a relayed notification keeps its bytes)."""
 
+    def relay(self, line: bytes, message: Any) -> None:
+        """Write one line as it is, which the server has decoded already to `message` (an
+        agent's notification): a channel that must look into it need not decode it again."""
+
     async def drain(self) -> None:
         """Until what was written has been taken by the transport."""
 
@@ -54,6 +58,9 @@ class StreamChannel:
     def write(self, data: bytes) -> None:
         self._output.write(data)
 
+    def relay(self, line: bytes, message: Any) -> None:
+        self._output.write(line)
+
     async def drain(self) -> None:
         await self._output.drain()
 
@@ -79,6 +86,9 @@ class MemoryChannel:
         assert self.peer is not None
         if not self.peer._ended:
             self.peer._reader.feed_data(data)
+
+    def relay(self, line: bytes, message: Any) -> None:
+        self.write(line)
 
     async def drain(self) -> None:
         await asyncio.sleep(0)

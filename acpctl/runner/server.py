@@ -460,9 +460,10 @@ class AcpServer:
                 params = self._special_update(record, params, update, kind)
         if self.conn.debug:
             self.conn.log.debug("-> %s session=%s", message.get("method"), record.id)
-        line = None
-        if params is message["params"]:
-            line = raw if record.id == agent_session else _renamed(raw, agent_session, record.id)
+        if record.id == agent_session and params is message["params"]:
+            record.write(raw + b"\n", message)  # decoded already: the line as it is
+            return
+        line = _renamed(raw, agent_session, record.id) if params is message["params"] else None
         if line is None:
             line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})[:-1]
         record.write(line + b"\n")

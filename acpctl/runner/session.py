@@ -53,14 +53,17 @@ class SessionRecord:
     def agent_session_id(self) -> str | None:
         return self.meta.agent_session_id
 
-    def write(self, line: bytes) -> None:
+    def write(self, line: bytes, message: Any = None) -> None:
         """To every client that sees the session (held while the answer naming it is on
-        its way)."""
+        its way); `message`: what the line decodes to, when the server has it."""
         if self.unannounced is not None:
             self.unannounced.append(line)
             return
         for client in self.clients:
-            client.channel.write(line)
+            if message is None:
+                client.channel.write(line)
+            else:
+                client.channel.relay(line, message)
 
     def announced(self) -> None:
         """The client has the answer that names this session: what was held goes now."""
