@@ -579,7 +579,8 @@ class Link:
         if session.replaying is not None and session.replaying[mark] > 0:
             session.replaying[mark] -= 1
             return True
-        session.seen[mark] += 1
+        seen = session.seen
+        seen[mark] = seen.get(mark, 0) + 1  # not Counter's __missing__, a Python call
         return False
 
 
@@ -625,7 +626,7 @@ def _text_without_cursor(text: str, cursor: str) -> str | None:
     at = text.find(PARAMS_OPEN)
     if at < 0 or not text.startswith(marked, at) or text.count("{", 0, at) != 1:
         return None
-    return text[:at] + PARAMS_OPEN + text[at + len(marked) :]
+    return text[: at + len(PARAMS_OPEN)] + text[at + len(marked) :]
 
 
 def _fingerprint(update: Any) -> int:

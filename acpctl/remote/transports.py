@@ -118,6 +118,10 @@ def tls_context(remote: Remote) -> ssl.SSLContext:
 
 class WebSocketTransport:
     def __init__(self, socket: Any, connection_id: str, resumed: bool) -> None:
+        from aiohttp import WSMsgType  # imported once a transport, not once a message
+
+        self._text = WSMsgType.TEXT
+        self._ends = {WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR}
         self._socket = socket
         self.connection_id = connection_id
         self.resumed = resumed
@@ -132,8 +136,6 @@ class WebSocketTransport:
             raise LinkDown(str(exc) or "the connection closed") from exc
 
     async def receive(self) -> str | None:
-        from aiohttp import WSMsgType
-
         if self._first:
             return self._first.pop(0)
         while True:
@@ -141,11 +143,9 @@ class WebSocketTransport:
                 frame = await self._socket.receive()
             except (ConnectionError, asyncio.TimeoutError):
                 return None
-            if frame.type == WSMsgType.TEXT:
+            if frame.type == self._text:
                 return str(frame.data)
-            if frame.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
-                return None
-            if frame.type == WSMsgType.ERROR:
+            if frame.type in self._ends:
                 return None
 
     def took(self, cursor: str) -> None:
