@@ -38,6 +38,27 @@ def events(harness: Harness, session_id: str) -> list[dict[str, Any]]:
     return list(harness.store.iter_events(session_id))
 
 
+def test_a_connection_that_ends_writes_what_is_due_without_the_commits_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group commit waits for more turns to share it; an ending connection does not:
+    with the wait longer than the scenario's 10 s, the shutdown still writes the turn's
+    metadata (`acpctl run` in a shell, or an editor closing, would linger for it)."""
+    from acpctl.runner import recorder
+
+    monkeypatch.setattr(recorder, "COMMIT_DELAY_S", 3600.0)
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        await h.result(
+            acp.SESSION_PROMPT, {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        await h.server.shutdown()
+        assert h.store.read_meta(sid).turns == 1
+
+    run(tmp_path, scenario)
+
+
 def test_initialize_adds_what_acpctl_serves(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         result = await h.result(acp.INITIALIZE, {"protocolVersion": 1})

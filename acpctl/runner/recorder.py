@@ -68,6 +68,7 @@ class Recorder:
         self._due: dict[str, SessionRecord] = {}  # waiting for the next group commit
         self._turns_due: Counter[str] = Counter()  # turns ended since the metadata was written
         self._committer: asyncio.Task[None] | None = None
+        self._hurry = asyncio.Event()  # set: the commit under way is not to wait
 
     def create(
         self, session_id: str, agent_session_id: str, cwd: str, additional_directories: list[str]
@@ -219,6 +220,7 @@ class Recorder:
             return
         self._due[record.id] = record
         if self._committer is None or self._committer.done():
+            self._hurry.clear()
             self._committer = asyncio.create_task(self._commit_later())
 
     def close(self, record: SessionRecord) -> None:
@@ -234,12 +236,16 @@ class Recorder:
     # -- the group commit -------------------------------------------------------------------
 
     async def committed(self) -> None:
-        """Until the group commit under way, if any, has written what was due."""
+        """Until what was due is written: the group commit under way, if any, is done at
+        once instead of after its wait (the connection is ending)."""
         if self._committer is not None:
+            self._hurry.set()
             await self._committer
 
     async def _commit_later(self) -> None:
-        await asyncio.sleep(COMMIT_DELAY_S)  # the turns that end meanwhile share the commit
+        # The turns that end meanwhile share the commit.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), COMMIT_DELAY_S)
         while self._due:
             due, self._due = self._due, {}
             records = list(due.values())
