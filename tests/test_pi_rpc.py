@@ -322,6 +322,8 @@ def test_the_hosts_spare_starts_pi_ahead_and_its_session_reads_the_context_afres
     pi started is in the first turn's system prompt; a session/new elsewhere starts its own."""
     from acpctl import protocol as acp_names
     from acpctl.runner.through_host import read_status
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionStore
     from tests.conftest import run
     from tests.test_host import serving, unix_client
 
@@ -348,6 +350,9 @@ def test_the_hosts_spare_starts_pi_ahead_and_its_session_reads_the_context_afres
         warm = (await spare_pi())["agentPid"]
         started_ahead = children(host_pid)
         assert warm in started_ahead
+        # Its directory waits in the store, but is no session (yet) in a listing.
+        listed = SessionIndex(SessionStore()).query()
+        assert len(listed) == 1 and all(s.problem is None for s in listed)
         (work / "AGENTS.md").write_text("Answer in haiku. MARK-WRITTEN-AFTER-PI-STARTED\n")
         async with unix_client("pi") as editor:
             session = await new_thread(editor, work)

@@ -19,6 +19,7 @@ from typing import Any
 from acpctl import paths
 from acpctl.store.sessions import (
     COUNT,
+    EVENTS_FILE,
     META_FIELDS,
     SESSION_FILE,
     CorruptSession,
@@ -155,6 +156,10 @@ class SessionIndex:
             try:
                 stat = os.stat(os.path.join(entry.path, SESSION_FILE))
             except FileNotFoundError:
+                if not os.path.exists(os.path.join(entry.path, EVENTS_FILE)):
+                    # No history in it: a backend's files for a session still being made
+                    # (the pi a session host's spare starts ahead), not a session yet.
+                    continue
                 yield entry.name, -1, -1, f"{SESSION_FILE} is missing"
                 continue
             yield entry.name, stat.st_mtime_ns, stat.st_size, None
