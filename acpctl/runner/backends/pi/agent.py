@@ -152,8 +152,10 @@ class PiRpcBackend:
         session = PiSession(self, session_id, cwd, directory)
         try:
             await session.start(resume=False)
-        except (RpcError, OSError) as exc:
+        except BaseException as exc:
             self.store.discard_backend_dir(session_id, BACKEND_DIR)
+            if not isinstance(exc, (RpcError, OSError)):
+                raise  # the host stops meanwhile: nothing is left behind either
             self.log.info("pi did not start ahead: %s", getattr(exc, "message", exc))
             return
         self.warm = session
