@@ -6,7 +6,9 @@ the idle time. Its sessions stay in the store, loadable by the next start.
 An agent stopped that way, if a client used it within the spare time, is replaced by a
 spare: a fresh process of it, started and initialized as the last client initialized it,
 holding no session, so that the next editor's first thread does not wait for the agent's
-start-up. No session is opened ahead: session/new is the agent's own cost."""
+start-up. No session is opened ahead: session/new is the agent's own cost. A backend that
+starts a process per session (pi) starts one ahead for the cwd of the agent's newest
+session (Backend.warm_up)."""
 
 from __future__ import annotations
 
