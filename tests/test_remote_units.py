@@ -153,10 +153,13 @@ def test_the_cursor_is_taken_out_and_the_rest_of_meta_kept() -> None:
         "method": acp.SESSION_UPDATE,
         "params": {"sessionId": "s", "_meta": {acp.CURSOR_META: "7", "mine": 1}},
     }
-    stripped, cursor = link_module._without_cursor(message)
+    stripped, cursor = link_module._without_cursor(message), link_module._cursor_of(message)
     assert stripped["params"]["_meta"] == {"mine": 1} and cursor == "7"
     alone = {"jsonrpc": "2.0", "id": 1, "result": {"_meta": {acp.CURSOR_META: "8"}}}
-    assert link_module._without_cursor(alone) == ({"jsonrpc": "2.0", "id": 1, "result": {}}, "8")
+    assert (link_module._without_cursor(alone), link_module._cursor_of(alone)) == (
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        "8",
+    )
 
 
 class FakeTransport:
@@ -330,7 +333,10 @@ def test_a_cursor_put_into_a_relayed_line_and_taken_out_leaves_its_bytes(
     with_cursor = _with_cursor(message, "42", line)
     decoded = json.loads(with_cursor)
     assert decoded["params"]["_meta"][acp.CURSOR_META] == "42"
-    assert link_module._without_cursor(decoded) == (message, "42")
+    assert (link_module._without_cursor(decoded), link_module._cursor_of(decoded)) == (
+        message,
+        "42",
+    )
     taken_out = link_module._text_without_cursor(with_cursor, "42")
     if taken_out is not None:
         assert taken_out.encode() == line

@@ -482,7 +482,7 @@ class Link:
             transport.took(cursor)
         as_sent = _text_without_cursor(text, cursor) if cursor is not None else text
         if as_sent is None or message.get("method") != acp.SESSION_UPDATE or "id" in message:
-            message, _ = _without_cursor(message)  # what the editor gets is encoded again
+            message = _without_cursor(message)  # what the editor gets is encoded again
         if "method" not in message:
             self._answered(message)
         elif "id" in message:
@@ -584,35 +584,36 @@ class Link:
         return False
 
 
-def _cursor_of(message: dict[str, Any]) -> str | None:
-    """The transport's cursor in the message's `_meta` (in its params, else its result,
-    else on the envelope)."""
+def _cursor_place(message: dict[str, Any]) -> tuple[str | None, dict[str, Any]] | None:
+    """Where the transport's cursor is: the part of the message (its params, else its
+    result, else None: the envelope) whose `_meta` holds it, and that part; None: nowhere."""
     for part in ("params", "result", None):
-        holder = message.get(part) if part else message
+        holder: Any = message.get(part) if part else message
         meta = holder.get("_meta") if isinstance(holder, dict) else None
         if isinstance(meta, dict) and acp.CURSOR_META in meta:
-            cursor = meta[acp.CURSOR_META]
-            return cursor if isinstance(cursor, str) else None
+            return part, holder
     return None
 
 
-def _without_cursor(message: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The message as the remote's agent sent it, and the transport's cursor that was in
-    its `_meta` (in its params, else its result, else on the envelope)."""
-    for part in ("params", "result", None):
-        holder = message.get(part) if part else message
-        if not isinstance(holder, dict):
-            continue
-        meta = holder.get("_meta")
-        if isinstance(meta, dict) and acp.CURSOR_META in meta:
-            cursor = meta[acp.CURSOR_META]
-            rest = {k: v for k, v in meta.items() if k != acp.CURSOR_META}
-            inner = {k: v for k, v in holder.items() if k != "_meta"}
-            if rest:
-                inner["_meta"] = rest
-            stripped = inner if part is None else {**message, part: inner}
-            return stripped, cursor if isinstance(cursor, str) else None
-    return message, None
+def _cursor_of(message: dict[str, Any]) -> str | None:
+    """The transport's cursor in the message's `_meta`."""
+    place = _cursor_place(message)
+    cursor = place[1]["_meta"][acp.CURSOR_META] if place is not None else None
+    return cursor if isinstance(cursor, str) else None
+
+
+def _without_cursor(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as the remote's agent sent it: the transport's cursor taken out of the
+    `_meta` that held it (and that `_meta` too, when the cursor was all it held)."""
+    place = _cursor_place(message)
+    if place is None:
+        return message
+    part, holder = place
+    rest = {k: v for k, v in holder["_meta"].items() if k != acp.CURSOR_META}
+    inner = {k: v for k, v in holder.items() if k != "_meta"}
+    if rest:
+        inner["_meta"] = rest
+    return inner if part is None else {**message, part: inner}
 
 
 PARAMS_OPEN = '"params":{'
