@@ -418,6 +418,22 @@ UPDATES: dict[str, str] = {
 }
 
 
+PARAMS_OPEN = b'"params":{'
+
+
+def params_opened(line: bytes) -> int:
+    """Where the members of a message line's params begin (just after `"params":{`), or -1
+    where that is not certain from the text alone: the first `"params":{` must have only
+    the message's own `{` before it, so that it is this message's params key and not text
+    in a string (a `{` in a string before it, or spaces around the colon, and it is not).
+    How acpctl changes a relayed line without encoding it again (host/connection.py puts a
+    cursor in, runner/server.py a session id)."""
+    at = line.find(PARAMS_OPEN)
+    if at < 0 or line.count(b"{", 0, at) != 1:
+        return -1
+    return at + len(PARAMS_OPEN)
+
+
 def cursor_member(cursor: str) -> str:
     """`_meta` with only the cursor, as the first member of a notification's params: how
     the session host adds a cursor to a relayed line without re-encoding it, and how a

@@ -448,9 +448,6 @@ def _with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
     return encode_text(message)
 
 
-PARAMS_OPEN = b'"params":{'
-
-
 def _cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
     """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` as the
     first member of its params, or None where that is not certain to be right: params
@@ -462,8 +459,7 @@ def _cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
     params = message.get("params")
     if not isinstance(params, dict) or not params or "_meta" in params:
         return None
-    at = line.find(PARAMS_OPEN)
-    if at < 0 or line.count(b"{", 0, at) != 1:
+    cut = acp.params_opened(line)
+    if cut < 0:
         return None
-    cut = at + len(PARAMS_OPEN)
     return (line[:cut] + acp.cursor_member(cursor).encode() + line[cut:]).decode()

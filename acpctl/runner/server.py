@@ -593,18 +593,18 @@ class AcpServer:
         await self.conn.drain()
 
 
-# How the SDKs write a session notification's params: the session id first.
-_PARAMS_SESSION = b'"params":{"sessionId":'
-
-
 def _renamed(line: bytes, agent_id: str, editor_id: str) -> bytes | None:
     """The agent's line with its session id replaced by the editor's (the agent's id was
     taken in the store), as text, without encoding the message again: when the params'
-    first member is the id, written compactly, and only the message's own `{` comes before
-    it (so it is the params of this message, not text in a string); else None."""
-    agent = encode_text(agent_id).encode()
-    at = line.find(_PARAMS_SESSION + agent)
-    if at < 0 or line.count(b"{", 0, at) != 1:
+    first member is the id, written compactly (as the SDKs write them), where the text
+    alone makes it certain (protocol.params_opened); else None."""
+    start = acp.params_opened(line)
+    agent = b'"sessionId":' + encode_text(agent_id).encode()
+    if start < 0 or not line.startswith(agent, start):
         return None
-    start = at + len(_PARAMS_SESSION)
-    return line[:start] + encode_text(editor_id).encode() + line[start + len(agent) :]
+    return (
+        line[:start]
+        + b'"sessionId":'
+        + encode_text(editor_id).encode()
+        + line[start + len(agent) :]
+    )
