@@ -222,8 +222,7 @@ class SessionLifecycle:
         if live is not None and not replay and record.commands is not None:
             # The agent said its commands once, when the session began: a client resuming
             # it now gets them again, right behind the answer (written in this turn).
-            commands = {"sessionId": record.id, "update": record.commands}
-            line = jsonrpc.encode(jsonrpc.notification(acp.SESSION_UPDATE, commands))
+            line = served.update_line(record.id, record.commands)
             asyncio.get_running_loop().call_soon(client.channel.write, line)
         return jsonrpc.result(None, with_note(result, note))
 

@@ -26,8 +26,7 @@ async def replay(
     first reaches the editor before the whole log is read. Stored agent notifications go
     out as their own bytes; `as_recorded`: every one as it came, else as the agent would
     replay them (_replayed)."""
-    lines = _recorded(store, session_id) if as_recorded else _replayed(store, session_id)
-    for sent, line in enumerate(lines, 1):
+    for sent, line in enumerate(_lines(store, session_id, as_recorded), 1):
         out.write(line)
         if sent == 1 or sent % REPLAY_DRAIN_EVERY == 0:  # the first at once
             await out.drain()
@@ -38,8 +37,7 @@ def replay_now(
     store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
 ) -> None:
     """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
-    lines = _recorded(store, session_id) if as_recorded else _replayed(store, session_id)
-    for line in lines:
+    for line in _lines(store, session_id, as_recorded):
         out.write(line)
 
 
@@ -50,9 +48,10 @@ def wants_recorded(params: JsonObject) -> bool:
     return isinstance(meta, dict) and meta.get(acp.REPLAY_META) == acp.REPLAY_AS_RECORDED
 
 
-def _recorded(store: SessionStore, session_id: str) -> Iterator[bytes]:
-    for stored in store.iter_replay(session_id):
-        yield _line(stored, session_id)
+def _lines(store: SessionStore, session_id: str, as_recorded: bool) -> Iterator[bytes]:
+    if not as_recorded:
+        return _replayed(store, session_id)
+    return (_line(stored, session_id) for stored in store.iter_replay(session_id))
 
 
 # What a replay leaves out or moves (issue 32, 9): the load's answer says the mode and the
@@ -119,15 +118,16 @@ def _joined(first: StoredUpdate, texts: list[str], session_id: str) -> bytes:
     if len(texts) == 1:
         return _line(first, session_id)
     joined = {**first.update, "content": {"type": "text", "text": "".join(texts)}}
-    return _wrapped(joined, session_id)
+    return update_line(session_id, joined)
 
 
 def _line(stored: StoredUpdate, session_id: str) -> bytes:
     raw = stored.raw()
-    return raw if raw is not None else _wrapped(stored.update, session_id)
+    return raw if raw is not None else update_line(session_id, stored.update)
 
 
-def _wrapped(update: JsonObject, session_id: str) -> bytes:
+def update_line(session_id: str, update: JsonObject) -> bytes:
+    """A session/update notification of `update`, as a line."""
     return jsonrpc.encode(
         jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
     )
