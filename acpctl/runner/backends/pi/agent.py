@@ -147,15 +147,9 @@ class PiRpcBackend:
         is paid ahead. Taken only by a session/new in that very `cwd`, where pi is told
         `new_session` first: settings, models, extensions and context files are read again
         then, so nothing read ahead is used."""
-        session_id = uuid.uuid4().hex
-        directory = self.store.backend_dir(session_id, BACKEND_DIR, create=True)
-        session = PiSession(self, session_id, cwd, directory)
         try:
-            await session.start(resume=False)
-        except BaseException as exc:
-            self.store.discard_backend_dir(session_id, BACKEND_DIR)
-            if not isinstance(exc, (RpcError, OSError)):
-                raise  # the host stops meanwhile: nothing is left behind either
+            session = await self._started(cwd, uuid.uuid4().hex, None)
+        except (RpcError, OSError) as exc:  # nothing is left of it (_started's cleanup)
             self.log.info("pi did not start ahead: %s", getattr(exc, "message", exc))
             return
         self.warm = session
@@ -247,10 +241,8 @@ class PiRpcBackend:
         return await self._open(self._cwd(params), None, copy_from=parent.directory)
 
     async def _open(self, cwd: str, session_id: str | None, copy_from: Path | None) -> JsonObject:
-        warm = await self._warm_for(cwd) if session_id is None and copy_from is None else None
-        if warm is not None:
-            session = warm
-        else:
+        session = await self._warm_for(cwd) if session_id is None and copy_from is None else None
+        if session is None:
             session = await self._started(cwd, session_id or uuid.uuid4().hex, copy_from)
         self.sessions[session.id] = session
         described, commands = await asyncio.gather(session.describe(), session.commands())
