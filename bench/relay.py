@@ -16,8 +16,9 @@ agent that writes its whole turn at once, read by a client in large reads, so th
 relay limits the rate (direct, it is the rate of a plain pipe).
 
 With `--before DIR` (a checkout of an earlier revision, made with `git worktree add`), that
-revision's relay runs beside this one's, interleaved with it (as `python -m acpctl` with
-PYTHONPATH=DIR: an extra exec of env(1) before each spawn).
+revision's relay runs beside this one's, interleaved with it (as `python -P -m acpctl`
+with PYTHONPATH=DIR, so that the working directory's acpctl is not imported instead: an
+extra exec of env(1) before each spawn).
 
 With `--burn N`, N processes spin on the cores meanwhile: the relay on a busy machine.
 

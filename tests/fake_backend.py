@@ -48,7 +48,6 @@ class FakeAgent:
         self.tasks: set[asyncio.Future[None]] = set()
         self.notifications: list[tuple[str, Any]] = []
         self.sent: list[JsonObject] = []  # answers to the agent's own requests
-        self.warmed: list[str] = []  # the cwds it was made ready for (the host's spare)
         self.pending: PendingRequests[int] = PendingRequests(itertools.count(100))
         self.session_ids = itertools.count(1)
         self.handlers: dict[str, Handler] = {
@@ -112,7 +111,7 @@ class FakeAgent:
         self.pending.settle(method, response)
 
     async def warm_up(self, cwd: str) -> None:
-        self.warmed.append(cwd)
+        """Nothing to start ahead: the fake agent has no process."""
 
     async def stop(self) -> None:
         self.alive = False
