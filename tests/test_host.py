@@ -686,6 +686,91 @@ def test_a_dropped_websocket_resumes_from_its_cursor_and_a_retry_is_not_run_twic
     run(scenario())
 
 
+def test_a_connection_that_missed_more_than_it_keeps_resumes_from_the_history(
+    host: Host,
+) -> None:
+    """Retention as long as the history (issue 28, 5): a client dropped while the agent
+    streamed 20,000 updates, far more than a connection keeps as text, resumes from its
+    cursor and gets every one, once, in order; they came from the session's events file
+    (with the file moved away the same resume is refused, and with it back it works)."""
+    from acpctl.host.cursors import RECENT_TEXTS
+    from acpctl.store.sessions import EVENTS_FILE, SessionStore
+
+    flood = 20_000
+    assert flood > 2 * RECENT_TEXTS
+
+    def cursor(message: dict[str, Any]) -> int:
+        for part in ("params", "result"):
+            inner = message.get(part)
+            if isinstance(inner, dict) and "_meta" in inner:
+                return int(inner["_meta"]["acp/cursor"])
+        return int(message["_meta"]["acp/cursor"])
+
+    async def resume(http: aiohttp.ClientSession, connection: str, after: int) -> RawClient:
+        socket = await http.ws_connect(
+            host.url, headers={**host.headers(), "Acp-Connection-Id": connection}
+        )
+        client = RawClient(socket)
+        await client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "stream/resume",
+                "params": {"connectionId": connection, "cursor": str(after)},
+            }
+        )
+        return client
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            first = await http.ws_connect(host.url, headers=host.headers())
+            connection = first._response.headers["Acp-Connection-Id"]
+            client = RawClient(first)
+            await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+            created = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            session = created["result"]["sessionId"]
+            prompt = [{"type": "text", "text": f"flood {flood}"}]
+            await client.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 500,
+                    "method": acp_names.SESSION_PROMPT,
+                    "params": {"sessionId": session, "prompt": prompt},
+                }
+            )
+            seen = await client.until(lambda m: m.get("method") == acp_names.SESSION_UPDATE)
+            last = cursor(seen)
+            await first.close(code=4000)  # a drop: the connection waits for a resume
+
+            store = SessionStore()
+            for _ in range(600):  # the turn ends while nobody reads
+                events = list(store.iter_events(session))
+                if any(event.get("type") == "turn_end" for event in events):
+                    break
+                await asyncio.sleep(0.1)
+            recorded = sum(1 for event in events if event.get("type") == "agent")
+            assert recorded >= flood
+
+            events_file = store.session_dir(session) / EVENTS_FILE
+            events_file.rename(events_file.with_name("moved"))
+            refused = await resume(http, connection, last)
+            failed = await refused.until(lambda m: "id" in m or "method" in m)
+            assert failed.get("method") == "stream/resume_failed", failed
+            await refused.socket.close()
+            events_file.with_name("moved").rename(events_file)
+
+            resumed = await resume(http, connection, last)
+            done = await resumed.until(lambda m: m.get("id") == 500, timeout=60)
+            assert done["result"]["stopReason"] == "end_turn"
+            after = [m for m in resumed.messages if m.get("id") != 1]
+            assert [cursor(m) for m in after] == list(range(last + 1, last + 1 + len(after)))
+            updates = [m for m in [seen, *after] if m.get("method") == acp_names.SESSION_UPDATE]
+            assert len(updates) == recorded  # the one before the drop, and every one after
+            await resumed.socket.close()
+
+    run(scenario())
+
+
 def test_an_agent_used_recently_gets_an_initialized_spare(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,13 +14,8 @@ import pytest
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.connection import (
-    ALL_STREAMS,
-    CONNECTION_STREAM,
-    LogicalConnection,
-    Reader,
-    ResumeRefused,
-)
+from acpctl.host.connection import CONNECTION_STREAM, LogicalConnection, Reader
+from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
 from acpctl.host.main import HostOptions, check_options
 from acpctl.host.tokens import load_or_create
 from tests.conftest import cli, run
@@ -29,10 +24,12 @@ from tests.conftest import cli, run
 class Collected:
     def __init__(self, stream: str | None) -> None:
         self.messages: list[tuple[int, dict[str, Any]]] = []
+        self.texts: list[tuple[int, str]] = []
         self.reader = Reader(stream, self.push, self.drain)
 
     def push(self, cursor: int, text: str) -> None:
         self.messages.append((cursor, json.loads(text)))
+        self.texts.append((cursor, text))
 
     async def drain(self) -> None:
         return None
@@ -54,12 +51,12 @@ def test_messages_get_cursors_and_go_to_their_session_stream() -> None:
             Collected("s1"),
         )
         for reader in (everything, main):
-            connection.attach(reader.reader, None)
+            connection.attach(reader.reader, connection.backlog(reader.reader.stream, None))
         assert connection.deliver(
             jsonrpc.encode(jsonrpc.request(1, acp.SESSION_NEW, {"cwd": "/", "mcpServers": []}))
         )
         connection.send(jsonrpc.result(1, {"sessionId": "s1"}))  # establishes s1
-        connection.attach(session.reader, None)
+        connection.attach(session.reader, connection.backlog(session.reader.stream, None))
         connection.deliver(
             jsonrpc.encode(
                 jsonrpc.request(2, acp.SESSION_PROMPT, {"sessionId": "s1", "prompt": []})
@@ -93,7 +90,8 @@ def test_a_relayed_line_goes_out_as_a_written_one_without_a_second_decode(
     async def scenario() -> None:
         connection = LogicalConnection()
         texts: list[str] = []
-        connection.attach(Reader(ALL_STREAMS, lambda _, text: texts.append(text), nothing), None)
+        reader = Reader(ALL_STREAMS, lambda _, text: texts.append(text), nothing)
+        connection.attach(reader, connection.backlog(ALL_STREAMS, None))
         update = jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": "s1", "update": {"a": 1}})
         line = jsonrpc.encode(update)
         connection.write(line)
@@ -114,24 +112,86 @@ def test_a_resume_replays_after_the_cursor_and_refuses_one_not_held() -> None:
     async def scenario() -> None:
         connection = LogicalConnection()
         first = Collected(ALL_STREAMS)
-        connection.attach(first.reader, None)
+        connection.attach(first.reader, connection.backlog(first.reader.stream, None))
         for n in range(5):
             connection.send(jsonrpc.notification("_tick", {"n": n}))
         connection.detach(first.reader)
         for n in range(5, 8):  # while nobody reads
             connection.send(jsonrpc.notification("_tick", {"n": n}))
         again = Collected(ALL_STREAMS)
-        connection.attach(again.reader, "3")
+        connection.attach(again.reader, connection.backlog(ALL_STREAMS, "3"))
         assert [m["params"]["n"] for _, m in again.messages] == [3, 4, 5, 6, 7]
         with pytest.raises(ResumeRefused):
-            connection.check_resumable(ALL_STREAMS, "99")
+            connection.backlog(ALL_STREAMS, "99")
         with pytest.raises(ResumeRefused):
-            connection.check_resumable(ALL_STREAMS, "not a cursor")
+            connection.backlog(ALL_STREAMS, "not a cursor")
         with pytest.raises(ResumeRefused):  # issued, but on another stream
-            connection.check_resumable("s1", "3")
+            connection.backlog("s1", "3")
         connection.end()
 
     run(scenario())
+
+
+def test_a_resume_past_what_the_connection_keeps_is_served_from_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention as long as the history: the agent's updates the connection no longer keeps
+    as text are read back from the session's events file, to the character; when the file
+    no longer gives them back as sent, the resume is refused, not served wrong."""
+    from acpctl.host import cursors
+    from acpctl.runner.session import SessionRecord
+    from acpctl.store.sessions import EVENTS_FILE, SessionMeta, SessionStore
+
+    monkeypatch.setattr(cursors, "RECENT_TEXTS", 10)
+    monkeypatch.setattr(cursors, "DROP_AT_ONCE", 3)
+    store = SessionStore(tmp_path / "sessions")
+    meta = SessionMeta("s1", agent="demo", command=["demo"], cwd="/tmp")
+    record = SessionRecord(meta, store.create(meta))
+    events = store.session_dir("s1") / EVENTS_FILE
+
+    async def scenario() -> None:
+        connection = LogicalConnection(store=store)
+        first = Collected(ALL_STREAMS)
+        connection.attach(first.reader, connection.backlog(ALL_STREAMS, None))
+        for n in range(60):
+            if n % 25 == 0:  # what the history does not hold, among what it does
+                connection.send(jsonrpc.notification("_tick", {"n": n}))
+            update = {"sessionUpdate": "agent_message_chunk", "content": {"text": f"é{n}"}}
+            line = json.dumps(
+                jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": "s1", "update": update}),
+                ensure_ascii=False,
+            ).encode()
+            record.writer.agent_message(line)
+            connection.relay(line + b"\n", json.loads(line), record)
+            if n % 7 == 0:
+                record.writer.flush()  # the recorder's batch end
+        record.writer.flush()
+        connection.detach(first.reader)
+        sent = first.texts
+        assert len(sent) == 63
+
+        again = Collected(ALL_STREAMS)
+        connection.attach(again.reader, connection.backlog(ALL_STREAMS, "3"))
+        assert again.texts == [m for m in sent if m[0] > 3]
+        connection.detach(again.reader)
+
+        kept = events.read_bytes()
+        events.write_bytes(kept.replace("é5".encode(), "é6".encode()))  # one line changed
+        with pytest.raises(ResumeRefused):
+            connection.backlog(ALL_STREAMS, "3")
+        events.unlink()
+        with pytest.raises(ResumeRefused):
+            connection.backlog(ALL_STREAMS, "3")
+        recent = connection.backlog(ALL_STREAMS, str(sent[-5][0]))  # still kept as text
+        assert recent.messages == sent[-4:]
+        events.write_bytes(kept)
+        back = Collected(ALL_STREAMS)
+        connection.attach(back.reader, connection.backlog(ALL_STREAMS, "0"))
+        assert back.texts == sent
+        connection.end()
+
+    run(scenario())
+    record.writer.close()
 
 
 def test_a_repeated_request_is_not_taken_twice_and_a_running_turn_is_stated() -> None:

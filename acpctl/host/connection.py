@@ -23,28 +23,39 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from acpctl import __version__, jsonrpc
 from acpctl import protocol as acp
+from acpctl.host.cursors import (
+    ALL_STREAMS,
+    RETENTION_ENTRIES,
+    ResumeRefused,
+    SentLog,
+    cursor_of,
+    with_cursor,
+)
+from acpctl.jsonrpc.channel import Recorded
 from acpctl.jsonrpc.framing import BadLine, Batch, Message, parse_message
 from acpctl.jsontext import decode_text, encode_text
+from acpctl.store.sessions import SessionStore, StoredAt
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
 CONNECTION_STREAM = ""  # the connection-scoped stream's key; a session's is its id
-ALL_STREAMS = None  # what a WebSocket reads
 GRACE_S = 60.0
-RETENTION_MESSAGES = 100_000
-CURSOR_META = acp.CURSOR_META
 # The answers that name a session for the first time on this connection.
 ESTABLISHING = frozenset(
     {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
 )
 
 
-class ResumeRefused(Exception):
-    """The cursor is not one this connection can resume from (unknown, or no longer held)."""
+class Backlog(NamedTuple):
+    """What a reader is sent first: (cursor, text) in order, of what was sent through
+    the cursor `through`."""
+
+    messages: list[tuple[int, str]]
+    through: int
 
 
 @dataclass(eq=False)
@@ -123,12 +134,13 @@ class LogicalConnection:
         self,
         connection_id: str | None = None,
         on_idle: Callable[[LogicalConnection], None] | None = None,
+        store: SessionStore | None = None,
     ) -> None:
+        """`store`: the history the host records in, which holds what the connection
+        need not keep itself (host/cursors.py)."""
         self.id = connection_id or uuid.uuid4().hex
         self._inbox: asyncio.Queue[list[Message | BadLine] | None] = asyncio.Queue()
-        self._log: collections.deque[tuple[int, str | None, str]] = collections.deque(
-            maxlen=RETENTION_MESSAGES
-        )  # (cursor, stream, text)
+        self._sent = SentLog(store)
         self._cursor = 0
         self._readers: list[Reader] = []
         self._delivered: dict[str | None, int] = {}  # stream -> last cursor a reader got
@@ -169,7 +181,7 @@ class LogicalConnection:
         if key in self._seen:
             return False
         self._seen[key] = None
-        if len(self._seen) > RETENTION_MESSAGES:
+        if len(self._seen) > RETENTION_ENTRIES:
             self._seen.popitem(last=False)
         params = message.get("params")
         session = params.get("sessionId") if isinstance(params, dict) else None
@@ -199,10 +211,11 @@ class LogicalConnection:
                 except ValueError:  # the server writes only what it encoded or checked
                     continue
 
-    def relay(self, line: bytes, message: Any) -> None:
-        self._out(message, line.rstrip(b"\n"))
+    def relay(self, line: bytes, message: Any, recorded: Recorded | None = None) -> None:
+        at = recorded.stored_last() if recorded is not None and self._sent.reads_back else None
+        self._out(message, line.rstrip(b"\n"), at)
 
-    def _out(self, message: Any, line: bytes | None = None) -> None:
+    def _out(self, message: Any, line: bytes | None = None, at: StoredAt | None = None) -> None:
         if self.ended:
             return
         stream = CONNECTION_STREAM
@@ -224,8 +237,8 @@ class LogicalConnection:
                 if isinstance(session, str) and session in self.sessions:
                     stream = session
         self._cursor += 1
-        text = _with_cursor(message, str(self._cursor), line)
-        self._log.append((self._cursor, stream, text))
+        text = with_cursor(message, str(self._cursor), line)
+        self._sent.add(self._cursor, stream, text, at)
         for reader in self._readers:
             if reader.stream is ALL_STREAMS or reader.stream == stream:
                 reader.push(self._cursor, text)
@@ -280,35 +293,36 @@ class LogicalConnection:
 
     # -- transports ---------------------------------------------------------------
 
-    def attach(self, reader: Reader, after: str | None) -> None:
-        """`reader` reads its stream from now on: first what it missed, after the cursor
-        `after` (or, without one, what no reader has had yet). Raises ResumeRefused for a
-        cursor the connection does not hold."""
+    def backlog(self, stream: str | None, after: str | None) -> Backlog:
+        """What a reader of `stream` gets first: what followed the cursor `after` (without
+        one, what no reader of the stream has had yet). ResumeRefused for a cursor the
+        connection never issued there, or no longer holds what follows."""
         if after is None:
-            start = self._delivered.get(reader.stream, 0)
+            start = self._delivered.get(stream, 0)
         else:
-            start = self.check_resumable(reader.stream, after)
+            start = cursor_of(after)
+            oldest = self._sent.oldest(self._cursor + 1)
+            # "0": the client has had nothing yet, and all there was is still held.
+            from_the_start = start == 0 and oldest == 1
+            if (
+                not from_the_start
+                and not (start == oldest - 1 == self._cursor)
+                and not self._sent.issued(start, stream)
+            ):
+                raise ResumeRefused(f"cursor {after} is not held for this connection")
+        return Backlog(self._sent.after(start, stream), self._cursor)
+
+    def attach(self, reader: Reader, backlog: Backlog) -> None:
+        """`reader` reads its stream from now on: first `backlog`, and what was sent since
+        it was taken."""
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-        for cursor, stream, text in self._log:
-            if cursor > start and _on(stream, reader.stream):
-                reader.push(cursor, text)
-                self._delivered[reader.stream] = cursor
+        missed = [*backlog.messages, *self._sent.after(backlog.through, reader.stream)]
+        for cursor, text in missed:
+            reader.push(cursor, text)
+            self._delivered[reader.stream] = cursor
         self._readers.append(reader)
-
-    def check_resumable(self, stream: str | None, after: str) -> int:
-        """The position of the cursor `after` on `stream` ("0": before the first);
-        ResumeRefused when the connection never issued it there, or holds no longer what
-        follows it."""
-        start = _cursor_of(after)
-        oldest = self._log[0][0] if self._log else self._cursor + 1
-        issued = any(cursor == start and _on(kind, stream) for cursor, kind, _ in self._log)
-        # "0": the client has had nothing yet, and all there was is still held.
-        from_the_start = start == 0 and oldest == 1
-        if not issued and not from_the_start and not (start == oldest - 1 == self._cursor):
-            raise ResumeRefused(f"cursor {after} is not held for this connection")
-        return start
 
     def detach(self, reader: Reader) -> None:
         if reader in self._readers:
@@ -352,11 +366,11 @@ def resume(
         raise ResumeRefused(
             "stream/resume needs params.cursor: the last acp/cursor the client holds"
         )
-    connection.check_resumable(reader.stream, cursor)
+    backlog = connection.backlog(reader.stream, cursor)
     if jsonrpc.is_id(request.get("id")):
         answer = {"_meta": {acp.TURN_STATE_META: connection.turn_state()}, "connectionId": wanted}
         reader.push(0, encode_text(jsonrpc.result(request["id"], answer)))
-    connection.attach(reader, cursor)
+    connection.attach(reader, backlog)
     return connection
 
 
@@ -402,7 +416,7 @@ def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
     capabilities = result.get("capabilities")
     capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
     capabilities["transport"] = {
-        "resumable": {"retentionMessages": RETENTION_MESSAGES, "retentionSeconds": GRACE_S}
+        "resumable": {"retentionMessages": RETENTION_ENTRIES, "retentionSeconds": GRACE_S}
     }
     # Which acpctl serves it: a remote client's doctor reports it.
     meta = result.get("_meta")
@@ -412,54 +426,3 @@ def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
         else {acp.HOST_VERSION_META: __version__}
     )
     return {**answer, "result": {**result, "capabilities": capabilities, "_meta": meta}}
-
-
-def _on(stream: str | None, wanted: str | None) -> bool:
-    return wanted is ALL_STREAMS or stream == wanted
-
-
-def _cursor_of(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ResumeRefused(f"cursor {text!r} is not one this host issued") from None
-
-
-def _with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
-    """The message with `_meta["acp/cursor"]`: in its params, else its result, else on the
-    envelope itself. A relayed notification keeps its bytes: the key goes in as the first
-    of its params (see _cursor_inserted), and the client takes it out the same way."""
-    if line is not None and (inserted := _cursor_inserted(message, cursor, line)) is not None:
-        return inserted
-    if isinstance(message, dict):
-        for part in ("params", "result"):
-            inner = message.get(part)
-            if isinstance(inner, dict):
-                meta = inner.get("_meta")
-                meta = (
-                    {**meta, CURSOR_META: cursor}
-                    if isinstance(meta, dict)
-                    else {CURSOR_META: cursor}
-                )
-                message = {**message, part: {**inner, "_meta": meta}}
-                break
-        else:
-            message = {**message, "_meta": {CURSOR_META: cursor}}
-    return encode_text(message)
-
-
-def _cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
-    """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` as the
-    first member of its params, or None where that is not certain to be right: params
-    must be a non-empty object without `_meta`, and the first `"params":{` in the line
-    must have only the message's own `{` before it (so it is the message's params key:
-    a `{` in a string before it, or spaces around the colon, take the slow path)."""
-    if not isinstance(message, dict) or "method" not in message or "id" in message:
-        return None
-    params = message.get("params")
-    if not isinstance(params, dict) or not params or "_meta" in params:
-        return None
-    cut = acp.params_opened(line)
-    if cut < 0:
-        return None
-    return (line[:cut] + acp.cursor_member(cursor).encode() + line[cut:]).decode()

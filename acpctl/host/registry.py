@@ -26,7 +26,7 @@ class Connections:
         if connection_id in self.by_id:
             raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
         hosted = await self.pool.get(agent)
-        connection = LogicalConnection(connection_id, on_idle=self._forget)
+        connection = LogicalConnection(connection_id, on_idle=self._forget, store=self.pool.store)
         self.by_id[connection.id] = (connection, role)
         client = Client(connection, may_control=role == acp.CONTROLLER)
         task = asyncio.ensure_future(self._serve(hosted, client, connection))

@@ -25,10 +25,11 @@ from acpctl.host.connection import (
     CONNECTION_ID_HEADER,
     CONNECTION_STREAM,
     SESSION_ID_HEADER,
+    Backlog,
     LogicalConnection,
     Outbox,
-    ResumeRefused,
 )
+from acpctl.host.cursors import ResumeRefused
 
 if TYPE_CHECKING:
     from acpctl.host.registry import Connections
@@ -143,12 +144,10 @@ async def _get(
         return named
     connection, session = named
     stream = session if session is not None else CONNECTION_STREAM
-    after = request.headers.get("Last-Event-ID")
-    if after is not None:
-        try:
-            connection.check_resumable(stream, after)
-        except ResumeRefused as exc:
-            return _error(409, str(exc))
+    try:
+        backlog = connection.backlog(stream, request.headers.get("Last-Event-ID"))
+    except ResumeRefused as exc:
+        return _error(409, str(exc))
     response = web.StreamResponse(
         headers={
             hdrs.CONTENT_TYPE: SSE,
@@ -157,7 +156,7 @@ async def _get(
         }
     )
     await response.prepare(request)
-    await _stream(response, connection, stream, after, log)
+    await _stream(response, connection, stream, backlog, log)
     return response
 
 
@@ -165,14 +164,14 @@ async def _stream(
     response: web.StreamResponse,
     connection: LogicalConnection,
     stream: str,
-    after: str | None,
+    backlog: Backlog,
     log: logging.Logger,
 ) -> None:
-    """Events as they come (first those after `after`), a keepalive comment when idle,
-    until the client goes or the connection ends."""
+    """Events as they come (first the backlog), a keepalive comment when idle, until the
+    client goes or the connection ends."""
     outbox = Outbox(log)
     reader = outbox.reader(stream)
-    connection.attach(reader, after)
+    connection.attach(reader, backlog)
     ended = asyncio.ensure_future(connection.done.wait())
     ended.add_done_callback(lambda _: outbox.close())  # what is queued still goes out
     try:

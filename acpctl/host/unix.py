@@ -32,14 +32,13 @@ from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentChanged, AgentPool
 from acpctl.host.connection import (
-    ALL_STREAMS,
     LogicalConnection,
     Outbox,
     Reader,
-    ResumeRefused,
     resume,
     resume_failed,
 )
+from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
 from acpctl.host.registry import Connections
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.channel import StreamChannel
@@ -163,7 +162,7 @@ async def _open(
     answer = {"agent": agent, "version": __version__, "connectionId": connection.id}
     outbox.push(0, encode_text(jsonrpc.result(msg_id, answer)))
     attached = outbox.reader(ALL_STREAMS)
-    connection.attach(attached, None)
+    connection.attach(attached, connection.backlog(ALL_STREAMS, None))
     await _carry(connection, outbox, attached, reader, writer)
 
 

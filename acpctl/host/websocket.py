@@ -21,16 +21,15 @@ from aiohttp import WSMsgType, web
 
 from acpctl.errors import AcpctlError
 from acpctl.host.connection import (
-    ALL_STREAMS,
     CONNECTION_ID_HEADER,
     LogicalConnection,
     Outbox,
     Reader,
-    ResumeRefused,
     resume,
     resume_failed,
     resume_request,
 )
+from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
 
 TOO_SLOW = 1013  # "try again later"
 POLICY = 1008
@@ -114,7 +113,7 @@ async def serve_socket(
             await socket.close(code=POLICY, message=str(exc).encode()[:120])
             await sender.close()
             return socket
-        connection.attach(reader, None)
+        connection.attach(reader, connection.backlog(ALL_STREAMS, None))
         _take(connection, first.data, log)
     try:
         async for frame in socket:

@@ -16,6 +16,14 @@ from acpctl.jsonrpc.messages import encode
 from acpctl.jsonrpc.streams import Output, open_input
 
 
+class Recorded(Protocol):
+    """What recorded a relayed line (the server's session record), which can say where."""
+
+    def stored_last(self) -> tuple[str, int, int] | None:
+        """Where the line it recorded last is kept, in the recorder's terms (None: it
+        cannot say)."""
+
+
 class Channel(Protocol):
     def send(self, message: Any) -> None:
         """Write one message as a line."""
@@ -23,9 +31,12 @@ class Channel(Protocol):
     def write(self, data: bytes) -> None:
         """Write whole lines as they are (a relayed notification keeps its bytes)."""
 
-    def relay(self, line: bytes, message: Any) -> None:
+    def relay(self, line: bytes, message: Any, recorded: Recorded | None = None) -> None:
         """Write one line as it is, which the server has decoded already to `message` (an
-        agent's notification): a channel that must look into it need not decode it again."""
+        agent's notification): a channel that must look into it need not decode it again.
+        `recorded`: what has just recorded the line as it is, for a channel that keeps what
+        it sent and would rather read it back from there. Asked only by such a channel:
+        saying where costs more than the rest of a line's relay."""
 
     async def drain(self) -> None:
         """Until what was written has been taken by the transport."""
@@ -58,7 +69,7 @@ class StreamChannel:
     def write(self, data: bytes) -> None:
         self._output.write(data)
 
-    def relay(self, line: bytes, message: Any) -> None:
+    def relay(self, line: bytes, message: Any, recorded: Recorded | None = None) -> None:
         self._output.write(line)
 
     async def drain(self) -> None:
@@ -87,7 +98,7 @@ class MemoryChannel:
         if not self.peer._ended:
             self.peer._reader.feed_data(data)
 
-    def relay(self, line: bytes, message: Any) -> None:
+    def relay(self, line: bytes, message: Any, recorded: Recorded | None = None) -> None:
         self.write(line)
 
     async def drain(self) -> None:

@@ -451,8 +451,10 @@ class AcpServer:
             return
         record.heard = time.monotonic()
         update = params.get("update")
+        recorded = False
         if message.get("method") == acp.SESSION_UPDATE and isinstance(update, dict):
             self.conn.recorder.agent_update(record, raw)
+            recorded = True
             kind = update.get("sessionUpdate")
             if kind == acp.AVAILABLE_COMMANDS_UPDATE:
                 record.commands = update
@@ -461,7 +463,7 @@ class AcpServer:
         if self.conn.debug:
             self.conn.log.debug("-> %s session=%s", message.get("method"), record.id)
         if record.id == agent_session and params is message["params"]:
-            record.write(raw + b"\n", message)  # decoded already: the line as it is
+            record.write(raw + b"\n", message, recorded)  # decoded already: the line as it is
             return
         line = _renamed(raw, agent_session, record.id) if params is message["params"] else None
         if line is None:

@@ -17,6 +17,7 @@ from acpctl.store.sessions import (
     HistoryWriter,
     InvalidSessionId,
     SessionMeta,
+    StoredAt,
     checked_session_id,
 )
 
@@ -53,9 +54,10 @@ class SessionRecord:
     def agent_session_id(self) -> str | None:
         return self.meta.agent_session_id
 
-    def write(self, line: bytes, message: Any = None) -> None:
+    def write(self, line: bytes, message: Any = None, recorded: bool = False) -> None:
         """To every client that sees the session (held while the answer naming it is on
-        its way); `message`: what the line decodes to, when the server has it."""
+        its way); `message`: what the line decodes to, when the server has it; `recorded`:
+        the line is the one the history writer took last, as it is (see stored_last)."""
         if self.unannounced is not None:
             self.unannounced.append(line)
             return
@@ -63,7 +65,11 @@ class SessionRecord:
             if message is None:
                 client.channel.write(line)
             else:
-                client.channel.relay(line, message)
+                client.channel.relay(line, message, self if recorded else None)
+
+    def stored_last(self) -> StoredAt | None:
+        """Where the agent line the history writer took last is in the session's history."""
+        return self.writer.last_agent_line(self.id)
 
     def announced(self) -> None:
         """The client has the answer that names this session: what was held goes now."""

@@ -273,6 +273,12 @@ def agent_message_line(event: dict[str, Any], line: bytes) -> bytes | None:
     return line[middle + len(_AGENT_MIDDLE) : -len(_AGENT_TAIL)] + b"\n"
 
 
+# Where an agent's notification is in a session's history: (the session's id, a byte
+# offset of its events file, n): the nth "agent" event (from 0) after that offset
+# (HistoryWriter.last_agent_line). A plain tuple: one is made for every relayed line.
+StoredAt = tuple[str, int, int]
+
+
 class StoredUpdate(NamedTuple):
     """One stored session/update payload, and the event line it came in."""
 
@@ -393,6 +399,11 @@ class HistoryWriter:
         self._stamped = 0.0
         self._head = b""
         self._end = -1  # where the file ended after this writer's last write (-1: unknown)
+        # Where the file ended when this writer took its first agent line (-1: none taken
+        # yet, -2: it had no file then), and how many it has taken since: together they say
+        # where each one is in the file (last_agent_line).
+        self._agent_from = -1
+        self._agent_lines = 0
 
     def append(self, event: dict[str, Any]) -> None:
         self._buffer.append(
@@ -417,6 +428,16 @@ class HistoryWriter:
         if raw.endswith((b"\n", b"\r")):
             raw = raw.rstrip(b"\r\n")
         self._buffer += (self._head, raw, b"}\n")
+        if not self._agent_lines:
+            self._agent_from = os.fstat(self._fd).st_size if self._fd >= 0 else -2
+        self._agent_lines += 1
+
+    def last_agent_line(self, session_id: str) -> StoredAt | None:
+        """Where the agent line taken last goes in the file (of the session `session_id`);
+        None when that cannot be said (no file)."""
+        if self._agent_from < 0:
+            return None
+        return (session_id, self._agent_from, self._agent_lines - 1)
 
     def turn_end(self, stop_reason: str, usage: dict[str, Any] | None = None) -> None:
         self.event("turn_end", stopReason=stop_reason, **({"usage": usage} if usage else {}))
@@ -662,6 +683,32 @@ class SessionStore:
             update = event_update(event)
             if update is not None:
                 yield StoredUpdate(update, event, line, session_id)
+
+    def agent_lines(self, at: StoredAt, count: int) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """The agent's notifications recorded from `at` on, at most `count`: each decoded,
+        and as its line. Fewer when the file holds fewer (not written yet, cut or gone), or
+        when one is not in the writer's shape."""
+        session_id, offset, nth = at
+        path = self.session_dir(session_id) / EVENTS_FILE
+        try:
+            handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
+        except (OSError, CorruptSession):
+            return
+        index = 0
+        with handle:
+            handle.seek(offset)
+            for event, line, _ in _whole_lines(handle, offset):
+                if count <= 0:
+                    return
+                if event.get("type") != "agent":
+                    continue
+                if index >= nth:
+                    raw = agent_message_line(event, line)
+                    if raw is None:
+                        return
+                    yield event["message"], raw
+                    count -= 1
+                index += 1
 
     def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""

@@ -1,0 +1,224 @@
+"""The cursors on what a logical connection sends (the resumable-delivery draft), and what
+it keeps of what it sent, so that a client can resume after any cursor it was given for as
+long as the connection lives: as long as the history holds, not as long as a ring.
+
+A message the history holds just as it was sent (an agent's session/update, relayed as its
+own bytes) is kept as text until RECENT_TEXTS newer ones have been; from then on only as
+its place in the store, and consecutive ones as one run: a few numbers however long the
+turn. Everything else is kept as text. What is read back from the store must be what was
+sent, to the character (the dropped texts' hashes, folded, say so); else the resume is
+refused, as the draft has it, never served wrong. The log holds at most RETENTION_ENTRIES
+entries (runs and texts); past that the oldest go, and what they held cannot be resumed."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from acpctl import protocol as acp
+from acpctl.jsontext import encode_text
+from acpctl.store.sessions import SessionStore, StoredAt
+
+ALL_STREAMS = None  # what a WebSocket reads: every stream of the connection
+RECENT_TEXTS = 8192  # a few of the agent's reads: written to the store by then
+RETENTION_ENTRIES = 100_000
+DROP_AT_ONCE = 256
+# The dropped texts' check: each one's str hash, folded. The hash is the one this process
+# computes for an equal text, and it is this process that sent them and reads them back.
+_FOLD_BY = 1_000_003
+_FOLD_MASK = (1 << 64) - 1
+
+
+class ResumeRefused(Exception):
+    """The cursor is not one this connection can resume from (unknown, or no longer held)."""
+
+
+@dataclass(eq=False)
+class _Run:
+    """Messages sent one after the other on one stream that the history holds one after
+    the other as they were sent."""
+
+    first: int  # the first's cursor; the others follow it one by one
+    stream: str
+    session_id: str
+    offset: int  # where in the events file the history's count starts
+    nth: int  # the first's place in that count
+    count: int = 0
+    texts: collections.deque[str] = field(default_factory=collections.deque)  # the newest
+    dropped: int = 0  # how many of the first have only their place kept
+    check: int = 0  # the dropped texts' hashes, folded
+
+    @property
+    def last(self) -> int:
+        return self.first + self.count - 1
+
+
+_Sent = tuple[int, str, str]  # (cursor, stream, text)
+
+
+class SentLog:
+    def __init__(self, store: SessionStore | None) -> None:
+        self._store = store  # None: everything is kept as text
+        self._entries: collections.deque[_Run | _Sent] = collections.deque()
+        self._keeping: collections.deque[_Run] = collections.deque()  # with texts, oldest first
+        self._kept = 0  # the texts runs keep
+
+    @property
+    def reads_back(self) -> bool:
+        return self._store is not None
+
+    def add(self, cursor: int, stream: str, text: str, at: StoredAt | None) -> None:
+        """The message sent with `cursor`; `at`: where the history holds it as sent."""
+        if at is None or self._store is None:
+            self._entries.append((cursor, stream, text))
+            if len(self._entries) > RETENTION_ENTRIES:
+                self._forget_oldest()
+            return
+        run = self._entries[-1] if self._entries else None
+        session_id, offset, nth = at
+        if not (
+            isinstance(run, _Run)
+            and cursor == run.first + run.count
+            and nth == run.nth + run.count
+            and offset == run.offset
+            and session_id == run.session_id
+            and stream == run.stream
+        ):
+            run = _Run(cursor, stream, session_id, offset, nth)
+            self._entries.append(run)
+            if len(self._entries) > RETENTION_ENTRIES:
+                self._forget_oldest()
+        run.count += 1
+        run.texts.append(text)
+        if len(run.texts) == 1:
+            self._keeping.append(run)
+        self._kept += 1
+        if self._kept > RECENT_TEXTS + DROP_AT_ONCE:
+            self._drop_oldest_texts()
+
+    def oldest(self, next_cursor: int) -> int:
+        """The first cursor held (`next_cursor` when nothing is)."""
+        if not self._entries:
+            return next_cursor
+        entry = self._entries[0]
+        return entry.first if isinstance(entry, _Run) else entry[0]
+
+    def issued(self, cursor: int, stream: str | None) -> bool:
+        """Whether `cursor` was sent on `stream` and is held."""
+        for entry in self._entries:
+            if isinstance(entry, _Run):
+                if entry.first <= cursor <= entry.last and _on(entry.stream, stream):
+                    return True
+            elif entry[0] == cursor and _on(entry[1], stream):
+                return True
+        return False
+
+    def after(self, start: int, stream: str | None) -> list[tuple[int, str]]:
+        """What was sent on `stream` after the cursor `start`, in order; ResumeRefused when
+        the history no longer gives back what was sent."""
+        found: list[tuple[int, str]] = []
+        for entry in self._entries:
+            if isinstance(entry, _Run):
+                if entry.last > start and _on(entry.stream, stream):
+                    found += self._members(entry, start)
+            elif entry[0] > start and _on(entry[1], stream):
+                found.append((entry[0], entry[2]))
+        return found
+
+    def _members(self, run: _Run, start: int) -> list[tuple[int, str]]:
+        skip = max(0, start - run.first + 1)  # those at or before the cursor
+        texts: list[str] = []
+        if skip < run.dropped:
+            texts = self._read_back(run)[skip:]
+        kept = itertools.islice(run.texts, max(0, skip - run.dropped), None)
+        return list(enumerate([*texts, *kept], run.first + skip))
+
+    def _read_back(self, run: _Run) -> list[str]:
+        """The texts of the run's dropped members, from the history."""
+        assert self._store is not None
+        texts = [
+            with_cursor(message, str(run.first + i), line.rstrip(b"\n"))
+            for i, (message, line) in enumerate(
+                self._store.agent_lines((run.session_id, run.offset, run.nth), run.dropped)
+            )
+        ]
+        check = 0
+        for text in texts:
+            check = (check * _FOLD_BY + hash(text)) & _FOLD_MASK
+        if len(texts) != run.dropped or check != run.check:
+            raise ResumeRefused(
+                f"the history of session {run.session_id} no longer holds what this "
+                f"connection was sent after cursor {run.first - 1}"
+            )
+        return texts
+
+    def _drop_oldest_texts(self) -> None:
+        while self._kept > RECENT_TEXTS:
+            run = self._keeping[0]
+            texts, check = run.texts, run.check
+            for _ in range(min(len(texts), self._kept - RECENT_TEXTS)):
+                check = (check * _FOLD_BY + hash(texts.popleft())) & _FOLD_MASK
+                run.dropped += 1
+                self._kept -= 1
+            run.check = check
+            if not texts:
+                self._keeping.popleft()
+
+    def _forget_oldest(self) -> None:
+        entry = self._entries.popleft()
+        if isinstance(entry, _Run) and entry.texts:
+            self._keeping.popleft()  # the oldest run is the oldest that keeps texts
+            self._kept -= len(entry.texts)
+
+
+def _on(stream: str, wanted: str | None) -> bool:
+    return wanted is ALL_STREAMS or stream == wanted
+
+
+def cursor_of(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ResumeRefused(f"cursor {text!r} is not one this host issued") from None
+
+
+def with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
+    """The message with `_meta["acp/cursor"]`: in its params, else its result, else on the
+    envelope itself. A relayed notification keeps its bytes: the key goes in as the first
+    of its params (see _cursor_inserted), and the client takes it out the same way."""
+    if line is not None and (inserted := _cursor_inserted(message, cursor, line)) is not None:
+        return inserted
+    if isinstance(message, dict):
+        for part in ("params", "result"):
+            inner = message.get(part)
+            if isinstance(inner, dict):
+                meta = inner.get("_meta")
+                meta = (
+                    {**meta, acp.CURSOR_META: cursor}
+                    if isinstance(meta, dict)
+                    else {acp.CURSOR_META: cursor}
+                )
+                message = {**message, part: {**inner, "_meta": meta}}
+                break
+        else:
+            message = {**message, "_meta": {acp.CURSOR_META: cursor}}
+    return encode_text(message)
+
+
+def _cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
+    """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` as the
+    first member of its params, or None where that is not certain to be right: params
+    must be a non-empty object without `_meta`, and the first `"params":{` in the line
+    must have only the message's own `{` before it (so it is the message's params key:
+    a `{` in a string before it, or spaces around the colon, take the slow path)."""
+    if not isinstance(message, dict) or "method" not in message or "id" in message:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict) or not params or "_meta" in params:
+        return None
+    cut = acp.params_opened(line)
+    if cut < 0:
+        return None
+    return (line[:cut] + acp.cursor_member(cursor).encode() + line[cut:]).decode()
