@@ -138,6 +138,7 @@ def test_a_resume_past_what_the_connection_keeps_is_served_from_the_history(
     """Retention as long as the history: the agent's updates the connection no longer keeps
     as text are read back from the session's events file, to the character; when the file
     no longer gives them back as sent, the resume is refused, not served wrong."""
+    from acpctl.host import connection as host_connection
     from acpctl.host import cursors
     from acpctl.runner.session import SessionRecord
     from acpctl.store.sessions import EVENTS_FILE, SessionMeta, SessionStore
@@ -188,6 +189,11 @@ def test_a_resume_past_what_the_connection_keeps_is_served_from_the_history(
         back = Collected(ALL_STREAMS)
         connection.attach(back.reader, connection.backlog(ALL_STREAMS, "0"))
         assert back.texts == sent
+        # More than one transport may be behind: refused, so as not to be cut off again.
+        monkeypatch.setattr(host_connection, "RESUME_MOST", sum(len(t) for _, t in sent) - 1)
+        with pytest.raises(ResumeRefused, match="load the session"):
+            connection.backlog(ALL_STREAMS, "0")
+        assert connection.backlog(ALL_STREAMS, "1").messages == sent[1:]
         connection.end()
 
     run(scenario())

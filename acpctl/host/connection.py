@@ -129,6 +129,11 @@ class Outbox:
         self._taken.set()
 
 
+# What one resume may give back: half of what a transport may be behind, the rest room for
+# what goes on live meanwhile (past it the transport would be cut off again at once).
+RESUME_MOST = Outbox.MAX_BEHIND // 2
+
+
 class LogicalConnection:
     def __init__(
         self,
@@ -310,7 +315,7 @@ class LogicalConnection:
                 and not self._sent.issued(start, stream)
             ):
                 raise ResumeRefused(f"cursor {after} is not held for this connection")
-        return Backlog(self._sent.after(start, stream), self._cursor)
+        return Backlog(self._sent.after(start, stream, RESUME_MOST), self._cursor)
 
     def attach(self, reader: Reader, backlog: Backlog) -> None:
         """`reader` reads its stream from now on: first `backlog`, and what was sent since
@@ -318,7 +323,8 @@ class LogicalConnection:
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-        missed = [*backlog.messages, *self._sent.after(backlog.through, reader.stream)]
+        since = self._sent.after(backlog.through, reader.stream, RESUME_MOST)
+        missed = [*backlog.messages, *since]
         for cursor, text in missed:
             reader.push(cursor, text)
             self._delivered[reader.stream] = cursor

@@ -25,6 +25,7 @@ ALL_STREAMS = None  # what a WebSocket reads: every stream of the connection
 RECENT_TEXTS = 8192  # a few of the agent's reads: written to the store by then
 RETENTION_ENTRIES = 100_000
 DROP_AT_ONCE = 256
+SIZE_BLOCK = 1024
 # The dropped texts' check: each one's str hash, folded. The hash is the one this process
 # computes for an equal text, and it is this process that sent them and reads them back.
 _FOLD_BY = 1_000_003
@@ -48,6 +49,9 @@ class _Run:
     count: int = 0
     texts: collections.deque[str] = field(default_factory=collections.deque)  # the newest
     dropped: int = 0  # how many of the first have only their place kept
+    # Their texts' characters, a block of SIZE_BLOCK texts each: what a resume would give
+    # back is known close enough, before anything is read, to refuse one too big.
+    dropped_sizes: list[int] = field(default_factory=list)
     check: int = 0  # the dropped texts' hashes, folded
 
     @property
@@ -115,21 +119,33 @@ class SentLog:
                 return True
         return False
 
-    def after(self, start: int, stream: str | None) -> list[tuple[int, str]]:
-        """What was sent on `stream` after the cursor `start`, in order; ResumeRefused when
-        the history no longer gives back what was sent."""
+    def after(self, start: int, stream: str | None, most: int) -> list[tuple[int, str]]:
+        """What was sent on `stream` after the cursor `start`, in order. ResumeRefused when
+        the history no longer gives back what was sent, or when it is more than `most`
+        characters: more than one transport may fall behind, so that it would be cut off
+        again at once."""
         found: list[tuple[int, str]] = []
+        size = 0
         for entry in self._entries:
             if isinstance(entry, _Run):
                 if entry.last > start and _on(entry.stream, stream):
-                    found += self._members(entry, start)
+                    members = self._members(entry, start, most, size)
+                    found += members
+                    size += sum(len(text) for _, text in members)
             elif entry[0] > start and _on(entry[1], stream):
                 found.append((entry[0], entry[2]))
+                size += len(entry[2])
+            if size > most:
+                raise _too_much(start, most)
         return found
 
-    def _members(self, run: _Run, start: int) -> list[tuple[int, str]]:
+    def _members(self, run: _Run, start: int, most: int, size: int) -> list[tuple[int, str]]:
         skip = max(0, start - run.first + 1)  # those at or before the cursor
         texts: list[str] = []
+        # The blocks wholly after the cursor, at least, would be given back.
+        after = run.dropped_sizes[-(-skip // SIZE_BLOCK) :] if skip < run.dropped else []
+        if size + sum(after) > most:
+            raise _too_much(start, most)
         if skip < run.dropped:
             texts = self._read_back(run)[skip:]
         kept = itertools.islice(run.texts, max(0, skip - run.dropped), None)
@@ -159,7 +175,11 @@ class SentLog:
             run = self._keeping[0]
             texts, check = run.texts, run.check
             for _ in range(min(len(texts), self._kept - RECENT_TEXTS)):
-                check = (check * _FOLD_BY + hash(texts.popleft())) & _FOLD_MASK
+                text = texts.popleft()
+                check = (check * _FOLD_BY + hash(text)) & _FOLD_MASK
+                if run.dropped % SIZE_BLOCK == 0:
+                    run.dropped_sizes.append(0)
+                run.dropped_sizes[-1] += len(text)
                 run.dropped += 1
                 self._kept -= 1
             run.check = check
@@ -171,6 +191,13 @@ class SentLog:
         if isinstance(entry, _Run) and entry.texts:
             self._keeping.popleft()  # the oldest run is the oldest that keeps texts
             self._kept -= len(entry.texts)
+
+
+def _too_much(start: int, most: int) -> ResumeRefused:
+    return ResumeRefused(
+        f"more than {most >> 20} MiB were sent after cursor {start}, more than a client "
+        "may be behind: load the session instead"
+    )
 
 
 def _on(stream: str, wanted: str | None) -> bool:
