@@ -90,6 +90,11 @@ HOST_LOG = "_acpctl/log"  # the agent's log lines, to a client that asked (run -
 # A line client of the host (run --acp for a remote agent, over ssh) that leaves on purpose
 # says so before it closes: any other end is a drop, held for a resume.
 HOST_LEAVE = "_acpctl/leave"
+# A WebSocket subprotocol of acpctl's own, which its link offers and the host accepts: the
+# host's frames then carry several messages a frame, a line each (a raw newline never
+# occurs in JSON text), instead of one. Others get one message a frame, as the transport
+# says.
+WEBSOCKET_LINES = "acpctl.lines"
 # The resumable-delivery draft's control messages (host/connection.py).
 STREAM_RESUME = "stream/resume"
 STREAM_RESUME_FAILED = "stream/resume_failed"

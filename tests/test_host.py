@@ -771,6 +771,54 @@ def test_a_connection_that_missed_more_than_it_keeps_resumes_from_the_history(
     run(scenario())
 
 
+def test_acpctls_own_link_gets_frames_of_lines_and_every_other_client_a_message_a_frame(
+    host: Host,
+) -> None:
+    """The subprotocol acpctl's link offers (acp.WEBSOCKET_LINES): the host's frames then
+    carry several messages, a line each, in cursor order; a client that does not offer it
+    (the SDKs) gets one JSON-RPC message a frame, as the transport has it."""
+
+    async def frames(protocols: tuple[str, ...]) -> tuple[str | None, list[list[Any]]]:
+        async with aiohttp.ClientSession() as http:
+            socket = await http.ws_connect(host.url, headers=host.headers(), protocols=protocols)
+            got: list[list[Any]] = []
+
+            async def call(msg_id: int, method: str, params: dict[str, Any]) -> Any:
+                request = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+                await socket.send_str(json.dumps(request))
+                while True:
+                    frame = await asyncio.wait_for(socket.receive(), 20)
+                    assert frame.type == aiohttp.WSMsgType.TEXT, frame
+                    if protocols:
+                        messages = [json.loads(line) for line in frame.data.split("\n")]
+                    else:
+                        messages = [json.loads(frame.data)]
+                    got.append(messages)
+                    for message in messages:
+                        if message.get("id") == msg_id and "method" not in message:
+                            return message["result"]
+
+            await call(1, acp_names.INITIALIZE, {"protocolVersion": 1})
+            new = await call(2, acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            prompt = [{"type": "text", "text": "flood 2000"}]
+            turn = {"sessionId": new["sessionId"], "prompt": prompt}
+            await call(3, acp_names.SESSION_PROMPT, turn)
+            chosen = socket.protocol
+            await socket.close()
+            return chosen, got
+
+    async def scenario() -> None:
+        chosen, got = await frames((acp_names.WEBSOCKET_LINES,))
+        assert chosen == acp_names.WEBSOCKET_LINES
+        assert max(len(frame) for frame in got) > 1
+        cursors = [int(m["params"]["_meta"]["acp/cursor"]) for f in got for m in f if "method" in m]
+        assert cursors == sorted(cursors) and len(cursors) >= 2000
+        chosen, got = await frames(())
+        assert chosen is None and {len(frame) for frame in got} == {1}
+
+    run(scenario())
+
+
 def test_an_agent_used_recently_gets_an_initialized_spare(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

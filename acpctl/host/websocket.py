@@ -14,11 +14,12 @@ import contextlib
 import logging
 import socket as pysocket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.connection import (
     CONNECTION_ID_HEADER,
@@ -37,6 +38,7 @@ POLICY = 1008
 # drop, and the connection waits its grace time for a resume.
 LEFT = frozenset({1000, 1001})
 FIRST_FRAME_TIMEOUT_S = 30.0
+LINES_FRAME = 1 << 20  # characters a frame of lines holds (the link takes 16 MiB)
 
 
 class SocketSender:
@@ -52,11 +54,16 @@ class SocketSender:
         self._task = asyncio.ensure_future(self._send_all())
 
     async def _send_all(self) -> None:
+        lines = self._socket.ws_protocol == acp.WEBSOCKET_LINES
         with contextlib.suppress(ConnectionError, RuntimeError):  # the client went mid-send
             while (items := await self.outbox.take()) is not None:
                 self._cork(1)
-                for _, text in items:
-                    await self._socket.send_str(text)
+                if lines:
+                    for frame in _frames(items):
+                        await self._socket.send_str(frame)
+                else:
+                    for _, text in items:
+                        await self._socket.send_str(text)
                 self._cork(0)
             if self.outbox.cut:
                 await self._socket.close(code=TOO_SLOW, message=b"too slow")
@@ -75,6 +82,21 @@ class SocketSender:
             await self._task
 
 
+def _frames(items: list[tuple[int, str]]) -> Iterator[str]:
+    """The texts as frames of lines (acp.WEBSOCKET_LINES), each of at most LINES_FRAME
+    characters unless one message alone is longer."""
+    frame: list[str] = []
+    size = 0
+    for _, text in items:
+        if frame and size + len(text) > LINES_FRAME:
+            yield "\n".join(frame)
+            frame, size = [], 0
+        frame.append(text)
+        size += len(text) + 1
+    if frame:
+        yield "\n".join(frame)
+
+
 async def serve_socket(
     request: web.Request,
     new_connection: Callable[[str], Awaitable[LogicalConnection]],
@@ -85,7 +107,9 @@ async def serve_socket(
 ) -> web.WebSocketResponse:
     """The socket, until it closes: a new connection's (the client's first frame is its
     initialize), or a resumed one's."""
-    socket = web.WebSocketResponse(max_msg_size=max_message, heartbeat=keepalive_s)
+    socket = web.WebSocketResponse(
+        max_msg_size=max_message, heartbeat=keepalive_s, protocols=(acp.WEBSOCKET_LINES,)
+    )
     connection_id = request.headers.get(CONNECTION_ID_HEADER) or uuid.uuid4().hex
     socket.headers[CONNECTION_ID_HEADER] = connection_id
     await socket.prepare(request)

@@ -11,6 +11,7 @@ the remote), and ResumeRefused when the host no longer holds the connection."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import shlex
@@ -127,7 +128,9 @@ class WebSocketTransport:
         self.resumed = resumed
         self.remote_version: str | None = None
         self._cursor: str | None = None
-        self._first: list[str] = []  # read while resuming, not yet handed on
+        # Read, not yet handed on: while resuming, and the rest of a frame of lines.
+        self._first: collections.deque[str] = collections.deque()
+        self._lines = socket.protocol == acp.WEBSOCKET_LINES
 
     async def send(self, text: str) -> None:
         try:
@@ -137,14 +140,18 @@ class WebSocketTransport:
 
     async def receive(self) -> str | None:
         if self._first:
-            return self._first.pop(0)
+            return self._first.popleft()
         while True:
             try:
                 frame = await self._socket.receive()
             except (ConnectionError, asyncio.TimeoutError):
                 return None
             if frame.type == self._text:
-                return str(frame.data)
+                if not self._lines:
+                    return str(frame.data)
+                first, *rest = str(frame.data).split("\n")
+                self._first.extend(rest)
+                return first
             if frame.type in self._ends:
                 return None
 
@@ -191,6 +198,7 @@ async def open_websocket(
             ssl=context if url.startswith("wss:") else False,
             heartbeat=HEARTBEAT_S,
             max_msg_size=MAX_MESSAGE_BYTES,
+            protocols=(acp.WEBSOCKET_LINES,),
             timeout=aiohttp.ClientWSTimeout(ws_close=2.0),
         )
     except aiohttp.WSServerHandshakeError as exc:
@@ -215,6 +223,7 @@ async def _resume(transport: WebSocketTransport, point: ResumePoint) -> None:
         {"connectionId": point.connection_id, "cursor": point.cursors.get("", "")},
     )
     await transport.send(json.dumps(request))
+    before: list[str] = []  # what a server sent before its answer: handed on first
     while True:
         try:
             text = await asyncio.wait_for(transport.receive(), OPEN_TIMEOUT_S)
@@ -233,8 +242,9 @@ async def _resume(transport: WebSocketTransport, point: ResumePoint) -> None:
             if "error" in message:
                 await transport.close(leaving=False)
                 raise ResumeRefused(str(message["error"]))
+            transport._first.extendleft(reversed(before))
             return
-        transport._first.append(text)  # a server that sends before answering
+        before.append(text)
 
 
 def refusal(status: int, full_url: str, said: str) -> Exception:
