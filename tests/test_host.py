@@ -617,16 +617,19 @@ def test_streamable_http_status_codes(host: Host) -> None:
     run(scenario())
 
 
+def cursor(message: dict[str, Any]) -> int:
+    """The `acp/cursor` the host put on a message (in its params, else its result, else on
+    the envelope)."""
+    for part in ("params", "result"):
+        inner = message.get(part)
+        if isinstance(inner, dict) and "_meta" in inner:
+            return int(inner["_meta"]["acp/cursor"])
+    return int(message["_meta"]["acp/cursor"])
+
+
 def test_a_dropped_websocket_resumes_from_its_cursor_and_a_retry_is_not_run_twice(
     host: Host,
 ) -> None:
-    def cursor(message: dict[str, Any]) -> int:
-        for part in ("params", "result"):
-            inner = message.get(part)
-            if isinstance(inner, dict) and "_meta" in inner:
-                return int(inner["_meta"]["acp/cursor"])
-        return int(message["_meta"]["acp/cursor"])
-
     async def scenario() -> None:
         async with aiohttp.ClientSession() as http:
             first = await http.ws_connect(host.url, headers=host.headers())
@@ -698,13 +701,6 @@ def test_a_connection_that_missed_more_than_it_keeps_resumes_from_the_history(
 
     flood = 20_000
     assert flood > 2 * RECENT_TEXTS
-
-    def cursor(message: dict[str, Any]) -> int:
-        for part in ("params", "result"):
-            inner = message.get(part)
-            if isinstance(inner, dict) and "_meta" in inner:
-                return int(inner["_meta"]["acp/cursor"])
-        return int(message["_meta"]["acp/cursor"])
 
     async def resume(http: aiohttp.ClientSession, connection: str, after: int) -> RawClient:
         socket = await http.ws_connect(
@@ -811,7 +807,7 @@ def test_acpctls_own_link_gets_frames_of_lines_and_every_other_client_a_message_
         chosen, got = await frames((acp_names.WEBSOCKET_LINES,))
         assert chosen == acp_names.WEBSOCKET_LINES
         assert max(len(frame) for frame in got) > 1
-        cursors = [int(m["params"]["_meta"]["acp/cursor"]) for f in got for m in f if "method" in m]
+        cursors = [cursor(m) for frame in got for m in frame if "method" in m]
         assert cursors == sorted(cursors) and len(cursors) >= 2000
         chosen, got = await frames(())
         assert chosen is None and {len(frame) for frame in got} == {1}
