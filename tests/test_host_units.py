@@ -343,15 +343,21 @@ def test_a_batch_of_frames_is_written_corked_and_the_socket_uncorked_after() -> 
         corked: list[tuple[str, int]] = []
 
         class Frames:  # what SocketSender uses of aiohttp's WebSocketResponse
+            def __init__(self, protocol: str | None) -> None:
+                self.ws_protocol = protocol
+
             async def send_str(self, text: str) -> None:
                 corked.append((text, server.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)))
 
-        sender = SocketSender(Frames(), logging.getLogger("tests.host"), server)  # type: ignore[arg-type]
-        sender.outbox.push(1, "a")
-        sender.outbox.push(2, "b")
-        await sender.close()
-        assert corked == [("a", 1), ("b", 1)]
-        assert server.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
+        for protocol, frames in ((None, ["a", "b"]), (acp.WEBSOCKET_LINES, ["a\nb"])):
+            corked.clear()
+            log = logging.getLogger("tests.host")
+            sender = SocketSender(Frames(protocol), log, server)  # type: ignore[arg-type]
+            sender.outbox.push(1, "a")
+            sender.outbox.push(2, "b")
+            await sender.close()
+            assert corked == [(frame, 1) for frame in frames]
+            assert server.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
         for end in (client, server, listener):
             end.close()
 
