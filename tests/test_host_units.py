@@ -158,9 +158,12 @@ def test_a_resume_past_what_the_connection_keeps_is_served_from_the_history(
             if n % 25 == 0:  # what the history does not hold, among what it does
                 connection.send(jsonrpc.notification("_tick", {"n": n}))
             update = {"sessionUpdate": "agent_message_chunk", "content": {"text": f"é{n}"}}
+            # Compact lines get the cursor put into their text, spaced ones are encoded
+            # again with it: both are read back as they were sent.
             line = json.dumps(
                 jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": "s1", "update": update}),
                 ensure_ascii=False,
+                separators=(",", ":") if n % 3 else (", ", ": "),
             ).encode()
             record.writer.agent_message(line)
             connection.relay(line + b"\n", json.loads(line), record)

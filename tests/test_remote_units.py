@@ -325,13 +325,17 @@ def test_a_cursor_put_into_a_relayed_line_and_taken_out_leaves_its_bytes(
     """The host's fast path (the cursor put into the line's text) says what the slow path
     says, and the link's takes out exactly what it put in; a line it cannot be sure of
     (spaces around a colon, a _meta of its own) takes the slow path."""
-    from acpctl.host.cursors import with_cursor as cursor_put_in
+    from acpctl.host.cursors import cursor_inserted
+    from acpctl.host.cursors import with_cursor as encoded_with_cursor
 
     message = {"jsonrpc": "2.0", "method": acp.SESSION_UPDATE, "params": params}
     separators = (", ", ": ") if spaced else (",", ":")
     line = json.dumps(message, separators=separators, ensure_ascii=False).encode()
-    with_cursor = cursor_put_in(message, "42", line)
+    slow = encoded_with_cursor(message, "42")
+    inserted = cursor_inserted(message, "42", line)
+    with_cursor = inserted if inserted is not None else slow
     decoded = json.loads(with_cursor)
+    assert decoded == json.loads(slow)
     assert decoded["params"]["_meta"][acp.CURSOR_META] == "42"
     assert (link_module._without_cursor(decoded), link_module._cursor_of(decoded)) == (
         message,

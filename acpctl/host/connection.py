@@ -32,6 +32,7 @@ from acpctl.host.cursors import (
     RETENTION_ENTRIES,
     ResumeRefused,
     SentLog,
+    cursor_inserted,
     cursor_of,
     with_cursor,
 )
@@ -242,8 +243,10 @@ class LogicalConnection:
                 if isinstance(session, str) and session in self.sessions:
                     stream = session
         self._cursor += 1
-        text = with_cursor(message, str(self._cursor), line)
-        self._sent.add(self._cursor, stream, text, at)
+        cursor = str(self._cursor)
+        inserted = cursor_inserted(message, cursor, line) if line is not None else None
+        text = inserted if inserted is not None else with_cursor(message, cursor)
+        self._sent.add(self._cursor, stream, text, at, inserted is not None)
         for reader in self._readers:
             if reader.stream is ALL_STREAMS or reader.stream == stream:
                 reader.push(self._cursor, text)

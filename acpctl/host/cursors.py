@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import protocol as acp
-from acpctl.jsontext import encode_text
+from acpctl.jsontext import decode_text, encode_text
 from acpctl.store.sessions import SessionStore, StoredAt
 
 ALL_STREAMS = None  # what a WebSocket reads: every stream of the connection
@@ -46,6 +46,7 @@ class _Run:
     session_id: str
     offset: int  # where in the events file the history's count starts
     nth: int  # the first's place in that count
+    textual: bool  # whether their cursors went into their lines' text (cursor_inserted)
     count: int = 0
     texts: collections.deque[str] = field(default_factory=collections.deque)  # the newest
     dropped: int = 0  # how many of the first have only their place kept
@@ -73,8 +74,11 @@ class SentLog:
     def reads_back(self) -> bool:
         return self._store is not None
 
-    def add(self, cursor: int, stream: str, text: str, at: StoredAt | None) -> None:
-        """The message sent with `cursor`; `at`: where the history holds it as sent."""
+    def add(
+        self, cursor: int, stream: str, text: str, at: StoredAt | None, textual: bool = False
+    ) -> None:
+        """The message sent with `cursor`; `at`: where the history holds it as sent;
+        `textual`: its text is that line's with the cursor put in (cursor_inserted)."""
         if at is None or self._store is None:
             self._entries.append((cursor, stream, text))
             if len(self._entries) > RETENTION_ENTRIES:
@@ -89,8 +93,9 @@ class SentLog:
             and offset == run.offset
             and session_id == run.session_id
             and stream == run.stream
+            and textual == run.textual
         ):
-            run = _Run(cursor, stream, session_id, offset, nth)
+            run = _Run(cursor, stream, session_id, offset, nth, textual)
             self._entries.append(run)
             if len(self._entries) > RETENTION_ENTRIES:
                 self._forget_oldest()
@@ -152,17 +157,27 @@ class SentLog:
         return list(enumerate([*texts, *kept], run.first + skip))
 
     def _read_back(self, run: _Run) -> list[str]:
-        """The texts of the run's dropped members, from the history."""
+        """The texts of the run's dropped members, from the history, made as they were
+        when sent: the cursor put into the line's text, or the line decoded and encoded
+        with it (run.textual)."""
         assert self._store is not None
-        texts = [
-            with_cursor(message, str(run.first + i), line.rstrip(b"\n"))
-            for i, (message, line) in enumerate(
-                self._store.agent_lines((run.session_id, run.offset, run.nth), run.dropped)
-            )
-        ]
+        lines = self._store.agent_lines((run.session_id, run.offset, run.nth), run.dropped)
+        texts: list[str] = []
         check = 0
-        for text in texts:
-            check = (check * _FOLD_BY + hash(text)) & _FOLD_MASK
+        try:
+            for cursor, line in enumerate(lines, run.first):
+                if run.textual:
+                    cut = acp.params_opened(line)
+                    if cut < 0:  # not the line that was sent
+                        break
+                    member = acp.cursor_member(str(cursor)).encode()
+                    text = (line[:cut] + member + line[cut:]).decode()
+                else:
+                    text = with_cursor(decode_text(line.decode()), str(cursor))
+                texts.append(text)
+                check = (check * _FOLD_BY + hash(text)) & _FOLD_MASK
+        except (ValueError, RecursionError):  # not JSON (any more): not what was sent
+            check = ~run.check
         if len(texts) != run.dropped or check != run.check:
             raise ResumeRefused(
                 f"the history of session {run.session_id} no longer holds what this "
@@ -211,12 +226,9 @@ def cursor_of(text: str) -> int:
         raise ResumeRefused(f"cursor {text!r} is not one this host issued") from None
 
 
-def with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
-    """The message with `_meta["acp/cursor"]`: in its params, else its result, else on the
-    envelope itself. A relayed notification keeps its bytes: the key goes in as the first
-    of its params (see _cursor_inserted), and the client takes it out the same way."""
-    if line is not None and (inserted := _cursor_inserted(message, cursor, line)) is not None:
-        return inserted
+def with_cursor(message: Any, cursor: str) -> str:
+    """The message encoded with `_meta["acp/cursor"]`: in its params, else its result, else
+    on the envelope itself."""
     if isinstance(message, dict):
         for part in ("params", "result"):
             inner = message.get(part)
@@ -234,12 +246,14 @@ def with_cursor(message: Any, cursor: str, line: bytes | None = None) -> str:
     return encode_text(message)
 
 
-def _cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
-    """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` as the
-    first member of its params, or None where that is not certain to be right: params
-    must be a non-empty object without `_meta`, and the first `"params":{` in the line
-    must have only the message's own `{` before it (so it is the message's params key:
-    a `{` in a string before it, or spaces around the colon, take the slow path)."""
+def cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
+    """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` put in
+    as the first member of its params, without encoding it again (a relayed notification
+    keeps its bytes, and the client takes the cursor out the same way); or None where that
+    is not certain to say what with_cursor says: params must be a non-empty object without
+    `_meta`, and the first `"params":{` in the line must have only the message's own `{`
+    before it (so it is the message's params key: a `{` in a string before it, or spaces
+    around the colon, take with_cursor)."""
     if not isinstance(message, dict) or "method" not in message or "id" in message:
         return None
     params = message.get("params")

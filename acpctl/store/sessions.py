@@ -253,6 +253,18 @@ _MIDDLE_FROM = len(_AGENT_HEAD)
 _MIDDLE_TO = _MIDDLE_FROM + _TS_MAX + len(_AGENT_MIDDLE)
 
 
+def _agent_raw(line: bytes) -> bytes | None:
+    """The notification inside a line in the writer's "agent" shape, `{"ts":N,"type":
+    "agent","message":M}`, as M's bytes: everything between the middle and the closing
+    brace (a number holds no such text); None for a line of another shape. Not decoded."""
+    if not (line.startswith(_AGENT_HEAD) and line.endswith(_AGENT_TAIL)):
+        return None
+    middle = line.find(_AGENT_MIDDLE, _MIDDLE_FROM, _MIDDLE_TO)
+    if middle < 0:
+        return None
+    return line[middle + len(_AGENT_MIDDLE) : -len(_AGENT_TAIL)]
+
+
 def agent_message_line(event: dict[str, Any], line: bytes) -> bytes | None:
     """The agent's notification inside an "agent" event, as the line it arrived as: when
     the line (already parsed whole as `event`, exactly these three keys) has the writer's
@@ -262,15 +274,11 @@ def agent_message_line(event: dict[str, Any], line: bytes) -> bytes | None:
     if (
         event.get("type") != "agent"
         or len(event) != 3
-        or not line.endswith(_AGENT_TAIL)
-        or not line.startswith(_AGENT_HEAD)
         or not isinstance(event.get("message"), dict)
+        or (raw := _agent_raw(line)) is None
     ):
         return None
-    middle = line.find(_AGENT_MIDDLE, _MIDDLE_FROM, _MIDDLE_TO)
-    if middle < 0:
-        return None
-    return line[middle + len(_AGENT_MIDDLE) : -len(_AGENT_TAIL)] + b"\n"
+    return raw + b"\n"
 
 
 # Where an agent's notification is in a session's history: (the session's id, a byte
@@ -684,10 +692,11 @@ class SessionStore:
             if update is not None:
                 yield StoredUpdate(update, event, line, session_id)
 
-    def agent_lines(self, at: StoredAt, count: int) -> Iterator[tuple[dict[str, Any], bytes]]:
-        """The agent's notifications recorded from `at` on, at most `count`: each decoded,
-        and as its line. Fewer when the file holds fewer (not written yet, cut or gone), or
-        when one is not in the writer's shape."""
+    def agent_lines(self, at: StoredAt, count: int) -> Iterator[bytes]:
+        """The agent's notifications recorded from `at` on, at most `count`, each as the
+        line it arrived as (without its newline). Told by the writer's shape alone, as the
+        writer counted them; nothing is decoded: a caller checks what it gets. Fewer when
+        the file holds fewer (not written yet, cut or gone)."""
         session_id, offset, nth = at
         path = self.session_dir(session_id) / EVENTS_FILE
         try:
@@ -697,18 +706,19 @@ class SessionStore:
         index = 0
         with handle:
             handle.seek(offset)
-            for event, line, _ in _whole_lines(handle, offset):
-                if count <= 0:
-                    return
-                if event.get("type") != "agent":
-                    continue
-                if index >= nth:
-                    raw = agent_message_line(event, line)
-                    if raw is None:
+            while count > 0 and (lines := handle.readlines(READ_CHUNK_BYTES)):
+                for line in lines:
+                    if not line.endswith(b"\n"):  # still being written, or torn
                         return
-                    yield event["message"], raw
-                    count -= 1
-                index += 1
+                    raw = _agent_raw(line)
+                    if raw is None:
+                        continue
+                    if index >= nth:
+                        yield raw
+                        count -= 1
+                        if count <= 0:
+                            return
+                    index += 1
 
     def iter_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """Stored events in order. Torn or corrupt lines are skipped, never fatal."""
