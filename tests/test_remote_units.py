@@ -356,6 +356,7 @@ def test_server_sent_events_come_whole_however_the_bytes_are_cut() -> None:
     stream = (
         b': keepalive\r\n\r\nid: 1\r\ndata: {"a":1}\r\n\r\n'
         b'id: 2\ndata: {"b":\ndata: 2}\n\n: ping\n\n'
+        + 'id: 3\ndata: {"\u00e9":3}\n\n'.encode()  # a cut may fall inside its two bytes
     )
 
     class Content:
@@ -382,8 +383,8 @@ def test_server_sent_events_come_whole_however_the_bytes_are_cut() -> None:
 
     for cut in range(len(stream) + 1):
         got, cursors = asyncio.run(read(cut))
-        assert got == ['{"a":1}', '{"b":\n2}'], (cut, got)
-        assert cursors == {"": "2"}
+        assert got == ['{"a":1}', '{"b":\n2}', '{"\u00e9":3}'], (cut, got)
+        assert cursors == {"": "3"}
 
 
 def test_a_remote_s_address_in_logs_carries_no_credentials() -> None:

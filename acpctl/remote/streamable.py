@@ -188,11 +188,22 @@ class StreamableTransport:
             pending += chunk
             if b"\r" in pending:  # CRLF lines (a \r at the end waits for its \n)
                 pending = pending.replace(b"\r\n", b"\n")
-            *events, pending = pending.split(b"\n\n")
-            for event in events:
-                self._event(stream, event.decode("utf-8", "replace"))
+            whole = pending.rfind(b"\n\n")
+            if whole < 0:
+                continue
+            # The whole events decoded at once (an event ends on a blank line, so no
+            # character is cut in two), the rest kept for the next chunk.
+            events, pending = pending[:whole].decode("utf-8", "replace"), pending[whole + 2 :]
+            for event in events.split("\n\n"):
+                self._event(stream, event)
 
     def _event(self, stream: str, event: str) -> None:
+        if event.startswith("id: "):  # the shape acpctl serve writes: id, then one data line
+            end = event.find("\n")
+            if event.startswith("data: ", end + 1) and event.find("\n", end + 1) < 0:
+                self._cursors[stream] = event[4:end]
+                self._inbox.put_nowait(event[end + 7 :])
+                return
         event_id: str | None = None
         data: list[str] = []
         for line in event.split("\n"):
