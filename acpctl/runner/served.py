@@ -69,13 +69,12 @@ def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
     first: StoredUpdate | None = None  # the first plain text chunk of a message, not yet sent
     texts: list[str] = []  # the texts of its run, to be joined
     newest: dict[str, StoredUpdate] = {}
-    for stored in store.iter_replay(session_id):
-        update = stored.update
+    for update, event, line in store.replay_items(session_id):
         kind = update.get("sessionUpdate")
         if kind in STATE_NOW:
             continue
         if kind in NEWEST_ONLY:
-            newest[str(kind)] = stored
+            newest[str(kind)] = StoredUpdate(update, event, line, session_id)
             continue
         plain = kind in CHUNKS and _plain_chunk(update)
         if (
@@ -89,10 +88,11 @@ def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
         if first is not None:
             yield _joined(first, texts, session_id)
         if plain:
-            first, texts = stored, [update["content"]["text"]]
+            first = StoredUpdate(update, event, line, session_id)
+            texts = [update["content"]["text"]]
         else:
             first, texts = None, []
-            yield _line(stored, session_id)
+            yield _line(StoredUpdate(update, event, line, session_id), session_id)
     if first is not None:
         yield _joined(first, texts, session_id)
     for kind in NEWEST_ONLY:
@@ -105,12 +105,11 @@ def _plain_chunk(update: JsonObject) -> bool:
     can be joined to its neighbours without losing a thing."""
     content = update.get("content")
     return (
-        len(update) <= len(PLAIN_CHUNK_KEYS)
-        and update.keys() <= PLAIN_CHUNK_KEYS
-        and isinstance(content, dict)
+        type(content) is dict
         and len(content) == 2
         and content.get("type") == "text"
-        and isinstance(content.get("text"), str)
+        and type(content.get("text")) is str
+        and update.keys() <= PLAIN_CHUNK_KEYS
     )
 
 

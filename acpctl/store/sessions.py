@@ -687,10 +687,18 @@ class SessionStore:
     def iter_replay(self, session_id: str) -> Iterator[StoredUpdate]:
         """What a session/load replays, in order: each stored update, with what it takes to
         send the agent's own line for it (StoredUpdate.raw)."""
+        for update, event, line in self.replay_items(session_id):
+            yield StoredUpdate(update, event, line, session_id)
+
+    def replay_items(
+        self, session_id: str
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any], bytes]]:
+        """As iter_replay, each as (update, event, line): for a replay that makes a
+        StoredUpdate of few of them (one that joins a message's fragments)."""
         for event, line in self._iter_lines(session_id):
             update = event_update(event)
             if update is not None:
-                yield StoredUpdate(update, event, line, session_id)
+                yield update, event, line
 
     def agent_lines(self, at: StoredAt, count: int) -> Iterator[bytes]:
         """The agent's notifications recorded from `at` on, at most `count`, each as the
