@@ -24,8 +24,8 @@ from acpctl.store.sessions import SessionStore, StoredAt
 ALL_STREAMS = None  # what a WebSocket reads: every stream of the connection
 RECENT_TEXTS = 8192  # a few of the agent's reads: written to the store by then
 RETENTION_ENTRIES = 100_000
-DROP_AT_ONCE = 256
-SIZE_BLOCK = 1024
+DROP_AT_ONCE = 256  # texts dropped a batch at a time: one call a text cost more than the drop
+SIZE_BLOCK = 1024  # dropped texts whose sizes are summed together (_Run.dropped_sizes)
 # The dropped texts' check: each one's str hash, folded. The hash is the one this process
 # computes for an equal text, and it is this process that sent them and reads them back.
 _FOLD_BY = 1_000_003
