@@ -397,6 +397,34 @@ def test_a_symlinked_event_log_is_refused_not_followed(tmp_path: Path) -> None:
     assert outside.read_text() == "not yours\n"
 
 
+def test_an_event_log_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO (or a device) in place of events.jsonl: every reader and writer refuses it
+    with a clear error at once, where opening it would block (and a host with it); a
+    resume that would read it back is refused."""
+    from acpctl.store.sessions import CorruptSession, SessionMeta, SessionStore
+
+    store = SessionStore(tmp_path / "sessions")
+    store.create(SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")).close()
+    events = store.root / "s1" / "events.jsonl"
+    events.unlink()
+    os.mkfifo(events, 0o600)
+    with pytest.raises(CorruptSession, match="not a regular file"):
+        store.open_writer("s1")
+    with pytest.raises(CorruptSession, match="not a regular file"):
+        list(store.iter_events("s1"))
+    assert list(store.agent_lines(("s1", 0, 0), 10)) == []
+
+    async def load(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        answer = await h.request(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp"})
+        assert "not a regular file" in answer["error"]["message"]
+
+    async def main() -> None:
+        await asyncio.wait_for(load(Harness(store.root)), 10)
+
+    asyncio.run(main())
+
+
 def test_a_symlinked_session_directory_is_refused_not_followed(home: Path, tmp_path: Path) -> None:
     """sessions/<id> replaced by a link to a directory elsewhere: nothing reads or writes
     through it, verify names it, and deleting the session removes the link only."""

@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -387,13 +388,21 @@ def refuse_linked_dir(directory: Path | str) -> None:
 
 def open_private(path: Path | str, flags: int) -> int:
     """Open a file of the store without following a symlink: a link planted in the store
-    must not redirect a conversation to a file elsewhere (CorruptSession says so)."""
+    must not redirect a conversation to a file elsewhere; and only a regular file (a FIFO
+    would block the reader, and with it every session of a host, for good). CorruptSession
+    says which."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
     try:
-        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), paths.PRIVATE_FILE_MODE)
+        fd = os.open(path, flags | nofollow | os.O_NONBLOCK, paths.PRIVATE_FILE_MODE)
     except OSError as exc:
         if os.path.islink(path):
             raise CorruptSession(f"{path} is a symbolic link; acpctl does not follow it") from exc
         raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CorruptSession(f"{path} is not a regular file; acpctl does not read it")
+    os.set_blocking(fd, True)
+    return fd
 
 
 class HistoryWriter:
