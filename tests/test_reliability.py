@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -423,6 +424,26 @@ def test_an_event_log_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Pa
         await asyncio.wait_for(load(Harness(store.root)), 10)
 
     asyncio.run(main())
+
+
+def test_verify_names_an_event_log_that_is_not_a_regular_file_and_repairs_nothing_from_it(
+    home: Path,
+) -> None:
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    meta = SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")
+    meta.turns = 3
+    store.create(meta).close()
+    events = store.root / "s1" / "events.jsonl"
+    events.unlink()
+    os.mkfifo(events, 0o600)
+    for args in ((), ("--repair",)):
+        verified = cli("sessions", "verify", *args)
+        assert verified.returncode == 1, verified.stdout
+        assert "not a regular file" in verified.stdout and "Traceback" not in verified.stderr
+    assert store.read_meta("s1").turns == 3  # not "repaired" from a log it could not read
+    assert stat.S_ISFIFO(events.lstat().st_mode)
 
 
 def test_a_symlinked_session_directory_is_refused_not_followed(home: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from acpctl.store.sessions import (
     SessionMeta,
     SessionStore,
     event_update,
+    open_private,
     title_from_prompt,
     utc_stamp,
     valid_session_id,
@@ -47,8 +48,8 @@ def _scan_events(path: str) -> tuple[list[int], bool, int, int]:
     torn = False
     turns = 0
     good = 0
-    try:
-        handle = open(path, "rb")  # noqa: SIM115
+    try:  # not through a link, nor a FIFO (CorruptSession: the caller reports it)
+        handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
     except FileNotFoundError:
         return corrupt, torn, turns, good
     with handle:
@@ -162,9 +163,14 @@ def mode_problems(directory: Path) -> list[tuple[str, Path, int]]:
     return problems
 
 
-def _check_events(events: Path, sid: str, repair: bool, report: Report) -> int:
-    """Torn and corrupt lines of the event log; returns the turns it records."""
-    corrupt, torn, turns, good = _scan_events(str(events))
+def _check_events(events: Path, sid: str, repair: bool, report: Report) -> int | None:
+    """Torn and corrupt lines of the event log; returns the turns it records (None: it
+    cannot be read, and nothing is repaired from it)."""
+    try:
+        corrupt, torn, turns, good = _scan_events(str(events))
+    except CorruptSession as exc:
+        report.add(sid, str(exc), False)
+        return None
     if torn:
         if repair:
             with open(events, "r+b") as handle:
@@ -183,16 +189,21 @@ def _check_events(events: Path, sid: str, repair: bool, report: Report) -> int:
     return turns
 
 
-def _check_meta(store: SessionStore, sid: str, turns: int, repair: bool, report: Report) -> None:
+def _check_meta(
+    store: SessionStore, sid: str, turns: int | None, repair: bool, report: Report
+) -> None:
     """session.json readable (else rebuilt from the log), its turn count the log's."""
     try:
         meta = store.read_meta(sid)
     except CorruptSession as exc:
-        if repair:
+        repairable = repair and turns is not None
+        if repairable:
             store.write_meta(_rebuild_meta(store, sid))
-        report.add(sid, f"{exc}" + ("; rebuilt from the event log" if repair else ""), repair)
+        report.add(
+            sid, f"{exc}" + ("; rebuilt from the event log" if repairable else ""), repairable
+        )
         return
-    if meta.turns != turns:
+    if turns is not None and meta.turns != turns:
         recorded = meta.turns
         if repair:
             meta.turns = turns
