@@ -371,6 +371,19 @@ def test_concurrent_writers_lose_no_turn(tmp_path: Path) -> None:
     assert store.read_meta("shared").turns == 120
 
 
+def load_is_refused(root: Path, session_id: str, said: str) -> None:
+    """session/load of the session, through a server in this process on the store at
+    `root`, is answered within 10 s with an error that says `said`."""
+
+    async def load() -> None:
+        h = Harness(root)
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        answer = await h.request(acp.SESSION_LOAD, {"sessionId": session_id, "cwd": "/tmp"})
+        assert said in answer["error"]["message"]
+
+    asyncio.run(asyncio.wait_for(load(), 10))
+
+
 def test_a_symlinked_event_log_is_refused_not_followed(tmp_path: Path) -> None:
     from acpctl.store.sessions import CorruptSession, SessionMeta, SessionStore
 
@@ -386,15 +399,7 @@ def test_a_symlinked_event_log_is_refused_not_followed(tmp_path: Path) -> None:
     with pytest.raises(CorruptSession, match="symbolic link"):
         list(store.iter_events("s1"))
 
-    async def load(h: Harness) -> None:
-        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
-        answer = await h.request(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp"})
-        assert "symbolic link" in answer["error"]["message"]
-
-    async def main() -> None:
-        await asyncio.wait_for(load(Harness(store.root)), 10)
-
-    asyncio.run(main())
+    load_is_refused(store.root, "s1", "symbolic link")
     assert outside.read_text() == "not yours\n"
 
 
@@ -415,15 +420,7 @@ def test_an_event_log_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Pa
         list(store.iter_events("s1"))
     assert list(store.agent_lines(("s1", 0, 0), 10)) == []
 
-    async def load(h: Harness) -> None:
-        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
-        answer = await h.request(acp.SESSION_LOAD, {"sessionId": "s1", "cwd": "/tmp"})
-        assert "not a regular file" in answer["error"]["message"]
-
-    async def main() -> None:
-        await asyncio.wait_for(load(Harness(store.root)), 10)
-
-    asyncio.run(main())
+    load_is_refused(store.root, "s1", "not a regular file")
 
 
 def test_verify_names_an_event_log_that_is_not_a_regular_file_and_repairs_nothing_from_it(
