@@ -423,18 +423,25 @@ UPDATES: dict[str, str] = {
 }
 
 
-PARAMS_OPEN = b'"params":{'
+PARAMS_OPEN = '"params":{'
+_PARAMS_OPEN_BYTES = PARAMS_OPEN.encode()
 
 
-def params_opened(line: bytes) -> int:
+def params_opened(line: str | bytes) -> int:
     """Where the members of a message line's params begin (just after `"params":{`), or -1
     where that is not certain from the text alone: the first `"params":{` must have only
     the message's own `{` before it, so that it is this message's params key and not text
     in a string (a `{` in a string before it, or spaces around the colon, and it is not).
-    How acpctl changes a relayed line without encoding it again (host/connection.py puts a
-    cursor in, runner/server.py a session id)."""
-    at = line.find(PARAMS_OPEN)
-    if at < 0 or line.count(b"{", 0, at) != 1:
+    How acpctl changes a relayed line without encoding it again (the host puts a cursor in
+    and the link takes it out again, the server changes a session id); the line as bytes or
+    as text, whichever the caller holds."""
+    if isinstance(line, bytes):
+        at = line.find(_PARAMS_OPEN_BYTES)
+        braces = line.count(b"{", 0, at)
+    else:
+        at = line.find(PARAMS_OPEN)
+        braces = line.count("{", 0, at)
+    if at < 0 or braces != 1:
         return -1
     return at + len(PARAMS_OPEN)
 

@@ -616,18 +616,16 @@ def _without_cursor(message: dict[str, Any]) -> dict[str, Any]:
     return inner if part is None else {**message, part: inner}
 
 
-PARAMS_OPEN = '"params":{'
-
-
 def _text_without_cursor(text: str, cursor: str) -> str | None:
     """The notification as the agent wrote it: `text` with the member the host put first
-    in its params taken out (protocol.cursor_member), or None when it is not there just
-    so (the message is then encoded again from what was decoded)."""
-    marked = PARAMS_OPEN + acp.cursor_member(cursor)
-    at = text.find(PARAMS_OPEN)
-    if at < 0 or not text.startswith(marked, at) or text.count("{", 0, at) != 1:
+    in its params taken out (protocol.cursor_member, where protocol.params_opened says),
+    or None when it is not there just so (the message is then encoded again from what was
+    decoded)."""
+    cut = acp.params_opened(text)
+    member = acp.cursor_member(cursor)
+    if cut < 0 or not text.startswith(member, cut):
         return None
-    return text[: at + len(PARAMS_OPEN)] + text[at + len(marked) :]
+    return text[:cut] + text[cut + len(member) :]
 
 
 def _fingerprint(update: Any) -> int:
