@@ -167,11 +167,10 @@ class SentLog:
         try:
             for cursor, line in enumerate(lines, run.first):
                 if run.textual:
-                    cut = acp.params_opened(line)
-                    if cut < 0:  # not the line that was sent
+                    put = _cursor_put(line, str(cursor))
+                    if put is None:  # not the line that was sent
                         break
-                    member = acp.cursor_member(str(cursor)).encode()
-                    text = (line[:cut] + member + line[cut:]).decode()
+                    text = put
                 else:
                     text = with_cursor(decode_text(line.decode()), str(cursor))
                 texts.append(text)
@@ -259,6 +258,12 @@ def cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
     params = message.get("params")
     if not isinstance(params, dict) or not params or "_meta" in params:
         return None
+    return _cursor_put(line, cursor)
+
+
+def _cursor_put(line: bytes, cursor: str) -> str | None:
+    """`line` with the cursor as the first member of its params, where
+    protocol.params_opened finds them; None where it does not."""
     cut = acp.params_opened(line)
     if cut < 0:
         return None
