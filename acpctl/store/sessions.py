@@ -318,14 +318,24 @@ def events_from(path: Path, offset: int) -> Iterator[tuple[dict[str, Any], int]]
     """The events of an events.jsonl from byte `offset` on, each with where its line ends:
     whole lines only (one still being written is left for the next reader), torn or
     corrupt ones skipped. For readers that follow a file as it grows."""
+    handle = _opened_at(path, offset)
+    if handle is None:
+        return
+    with handle:
+        for event, _, end in _whole_lines(handle, offset):
+            yield event, end
+
+
+def _opened_at(path: Path, offset: int) -> BinaryIO | None:
+    """The events file at `path`, read from byte `offset`; None when it cannot be read
+    (gone, a link, not a regular file): a reader that follows a file takes that as no more
+    lines yet."""
     try:
         handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
     except (OSError, CorruptSession):
-        return
-    with handle:
-        handle.seek(offset)
-        for event, _, end in _whole_lines(handle, offset):
-            yield event, end
+        return None
+    handle.seek(offset)
+    return handle
 
 
 def _whole_lines(handle: BinaryIO, offset: int) -> Iterator[tuple[dict[str, Any], bytes, int]]:
@@ -715,14 +725,11 @@ class SessionStore:
         writer counted them; nothing is decoded: a caller checks what it gets. Fewer when
         the file holds fewer (not written yet, cut or gone)."""
         session_id, offset, nth = at
-        path = self.session_dir(session_id) / EVENTS_FILE
-        try:
-            handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
-        except (OSError, CorruptSession):
+        handle = _opened_at(self.session_dir(session_id) / EVENTS_FILE, offset)
+        if handle is None:
             return
         index = 0
         with handle:
-            handle.seek(offset)
             while count > 0 and (lines := handle.readlines(READ_CHUNK_BYTES)):
                 for line in lines:
                     if not line.endswith(b"\n"):  # still being written, or torn
