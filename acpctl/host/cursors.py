@@ -131,7 +131,7 @@ class SentLog:
         again at once."""
         found: list[tuple[int, str]] = []
         size = 0
-        for entry in self._entries:
+        for entry in self._since(start):
             if isinstance(entry, _Run):
                 if entry.last > start and _on(entry.stream, stream):
                     members = self._members(entry, start, most, size)
@@ -143,6 +143,18 @@ class SentLog:
             if size > most:
                 raise _too_much(start, most)
         return found
+
+    def _since(self, start: int) -> list[_Run | _Sent]:
+        """The entries that hold a cursor after `start`, oldest first: found from the
+        newest back, so that a reader attaching now (what no reader had: often nothing)
+        does not walk the whole log."""
+        newer: list[_Run | _Sent] = []
+        for entry in reversed(self._entries):
+            if (entry.last if isinstance(entry, _Run) else entry[0]) <= start:
+                break
+            newer.append(entry)
+        newer.reverse()
+        return newer
 
     def _members(self, run: _Run, start: int, most: int, size: int) -> list[tuple[int, str]]:
         skip = max(0, start - run.first + 1)  # those at or before the cursor
