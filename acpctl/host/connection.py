@@ -412,7 +412,7 @@ def _decoded(line: bytes) -> Any:
     connection copies what it adds its cursor to)."""
     if _last_line and _last_line[0][0] == line:
         return _last_line[0][1]
-    value = decode_text(line.decode())
+    value = decode_text(line)
     _last_line[:] = [(line, value)]
     return value
 

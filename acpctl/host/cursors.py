@@ -184,7 +184,7 @@ class SentLog:
                         break
                     text = put
                 else:
-                    text = with_cursor(decode_text(line.decode()), str(cursor))
+                    text = with_cursor(decode_text(line), str(cursor))
                 texts.append(text)
                 check = (check * _FOLD_BY + hash(text)) & _FOLD_MASK
         except (ValueError, RecursionError):  # not JSON (any more): not what was sent

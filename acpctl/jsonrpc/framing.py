@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acpctl.jsonrpc.messages import PARSE_ERROR, RpcError, is_id
-from acpctl.jsontext import OutOfRange, decode_text
+from acpctl.jsontext import OutOfRange, decode_fast, decode_text
 
 if TYPE_CHECKING:  # the loop is the caller's: this module needs no asyncio of its own
     import asyncio
@@ -98,22 +98,21 @@ def parse_line(line: bytes) -> Any:
     for numbers acpctl cannot pass on exactly: `1e999` would become Infinity, which JSON
     cannot carry (the error's data then holds the message's id, when it has one)."""
     try:
-        text = line.decode("utf-8")
-        return decode_text(text)
+        return decode_text(line)
     except UnicodeDecodeError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: invalid UTF-8 at byte {exc.start}") from exc
     except RecursionError as exc:
         raise RpcError(PARSE_ERROR, "parse error: nested too deeply") from exc
     except OutOfRange as exc:
-        raise RpcError(PARSE_ERROR, f"parse error: {exc}", {"id": _id_of(text)}) from exc
+        raise RpcError(PARSE_ERROR, f"parse error: {exc}", {"id": _id_of(line)}) from exc
     except ValueError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from exc
 
 
-def _id_of(text: str) -> Any:
+def _id_of(line: bytes) -> Any:
     """The id of a message that holds an out-of-range number, read leniently."""
     try:
-        value = json.loads(text)
+        value = json.loads(line)
     except ValueError:
         return None
     return value.get("id") if isinstance(value, dict) and is_id(value.get("id")) else None
@@ -134,8 +133,14 @@ def _parsed(lines: list[bytes | None], max_line: int) -> Iterator[Message | BadL
             yield BadLine(
                 RpcError(PARSE_ERROR, f"parse error: message exceeds {max_line >> 20} MiB"), b""
             )
-        elif line.strip():
-            yield parse_message(line)
+            continue
+        try:  # the relay's hot path: a line is one call into msgspec
+            value = decode_fast(line)
+        except (ValueError, RecursionError):  # parse_message accepts it, or says why not
+            if line.strip():  # a blank line is no message
+                yield parse_message(line)
+            continue
+        yield (value, line)
 
 
 def parse_message(line: bytes) -> Message | BadLine:

@@ -52,7 +52,7 @@ from typing import Any, BinaryIO, NamedTuple
 from acpctl import paths
 from acpctl.errors import AcpctlError
 from acpctl.files import atomic_write
-from acpctl.jsontext import decode_text, scan_value
+from acpctl.jsontext import decode_text
 
 try:
     import fcntl
@@ -340,13 +340,15 @@ def _opened_at(path: Path, offset: int) -> BinaryIO | None:
 
 def _whole_lines(handle: BinaryIO, offset: int) -> Iterator[tuple[dict[str, Any], bytes, int]]:
     """(event, its line, where the line ends) from the handle's position, `offset`. Lines
-    are parsed a chunk at a time (_parse_lines); a line without its newline is one still
-    being written, or the torn end a crashed writer left: reading stops before it."""
+    are read a chunk at a time and each parsed as it is taken (a chunk's thousands of
+    values made at once would be traversed again and again by the garbage collector); a
+    line without its newline is one still being written, or the torn end a crashed writer
+    left: reading stops before it."""
     while lines := handle.readlines(READ_CHUNK_BYTES):
         torn = not lines[-1].endswith(b"\n")
         if torn:
             lines.pop()
-        for event, line in zip(_parse_lines(lines), lines, strict=True):
+        for event, line in zip(map(_parse_one, lines), lines, strict=True):
             offset += len(line)
             if isinstance(event, dict):
                 yield event, line, offset
@@ -354,35 +356,10 @@ def _whole_lines(handle: BinaryIO, offset: int) -> Iterator[tuple[dict[str, Any]
             return
 
 
-def _parse_lines(lines: list[bytes]) -> Iterator[Any]:
-    """Each line's JSON value, _UNREADABLE for a line that is not exactly one. The chunk is
-    decoded once and scanned value by value: each value must end on its own line (a raw
-    newline never occurs inside a JSON string), so no value can borrow text from the next
-    line. Values are made as they are taken, not a chunk's thousands at once (which the
-    garbage collector would traverse again and again)."""
-    try:
-        text = b"".join(lines).decode("utf-8")
-    except UnicodeDecodeError:
-        yield from map(_parse_one, lines)
-        return
-    start = 0
-    for line in lines:
-        end_of_line = text.index("\n", start)
-        try:
-            value, end = scan_value(text, start)
-            if end > end_of_line or (end < end_of_line and not text[end:end_of_line].isspace()):
-                value = _UNREADABLE
-        except StopIteration:  # leading blanks, or not JSON
-            value = _parse_one(line)
-        except (ValueError, RecursionError):
-            value = _UNREADABLE
-        yield value
-        start = end_of_line + 1
-
-
 def _parse_one(line: bytes) -> Any:
+    """The line's JSON value, _UNREADABLE for a line that is not exactly one."""
     try:
-        return decode_text(line.decode("utf-8"))
+        return decode_text(line)
     except (ValueError, RecursionError):
         return _UNREADABLE
 
