@@ -13,6 +13,19 @@ from acpctl.jsonrpc.framing import MAX_LINE_BYTES, READ_CHUNK
 from acpctl.jsonrpc.messages import encode
 
 WRITE_BUFFER_BYTES = 1 << 20
+# Both pipes of the relay, the agent's output and acpctl's own to the editor, are widened
+# from Linux's 64 KiB: a stream of lines then crosses each in fewer, larger reads and
+# writes, each waking the other side once. With 64 KiB the writer filled the pipe, and then
+# wrote again, a little, each time the reader had taken a little.
+PIPE_BYTES = 1 << 20
+
+
+def widen_pipe(fd: int) -> None:
+    """Best effort: Linux only, and capped by /proc/sys/fs/pipe-max-size."""
+    with contextlib.suppress(ImportError, AttributeError, OSError):
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 class Output:
@@ -29,8 +42,11 @@ class Output:
 
     @classmethod
     async def open(cls, fd: int) -> Output:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
             return cls(None, fd)
+        if stat.S_ISFIFO(mode):
+            widen_pipe(fd)
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(os.dup(fd), "wb", buffering=0)
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)

@@ -5,33 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import signal
 import subprocess
 import time
 
 from acpctl import processes
-from acpctl.jsonrpc import MAX_LINE_BYTES
+from acpctl.jsonrpc import MAX_LINE_BYTES, READ_CHUNK
+from acpctl.jsonrpc.streams import widen_pipe
 
 # The last lines of an agent's stderr kept for error messages and `doctor` (the run log
 # has them all).
 STDERR_TAIL_LINES = 10
 MAX_RESTARTS_PER_MINUTE = 5
-
-
-# The agent's output pipe, widened from Linux's 64 KiB: a streaming agent's lines then come
-# in fewer, larger batches, and per-batch work (history writes, output drains) is shared by
-# more messages.
-PIPE_BYTES = 1 << 20
-
-
-def widen_pipe(fd: int) -> None:
-    """Best effort: Linux only, and capped by /proc/sys/fs/pipe-max-size."""
-    with contextlib.suppress(ImportError, AttributeError, OSError):
-        import fcntl
-
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 class AgentProcess:
@@ -70,7 +56,12 @@ class AgentProcess:
         loop = asyncio.get_running_loop()
         self.log = log
         widen_pipe(self.popen.stdout.fileno())
-        self.stdout = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        # A StreamReader stops reading its pipe once it holds twice its limit. The agent's
+        # lines are framed (and their length bounded) by read_lines, not by the reader, so
+        # this limit only says how far acpctl reads ahead of what it has relayed: with 64
+        # MiB, an agent faster than the editor had 128 MiB buffered here, and each read
+        # then moved that backlog in memory (a fifth of the relay's time).
+        self.stdout = asyncio.StreamReader(limit=READ_CHUNK)
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self.stdout), self.popen.stdout
         )
