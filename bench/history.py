@@ -18,11 +18,13 @@ import asyncio
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rawpeer import ACPCTL, Peer, now, private_home
 
+from acpctl.jsontext import decode_text
 from acpctl.store.sessions import SessionMeta, SessionStore
 
 SESSION = "bench-session"
@@ -55,11 +57,11 @@ def build(store: SessionStore, updates: int) -> Path:
     return store.session_dir(SESSION) / "events.jsonl"
 
 
-def parse(events: Path) -> float:
+def parse(events: Path, decode: Callable[[bytes], object] = json.loads) -> float:
     started = now()
     with events.open("rb") as handle:
         for line in handle:
-            json.loads(line)
+            decode(line)
     return now() - started
 
 
@@ -117,12 +119,14 @@ async def replay(updates: int, by_line: bool, as_recorded: bool = False) -> tupl
 def main(updates: int, reps: int) -> None:
     events = build(SessionStore(), updates)
     parsed: list[float] = []
+    decoded: list[float] = []
     firsts: list[float] = []
     chunked: list[float] = []
     by_line: list[float] = []
     recorded: list[float] = []
     for rep in range(reps):
         parsed.append(parse(events))
+        decoded.append(parse(events, decode_text))
         for line_client in (False, True) if rep % 2 == 0 else (True, False):
             first, load = asyncio.run(replay(updates, line_client))
             (by_line if line_client else chunked).append(load)
@@ -134,6 +138,7 @@ def main(updates: int, reps: int) -> None:
     print("| measure | min | median | ratio of medians to parsing |\n|---|---|---|---|")
     for label, values in (
         (f"parse events.jsonl ({updates} updates, {size:.1f} MiB)", parsed),
+        ("the same with acpctl's decoder (jsontext.decode_text)", decoded),
         ("session/load: first update at the client", firsts),
         ("session/load: response, the whole replay received (client reads chunks)", chunked),
         ("session/load: the same, client reads line by line (asyncio)", by_line),
