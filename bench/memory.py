@@ -1,8 +1,10 @@
 """Memory of `acpctl run --acp` (its own process, not the agent's) with the demo agent:
-after initialize, with 50 sessions open (each after a short turn), and over 1,000 sessions
-opened, given a turn and closed one after another (RSS after every 250). Each
-configuration (history on, `--no-history`) runs in its own process, interleaved over
-repetitions; min and median.
+after initialize, with 50 sessions open (each after a short turn), over 1,000 sessions
+opened, given a turn and closed one after another (RSS after every 250), and while the
+agent streams a turn of 200,000 updates (about 40 MiB) to an editor that reads none of it
+for a second and a half (how far acpctl reads ahead of its editor). Each configuration
+(history on, `--no-history`) runs in its own process, interleaved over repetitions; min
+and median.
 
     python bench/memory.py [--reps 3] [--open 50] [--cycle 1000]
 """
@@ -21,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rawpeer import ACPCTL, Peer, private_home
 
 MiB = 2**20
+UNREAD = 200_000
 
 
 async def session_with_a_turn(peer: Peer) -> str:
@@ -44,6 +47,12 @@ async def measure(argv: list[str], open_count: int, cycle: int) -> dict[str, flo
         await peer.call("session/close", {"sessionId": sid})
         if index % (cycle // 4) == 0:
             rss[f"{index} opened and closed"] = process.memory_info().rss / MiB
+    sid = (await peer.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"]["sessionId"]
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"burst {UNREAD}"}]}
+    turn = peer.send("session/prompt", prompt)
+    await asyncio.sleep(1.5)
+    rss[f"a turn of {UNREAD:,} updates the editor does not read"] = process.memory_info().rss / MiB
+    await peer.response(turn)
     await peer.close()
     return rss
 
