@@ -37,9 +37,13 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# decode_fast(data): the value, or ValueError or RecursionError for whatever msgspec refuses,
-# which decode_text then reads again. For the relay's loop, which calls it once a line.
+# decode_fast(data): the value, or one of REFUSED for whatever msgspec refuses, which
+# decode_text then reads again. For the relay's loop, which calls it once a line.
 decode_fast: Callable[[str | bytes], Any] = msgspec.json.Decoder().decode
+# msgspec's DecodeError is a ValueError only since its 0.21; a str that cannot be UTF-8 (a
+# lone surrogate) raises UnicodeEncodeError, and nesting past the interpreter's limit
+# RecursionError.
+REFUSED = (msgspec.DecodeError, ValueError, RecursionError)
 # One json decoder: json.loads with hooks would build a new one for every line.
 _DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_refuse_constant)
 # The value that begins exactly at `start` in `text`, and where it ends: the decoder's C
@@ -54,7 +58,7 @@ def decode_text(text: str | bytes) -> Any:
     RecursionError)."""
     try:
         return decode_fast(text)
-    except (ValueError, RecursionError):
+    except REFUSED:
         pass
     if isinstance(text, bytes):
         text = text.decode("utf-8")

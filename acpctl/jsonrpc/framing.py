@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acpctl.jsonrpc.messages import PARSE_ERROR, RpcError, is_id
-from acpctl.jsontext import OutOfRange, decode_fast, decode_text
+from acpctl.jsontext import REFUSED, OutOfRange, decode_fast, decode_text
 
 if TYPE_CHECKING:  # the loop is the caller's: this module needs no asyncio of its own
     import asyncio
@@ -136,7 +136,7 @@ def _parsed(lines: list[bytes | None], max_line: int) -> Iterator[Message | BadL
             continue
         try:  # the relay's hot path: a line is one call into msgspec
             value = decode_fast(line)
-        except (ValueError, RecursionError):  # parse_message accepts it, or says why not
+        except REFUSED:  # parse_message accepts it, or says why not
             if line.strip():  # a blank line is no message
                 yield parse_message(line)
             continue
