@@ -4,7 +4,7 @@ one way a message becomes a line. Free of asyncio, so the store, the commands th
 and `run --acp` before its server is up use it without that import.
 
 Every line an agent writes and every stored event is decoded here, so the decoder is most
-of what a relayed line costs. msgspec's decodes a message about three times as fast as
+of what a relayed line costs. msgspec's decoder reads a message about three times as fast as
 json's. For every text it accepts it gives the value json gives: the same float rounding,
 exact integers, the interpreter's limits on nesting and on an integer's digits, the last of
 two equal keys. What it refuses, json reads again: to accept what JSON allows and msgspec

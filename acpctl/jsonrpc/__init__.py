@@ -5,7 +5,6 @@ pipe (`streams`) and the server's side of a connection (`channel`)."""
 
 from acpctl.jsonrpc.framing import (
     MAX_LINE_BYTES,
-    READ_CHUNK,
     BadLine,
     Batch,
     Message,
@@ -41,7 +40,6 @@ __all__ = [
     "MAX_LINE_BYTES",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
-    "READ_CHUNK",
     "BadLine",
     "Batch",
     "JsonObject",

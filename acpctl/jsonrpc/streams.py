@@ -9,14 +9,15 @@ import os
 import stat
 from typing import Any
 
-from acpctl.jsonrpc.framing import MAX_LINE_BYTES, READ_CHUNK
+from acpctl.jsonrpc.framing import READ_CHUNK
 from acpctl.jsonrpc.messages import encode
 
 WRITE_BUFFER_BYTES = 1 << 20
-# Both pipes of the relay, the agent's output and acpctl's own to the editor, are widened
-# from Linux's 64 KiB: a stream of lines then crosses each in fewer, larger reads and
-# writes, each waking the other side once. With 64 KiB the writer filled the pipe, and then
-# wrote again, a little, each time the reader had taken a little.
+# The agent's output pipe, and every pipe acpctl writes lines to through Output (its own
+# to the editor, above all), are widened from Linux's 64 KiB: a stream of lines then
+# crosses each in fewer, larger reads and writes, each waking the other side once. With 64
+# KiB the writer filled the pipe, and then wrote again, a little, each time the reader had
+# taken a little.
 PIPE_BYTES = 1 << 20
 
 
@@ -102,11 +103,21 @@ class Output:
             self._writer.close()
 
 
+def line_reader() -> asyncio.StreamReader:
+    """A StreamReader for read_lines (or plain reads) over a pipe or socket. It stops
+    reading its pipe once it holds twice its limit; the lines are framed (and their length
+    bounded) by read_lines, not by the reader, so the limit only says how far acpctl reads
+    ahead of what it has handled. With MAX_LINE_BYTES, a peer faster than acpctl's reader
+    had 128 MiB buffered here, and each read then moved that backlog in memory (a fifth of
+    the relay's time with a fast agent)."""
+    return asyncio.StreamReader(limit=READ_CHUNK)
+
+
 async def open_input(fd: int) -> asyncio.StreamReader:
     """A StreamReader over `fd`: a pipe or socket directly; files and devices (which epoll
     cannot watch) through a reader thread."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    reader = line_reader()
     mode = os.fstat(fd).st_mode
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         pipe = os.fdopen(os.dup(fd), "rb", buffering=0)

@@ -11,8 +11,8 @@ import subprocess
 import time
 
 from acpctl import processes
-from acpctl.jsonrpc import MAX_LINE_BYTES, READ_CHUNK
-from acpctl.jsonrpc.streams import widen_pipe
+from acpctl.jsonrpc import MAX_LINE_BYTES
+from acpctl.jsonrpc.streams import line_reader, widen_pipe
 
 # The last lines of an agent's stderr kept for error messages and `doctor` (the run log
 # has them all).
@@ -56,12 +56,7 @@ class AgentProcess:
         loop = asyncio.get_running_loop()
         self.log = log
         widen_pipe(self.popen.stdout.fileno())
-        # A StreamReader stops reading its pipe once it holds twice its limit. The agent's
-        # lines are framed (and their length bounded) by read_lines, not by the reader, so
-        # this limit only says how far acpctl reads ahead of what it has relayed: with 64
-        # MiB, an agent faster than the editor had 128 MiB buffered here, and each read
-        # then moved that backlog in memory (a fifth of the relay's time).
-        self.stdout = asyncio.StreamReader(limit=READ_CHUNK)
+        self.stdout = line_reader()
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self.stdout), self.popen.stdout
         )
