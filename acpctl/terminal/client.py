@@ -34,7 +34,7 @@ from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
 from acpctl.terminal.host import ClientHost
-from acpctl.terminal.render import RENDERERS, Renderer, TurnStatus, status
+from acpctl.terminal.render import RENDERERS, Renderer, status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
@@ -204,6 +204,7 @@ class RelayConnection:
             if spinner is not None:
                 spinner.paused = False
                 spinner.quiet_since = time.monotonic()
+                self.renderer.column.line_broken()  # the question ended with the answer's Enter
 
     async def close(self) -> None:
         await self.host.close()
@@ -336,17 +337,12 @@ class Turn:
         self._say(f"\nacpctl: {why}")
 
     def _say(self, text: str) -> None:
-        """A line on stderr, the status line erased first."""
-        if self.conn.renderer.status is not None:
-            self.conn.renderer.status.hide()
-        print(text, file=sys.stderr)
+        self.conn.renderer.notice(text)
 
     async def run(self, blocks: list[JsonObject], timeout: float | None) -> str | None:
         self.conn.turn = self
         renderer = self.conn.renderer
-        if renderer.shows_status:
-            renderer.status = TurnStatus()
-            renderer.status.start()
+        renderer.new_turn()
         request = asyncio.ensure_future(
             self.conn.request(
                 acp.SESSION_PROMPT, {"sessionId": self.conn.session_id, "prompt": blocks}
@@ -371,9 +367,7 @@ class Turn:
         finally:
             abandon.cancel()
             watchdog.cancel()
-            if renderer.status is not None:
-                renderer.status.stop()
-                renderer.status = None
+            renderer.end_turn()
             self.conn.turn = None
 
     async def _silence_notices(self) -> None:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import difflib
-import itertools
 import json
 import math
 import os
 import sys
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from acpctl import protocol as acp
+from acpctl.terminal.screen import AnswerColumn, printable
+from acpctl.terminal.status_line import StatusLine
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,79 +103,18 @@ def status(message: str) -> Iterator[None]:
         yield
 
 
-class TurnStatus:
-    """While a turn runs, on a terminal's stderr only: a spinner, what the agent is doing
-    ("waiting for the agent", "thinking", the tool it runs) and the time so far, drawn
-    whenever the agent has been quiet for QUIET_S, and erased before anything else is
-    written (the answer, a question, a notice). Plain characters and a carriage return,
-    never an escape code, so NO_COLOR holds."""
-
-    FRAMES = "|/-\\"
-    QUIET_S = 0.25
-    TICK_S = 0.1
-
-    def __init__(self, err: TextIO = sys.stderr) -> None:
-        self.err = err
-        self.enabled = err.isatty()
-        self.label = "waiting for the agent"
-        self.began = self.quiet_since = time.monotonic()
-        self.paused = False
-        self._drawn = 0  # width of what is on the line now
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self.enabled:
-            self._task = asyncio.ensure_future(self._tick())
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        self.hide()
-
-    def saw(self, update: dict[str, Any]) -> None:
-        """An update came: the line goes, and says next what the agent is doing."""
-        self.hide()
-        self.quiet_since = time.monotonic()
-        kind = update.get("sessionUpdate")
-        if kind == acp.AGENT_THOUGHT_CHUNK:
-            self.label = "thinking"
-        elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
-            status = update.get("status")
-            title = update.get("title")
-            if status in ("completed", "failed"):
-                self.label = "working"
-            elif isinstance(title, str) and title:
-                self.label = f"running: {title[:60]}"
-        elif kind == acp.AGENT_MESSAGE_CHUNK:
-            self.label = "working"
-
-    def hide(self) -> None:
-        if self._drawn:
-            self.err.write("\r" + " " * self._drawn + "\r")
-            self.err.flush()
-            self._drawn = 0
-
-    async def _tick(self) -> None:
-        for frame in itertools.cycle(self.FRAMES):
-            await asyncio.sleep(self.TICK_S)
-            if self.paused or time.monotonic() - self.quiet_since < self.QUIET_S:
-                continue
-            text = f"{frame} {self.label}... {time.monotonic() - self.began:.1f}s"
-            self.err.write("\r" + text.ljust(self._drawn))
-            self.err.flush()
-            self._drawn = max(self._drawn, len(text))
-
-
 class Renderer:
     """Text for people: streamed message text, dimmed thoughts, tool calls with status
-    and diffs, plans. Colour by `wants_colour`. A turn's status line (TurnStatus) is
-    erased before anything is written."""
+    and diffs, plans. Colour by `wants_colour`. Agent text is shown with its control
+    characters made visible (`printable`). A turn's status line is erased before anything
+    is written, and is told where the answer's cursor is (`column`)."""
 
     shows_status = True  # a turn's status line on a terminal (the other formats: none)
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
-        self.status: TurnStatus | None = None  # the running turn's, in a terminal
+        self.status: StatusLine | None = None  # the running turn's, in a terminal
+        self.column = AnswerColumn(on_screen=out.isatty())
         self.colour = wants_colour(out)
         self.last_kind: str | None = None
         self.message_id: Any = None  # the messageId of the chunks shown last
@@ -186,12 +124,44 @@ class Renderer:
     def style(self, text: str, style: str) -> str:
         return f"{style}{text}{RESET}" if self.colour else text
 
+    def write(self, text: str, style: str | None = None) -> None:
+        """Everything the renderer shows passes here: the status line goes first, and the
+        column is known."""
+        if self.status is not None:
+            self.status.hide()
+        self.out.write(self.style(text, style) if style else text)
+        self.column.wrote(text)
+
+    def notice(self, text: str) -> None:
+        """A line on stderr during a turn: the status line erased first, and the answer's
+        line ended on the screen, so that the notice never lands inside it."""
+        if self.status is not None:
+            self.status.hide()
+        if self.column.line:
+            self.out.write("\n")
+            self.out.flush()
+        self.column.line_broken()
+        print(text, file=sys.stderr)
+
+    def new_turn(self) -> StatusLine | None:
+        """The status line of a turn that starts, on a terminal's stderr; None when this
+        format or stderr shows none."""
+        self.status = StatusLine(sys.stderr, self.column) if self.shows_status else None
+        if self.status is not None:
+            self.status.start()
+        return self.status
+
+    def end_turn(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
     def _break(self, kind: str, message_id: Any = None) -> None:
         """A line break before another kind of update, or another message of the same
         kind (two answers with their own messageIds do not run together)."""
         other_message = message_id is not None and self.message_id not in (None, message_id)
         if self.last_kind is not None and (self.last_kind != kind or other_message):
-            self.out.write("\n")
+            self.write("\n")
         self.last_kind = kind
         self.message_id = message_id
 
@@ -203,53 +173,55 @@ class Renderer:
             self._break(kind, update.get("messageId"))
             text = content_text(update.get("content"))
             self.text.append(text)
-            self.out.write(text)
+            self.write(printable(text))
         elif kind == acp.AGENT_THOUGHT_CHUNK:
             starts = self.last_kind != kind
             self._break(kind, update.get("messageId"))
             if starts and not self.colour:  # without dimming, say it is a thought
-                self.out.write("(thinking) ")
-            self.out.write(self.style(content_text(update.get("content")), DIM))
+                self.write("(thinking) ")
+            self.write(printable(content_text(update.get("content"))), DIM)
         elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
             self._tool(update)
         elif kind == acp.PLAN:
             self._break(kind)
-            self.out.write(self.style("Plan:", BOLD) + "\n")
+            self.write("Plan:", BOLD)
+            self.write("\n")
             for entry in update.get("entries") or []:
                 mark = STATUS_MARK.get(str(entry.get("status")), "○")
-                self.out.write(f"  {mark} {entry.get('content', '')}\n")
+                self.write(f"  {mark} {printable(str(entry.get('content', '')))}\n")
             self.last_kind = None
         elif kind == acp.USER_MESSAGE_CHUNK:
             if self.last_kind == kind:
-                self.out.write("\n")  # one line per content block of the prompt
+                self.write("\n")  # one line per content block of the prompt
             self._break(kind)
-            self.out.write(self.style("> " + content_text(update.get("content")), BOLD))
+            self.write("> " + printable(content_text(update.get("content"))), BOLD)
         self.out.flush()
 
     def _tool(self, update: dict[str, Any]) -> None:
         tool_id = str(update.get("toolCallId", ""))
-        title = update.get("title") or self.tools.get(tool_id, "tool")
-        self.tools[tool_id] = str(title)
+        title = printable(str(update.get("title") or self.tools.get(tool_id, "tool")))
+        self.tools[tool_id] = title
         status = str(update.get("status") or "pending")
         colour = {"completed": GREEN, "failed": RED}.get(status, YELLOW)
         self._break("tool")
-        self.out.write(
-            self.style(f"{STATUS_MARK.get(status, '○')} {title} [{status}]", colour) + "\n"
-        )
+        self.write(f"{STATUS_MARK.get(status, '○')} {title} [{printable(status)}]", colour)
+        self.write("\n")
         for item in update.get("content") or []:
             if isinstance(item, dict) and item.get("type") == "diff":
                 for line in diff_lines(item):
                     style = GREEN if line.startswith("+") else RED if line.startswith("-") else DIM
-                    self.out.write("    " + self.style(line, style) + "\n")
+                    self.write("    ")
+                    self.write(printable(line), style)
+                    self.write("\n")
             elif isinstance(item, dict) and item.get("type") == "content":
-                text = content_text(item.get("content"))
+                text = printable(content_text(item.get("content")))
                 if text:
-                    self.out.write("    " + text.replace("\n", "\n    ") + "\n")
+                    self.write("    " + text.replace("\n", "\n    ") + "\n")
         self.last_kind = None
 
     def finish(self, stop_reason: str | None) -> None:
         if self.last_kind is not None:
-            self.out.write("\n")
+            self.write("\n")
         self.last_kind = None
         if stop_reason and stop_reason != acp.END_TURN:
             print(self.style(f"[{stop_reason}]", DIM), file=sys.stderr)

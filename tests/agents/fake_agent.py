@@ -4,7 +4,9 @@ FAKE_AGENT_MODE: banner (prints a banner on stdout first), hang (never answers),
 banner-hang (a banner, then reads and never answers), crash (dies during initialize),
 auth (session/new answers auth_required), silent (a prompt gets no word for FAKE_SILENCE_S,
 then end_turn), retrying (silent too, while it logs failed API attempts in a Claude Code
-transcript under $HOME/.claude, copied from tests/corpus); in every other mode a prompt
+transcript under $HOME/.claude, copied from tests/corpus), paced (a prompt is answered by
+FAKE_CHUNKS, a JSON list of [seconds to wait, text] pairs, then end_turn, as a slowly
+streaming model is); in every other mode a prompt
 fails as a 404 for the model fails. A client that can run terminal auth is offered a
 terminal method, as claude-agent-acp offers /login.
 """
@@ -74,7 +76,17 @@ for line in sys.stdin:
             transcript = Path.home() / ".claude" / "projects" / "-work" / "s1.jsonl"
             transcript.parent.mkdir(parents=True, exist_ok=True)
             transcript.write_text((corpus / "claude-transcript-401.jsonl").read_text())
-        if MODE in ("silent", "retrying"):  # says nothing for a while, then ends the turn
+        if MODE == "paced":
+            for pause, text in json.loads(os.environ["FAKE_CHUNKS"]):
+                time.sleep(pause)
+                update = {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": text},
+                }
+                params = {"sessionId": "s1", "update": update}
+                send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+            send({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}})
+        elif MODE in ("silent", "retrying"):  # says nothing for a while, then ends the turn
             time.sleep(float(os.environ.get("FAKE_SILENCE_S", "2")))
             send({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}})
         else:  # what claude-agent-acp answers when the API says 404 for the model
