@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from acpctl.cli.completions import agent_option
+from acpctl.cli.completions import agent_names, agent_option
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -136,6 +136,13 @@ def _print_incidents(log: Path) -> None:
 
 
 def logs(
+    name: str = typer.Argument(
+        None,
+        metavar="[AGENT]",
+        help="Logs of this agent's runs (as --agent; `serve`: the session host's).",
+        show_default=False,
+        autocompletion=agent_names,
+    ),
     agent: str = agent_option(None, "Logs of this agent's runs."),
     run: int = typer.Option(None, "--run", help="The log of the run with this pid."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new lines."),
@@ -147,6 +154,9 @@ def logs(
     from acpctl import paths
     from acpctl.runner.runlog import agent_of, run_logs
 
+    if name and agent and name != agent:
+        raise UsageError(f"two agents named: {name} and --agent {agent}")
+    agent = agent or name
     files = run_logs()
     if agent:
         files = [p for p in files if agent_of(p) == agent]
@@ -166,11 +176,11 @@ def logs(
                     "modified": path.stat().st_mtime,
                     "bytes": path.stat().st_size,
                 }
-                for path in files
+                for path in reversed(files)  # the newest first, as the listing shows them
             ]
             typer.echo(json.dumps(listed, indent=2))
             return
-        for path in files:
+        for path in reversed(files):  # the newest first: the one wanted is at the top
             typer.echo(
                 f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}  {path}"
             )

@@ -136,7 +136,7 @@ class AgentPool:
         spec, argv, limits, _ = resolved
         name, kind, env = spec.name, spec.kind, spec.env
         log, log_path = open_log(name, f"acpctl.serve.{name}")
-        log.info("acpctl serve: agent %s (%s), log %s", name, " ".join(argv), log_path)
+        log.info("session host: agent %s (%s), log %s", name, " ".join(argv), log_path)
         conn = Connection(
             build_backend(kind, argv, env, log, self.store, None, limits.request_timeout_s),
             self.store,

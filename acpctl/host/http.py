@@ -55,7 +55,10 @@ class Door:
             return _refuse(403, f"Host {host!r} is not a name this host listens on")
         origin = request.headers.get(hdrs.ORIGIN)
         if origin is not None and origin not in self.origins:
-            return _refuse(403, f"Origin {origin!r} is not allowed (acpctl serve --allow-origin)")
+            return _refuse(
+                403,
+                f"Origin {origin!r} is not allowed (to allow one: acpctl serve --allow-origin ORIGIN)",
+            )
         peer = request.remote or "?"
         now = time.monotonic()
         failures = self.failures.get(peer)

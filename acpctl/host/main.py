@@ -95,7 +95,7 @@ async def _serve(options: HostOptions) -> None:
     try:
         listening: list[JsonObject] = []  # what serve --status and doctor show
         servers.append(await unix.listen(socket_path, pool, log, listening))
-        log.info("acpctl serve: listening on %s (log %s)", socket_path, log_path)
+        log.info("session host: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
             tokens = load_or_create()
             host, port = parse_listen(options.listen)
@@ -125,7 +125,7 @@ async def _serve(options: HostOptions) -> None:
             listening.append(
                 {"address": address, "tls": context is not None, "loopback": is_loopback(host)}
             )
-            log.info("acpctl serve: listening on %s", address)
+            log.info("session host: listening on %s", address)
         pool.start_reaping()
         stop = asyncio.Event()
         stopped_by: list[str] = []
@@ -142,7 +142,7 @@ async def _serve(options: HostOptions) -> None:
         signalled.cancel()
         idle.cancel()
         if stop.is_set():
-            log.info("acpctl serve: stopping on %s", stopped_by[0])
+            log.info("session host: stopping on %s", stopped_by[0])
     finally:
         for listener in servers:
             listener.close()

@@ -75,6 +75,10 @@ async def listen(
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await _client(reader, writer, connections, log, listening)
+        except asyncio.CancelledError:
+            # The host stops with this client connected. Nothing awaits this task, and
+            # Python 3.11's stream callback would print the cancellation as a traceback.
+            pass
         finally:
             writer.close()
 

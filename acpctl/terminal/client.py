@@ -188,7 +188,8 @@ class RelayConnection:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush into a closed pipe
         os.close(devnull)
-        if self.turn is not None:
+        if self.turn is not None:  # nobody reads the answer: the agent can stop writing it
+            self.notify(acp.SESSION_CANCEL, {"sessionId": self.session_id})
             self.turn.abandon.set()
 
     async def _answer(self, msg_id: Any, method: str, params: JsonObject) -> None:
@@ -365,6 +366,7 @@ class Turn:
             result = request.result()
             return str(result.get("stopReason")) if isinstance(result, dict) else None
         finally:
+            request.cancel()  # abandoned: its answer, or its failure as we leave, is nobody's
             abandon.cancel()
             watchdog.cancel()
             renderer.end_turn()

@@ -203,7 +203,7 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
                 check,
                 "warning",
                 f"session/new failed: {result.session_error}",
-                "see `acpctl logs --agent " + agent.name + "`",
+                f"see `acpctl logs {agent.name}`",
                 evidence,
             )
         )

@@ -1,0 +1,74 @@
+"""Issue 45: the first hour, round three, as a new user meets it: no traceback in normal
+use, checks where the mistake is made, doctor quiet about what heals itself, and the small
+inconsistencies. (Its first item, the status line, is tests/test_status_line.py; its hints,
+tests/test_suggested_commands.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from acpctl import paths
+from tests.conftest import acpctl_argv, cli, run
+from tests.test_host import serving
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_serve_with_a_client_connected_prints_no_traceback(
+    home: Path, monkeypatch: pytest.MonkeyPatch, stop: signal.Signals
+) -> None:
+    with serving(monkeypatch) as (host, _, _):
+
+        async def connected_then_stopped() -> None:
+            reader, writer = await asyncio.open_unix_connection(str(paths.host_socket()))
+            writer.write(b'{"jsonrpc":"2.0","id":0,"method":"_acpctl/connect","params":{}}\n')
+            writer.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":')
+            writer.write(b'{"protocolVersion":1}}\n')
+            await reader.readline()
+            await reader.readline()
+            host.send_signal(stop)
+            await reader.read()  # until the host closes the connection
+            writer.close()
+
+        run(connected_then_stopped())
+        assert host.wait(20) == 0
+        assert host.stderr is not None
+        said = host.stderr.read().decode()
+    assert "Traceback" not in said and "CancelledError" not in said, said
+    assert "stopping on " + stop.name in said
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("way", ["direct", "through the host"], indirect=True)
+def test_a_closed_pipe_leaves_quietly_and_cancels_the_turn(way: str, tmp_path: Path) -> None:
+    """`acpctl run "slow: pipe" | head -c 10` printed "Task exception was never retrieved"
+    with the host (3 runs of 3), and left the turn running there for nobody."""
+    for _ in range(3):
+        acpctl = subprocess.Popen(
+            acpctl_argv("run", "slow: pipe"),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert acpctl.stdout is not None
+        head = subprocess.run(["head", "-c", "10"], stdin=acpctl.stdout, capture_output=True)
+        acpctl.stdout.close()
+        _, said = acpctl.communicate(timeout=60)
+        assert head.stdout == b"You said: "
+        assert b"Task exception" not in said and b"Traceback" not in said, said
+    if way == "through the host":
+        deadline = time.monotonic() + 10
+        while True:
+            status = json.loads(cli("serve", "--status", "--json").stdout)
+            running = [s for a in status["agents"] for s in a["sessions"] if s["running"]]
+            if not running:
+                break
+            assert time.monotonic() < deadline, f"turns still running for nobody: {running}"
+            time.sleep(0.2)
