@@ -61,9 +61,9 @@ def _messages(tree: ast.AST) -> Iterator[str]:
                 str(v.value) if isinstance(v, ast.Constant) else "{X}" for v in node.values
             )
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in skipped:
-                yield node.value
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and id(node) not in skipped:
+            yield text
 
 
 def suggested() -> list[tuple[str, str]]:

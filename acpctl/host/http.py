@@ -57,7 +57,8 @@ class Door:
         if origin is not None and origin not in self.origins:
             return _refuse(
                 403,
-                f"Origin {origin!r} is not allowed (to allow one: acpctl serve --allow-origin ORIGIN)",
+                f"Origin {origin!r} is not allowed "
+                "(to allow one: acpctl serve --allow-origin ORIGIN)",
             )
         peer = request.remote or "?"
         now = time.monotonic()
