@@ -18,8 +18,7 @@ import typer
 from acpctl.cli import app
 from tests.conftest import ROOT, cli
 
-COMMANDS = ("run", "serve", "logs", "sessions", "agents", "doctor", "install", "uninstall")
-COMMANDS += ("ps", "usage", "completions")
+COMMANDS = "run serve logs sessions agents doctor install uninstall ps usage completions".split()
 SUGGESTION = re.compile(rf"acpctl ((?:{'|'.join(COMMANDS)})(?=\s|$)[^\n`'\"();,]*)")
 # What a placeholder in a message stands for.
 SAMPLES = {
@@ -77,11 +76,11 @@ def suggested() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def parse(command: str) -> None:
-    """Parse `command` (after "acpctl") as the command line would, without running it."""
+def parse(line: str) -> None:
+    """Parse `line` ("acpctl ...") as the command line would, without running it."""
     words = [
         SAMPLES.get(word, word)
-        for word in command.split()[1:]
+        for word in line.split()[1:]
         if word not in ("...", "[ARGS...]") and not word.startswith("=")
     ]
     words = [re.sub(r"\{X\}", "x", word) for word in words]
