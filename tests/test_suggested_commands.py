@@ -18,7 +18,7 @@ import typer
 from acpctl.cli import app
 from tests.conftest import ROOT, cli
 
-COMMANDS = "run serve logs sessions agents doctor install uninstall ps usage completions".split()
+COMMANDS = list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 SUGGESTION = re.compile(rf"acpctl ((?:{'|'.join(COMMANDS)})(?=\s|$)[^\n`'\"();,]*)")
 # What a placeholder in a message stands for.
 SAMPLES = {
