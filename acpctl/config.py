@@ -149,6 +149,40 @@ def _fail(path: Path, message: str) -> UsageError:
     return UsageError(f"{path}: {message}", hint="fix the file by hand; acpctl wrote nothing")
 
 
+def url_problem(url: str) -> str | None:
+    """What makes `url` no remote agent's address (a scheme acpctl does not speak, no
+    host), or None."""
+    from urllib.parse import urlsplit
+
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme.lower() not in REMOTE_SCHEMES:
+        return f"must start with {'://, '.join(REMOTE_SCHEMES)}://, not {url!r}"
+    if not urlsplit(url).hostname:
+        return f"names no host: {url!r} (wss://HOST:PORT/acp)"
+    return None
+
+
+def clear_text_problem(url: str) -> str | None:
+    """ws:// and http:// carry the token in clear text: what is wrong with that here (the
+    host is not this machine), or None."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme.lower() in ("wss", "https") or host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:  # a name
+        pass
+    return (
+        f"{shown_url(url)} is not encrypted and {host} is not this machine: use wss:// or "
+        "https:// (the token would cross the network in clear text)"
+    )
+
+
 def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
     if not isinstance(table, dict):
         raise _fail(path, f"[agents.{name}] must be a table")
@@ -175,28 +209,35 @@ def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
     )
 
 
-def remote_from_table(path: Path, name: str, table: dict[str, Any]) -> Remote:
-    where = f"[agents.{name}] "
+def remote_from_table(path: Path | None, name: str, table: dict[str, Any]) -> Remote:
+    """A remote agent's table read and checked. `path` None: the table is `agents add`'s
+    options, and a problem names the option (nothing is written yet, so no file to fix)."""
+
+    def fail(key: str, problem: str) -> UsageError:
+        if path is None:
+            return UsageError(f"--{key.replace('_', '-')} {problem}")
+        return _fail(path, f"[agents.{name}] {key} {problem}")
+
     if "command" in table or ("url" in table and "ssh" in table):
-        raise _fail(path, f"{where}takes one of command, url and ssh")
+        raise fail("url", "goes alone: a remote agent takes one of command, url and ssh")
     strings = {}
     for key in ("url", "token_file", "ca_file", "ssh", "remote_agent", "remote_acpctl"):
         value = table.get(key)
         if value is not None and (not isinstance(value, str) or not value):
-            raise _fail(path, f"{where}{key} must be a non-empty string")
+            raise fail(key, "must be a non-empty string")
         strings[key] = value
     url = strings["url"]
-    if url is not None:
-        scheme = url.partition("://")[0].lower()
-        if scheme not in REMOTE_SCHEMES or "://" not in url:
-            raise _fail(path, f"{where}url must start with {'://, '.join(REMOTE_SCHEMES)}://")
+    if url is not None and (problem := url_problem(url)):
+        raise fail("url", problem)
     ssh = strings["ssh"]
     if ssh is not None and ssh.startswith("-"):
-        raise _fail(path, f"{where}ssh is a destination ([USER@]HOST), not an option")
+        raise fail("ssh", "is a destination ([USER@]HOST), not an option")
     ssh_args = table.get("ssh_args", [])
     if not isinstance(ssh_args, list) or not all(isinstance(a, str) for a in ssh_args):
-        raise _fail(path, f"{where}ssh_args must be a list of strings")
-    limit = _seconds(path, table, "outage_limit_s", OUTAGE_LIMIT_S, "never give up")
+        raise fail("ssh_args", "must be a list of strings")
+    limit = table.get("outage_limit_s", OUTAGE_LIMIT_S)
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
+        raise fail("outage_limit_s", "must be a number of seconds (0: never give up)")
     return Remote(
         url=url,
         token_file=strings["token_file"],
@@ -205,7 +246,7 @@ def remote_from_table(path: Path, name: str, table: dict[str, Any]) -> Remote:
         remote_agent=strings["remote_agent"],
         remote_acpctl=strings["remote_acpctl"] or "acpctl",
         ssh_args=tuple(ssh_args),
-        outage_limit_s=limit,
+        outage_limit_s=float(limit),
     )
 
 

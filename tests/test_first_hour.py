@@ -72,3 +72,75 @@ def test_a_closed_pipe_leaves_quietly_and_cancels_the_turn(way: str, tmp_path: P
                 break
             assert time.monotonic() < deadline, f"turns still running for nobody: {running}"
             time.sleep(0.2)
+
+
+# 4. Checks where the mistake is made.
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ws://10.1.2.3:8765/acp", "is not encrypted and 10.1.2.3 is not this machine"),
+        ("http://devbox:8765/acp", "is not encrypted and devbox is not this machine"),
+        ("wss://", "--url names no host"),
+        ("wss:///acp", "--url names no host"),
+        ("ftp://devbox/acp", "--url must start with ws://, wss://, http://, https://"),
+        ("devbox:8765", "--url must start with"),
+    ],
+)
+def test_agents_add_refuses_a_url_that_run_would_refuse(home: Path, url: str, said: str) -> None:
+    added = cli("agents", "add", "far", "--url", url)
+    assert added.returncode == 2, added.stderr
+    assert said in added.stderr
+    assert "fix the file by hand" not in added.stderr  # nothing was written: no file to fix
+    assert not (home / "config" / "config.toml").exists()
+
+
+def test_agents_add_takes_a_url_run_takes(home: Path) -> None:
+    for url in ("wss://devbox:8765/acp", "ws://127.0.0.1:8765/acp", "http://localhost:1/acp"):
+        assert cli("agents", "add", "far", "--url", url).returncode == 0
+
+
+def test_a_hand_edited_bad_url_still_says_fix_the_file(home: Path) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[agents.far]\nurl = "ftp://devbox/acp"\n')
+    listed = cli("agents", "list")
+    assert listed.returncode == 2
+    assert "[agents.far] url must start with" in listed.stderr
+    assert "fix the file by hand" in listed.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--listen", "nonsense"),
+        ("--listen", "127.0.0.1:99999"),
+        ("--listen", "10.1.2.3:8765"),  # no TLS off loopback
+        ("--tls-cert", "cert.pem"),
+        ("--header-timeout", "0"),
+    ],
+)
+def test_serve_usage_errors_exit_2(home: Path, args: tuple[str, ...]) -> None:
+    refused = cli("serve", *args)
+    assert refused.returncode == 2, refused.stderr
+    assert "acpctl: error: " in refused.stderr
+
+
+# 5. doctor warns only about what needs the user.
+
+
+def test_an_index_behind_the_files_is_no_warning(home: Path) -> None:
+    from acpctl.doctor.checks.storage import check_storage
+    from acpctl.store.index import SessionIndex
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    meta = SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")
+    store.create(meta).close()
+    SessionIndex(store).readable()  # indexed
+    meta.turns, meta.title = 1, "a turn since"  # as a run records it, after the listing
+    store.write_meta(meta)
+    [finding] = check_storage()
+    assert finding.status == "ok", finding
+    assert "takes in 1 change(s) at the next listing" in finding.message

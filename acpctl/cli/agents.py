@@ -330,10 +330,11 @@ def _add_remote(
     table = {"url": url, "ssh": ssh, "remote_agent": remote_agent, **absolute}
     if remote_acpctl:
         table["remote_acpctl"] = remote_acpctl
-    # Checked as config.toml's reader checks it: what is written reads back.
-    remote = config.remote_from_table(
-        cfg.path, name, {k: v for k, v in table.items() if v is not None}
-    )
+    # Checked as config.toml's reader checks it (what is written reads back), and for what
+    # `run` would refuse: a token in clear text off this machine.
+    remote = config.remote_from_table(None, name, {k: v for k, v in table.items() if v})
+    if url is not None and (problem := config.clear_text_problem(url)):
+        raise UsageError(problem)
     replaced = name in cfg.agents
     config.set_agent(cfg, AgentSpec(name, "", (), {}, "acp", remote))
     config.save(cfg)

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from acpctl import paths
 from acpctl import protocol as acp
-from acpctl.errors import AcpctlError
+from acpctl.errors import AcpctlError, UsageError
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.http import ENDPOINT, HEADER_TIMEOUT_S, Door, SlowHeadersGuard, make_app
@@ -49,7 +49,7 @@ class HostOptions:
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port_text = listen.rpartition(":")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise AcpctlError(f"--listen takes HOST:PORT, not {listen!r}")
+        raise UsageError(f"--listen takes HOST:PORT, not {listen!r}")
     return host.strip("[]"), int(port_text)
 
 
@@ -65,14 +65,14 @@ def is_loopback(host: str) -> bool:
 def check_options(options: HostOptions) -> None:
     """Refuse, before anything listens, what would expose agents unprotected."""
     if options.header_timeout_s <= 0:
-        raise AcpctlError("--header-timeout must be a positive number of seconds")
+        raise UsageError("--header-timeout must be a positive number of seconds")
     if (options.tls_cert is None) != (options.tls_key is None):
-        raise AcpctlError("--tls-cert and --tls-key go together")
+        raise UsageError("--tls-cert and --tls-key go together")
     if options.listen is None:
         return
     host, _ = parse_listen(options.listen)
     if not is_loopback(host) and options.tls_cert is None and not options.behind_tls_proxy:
-        raise AcpctlError(
+        raise UsageError(
             f"{host} is not a loopback address: give --tls-cert and --tls-key, or "
             "--behind-tls-proxy when a TLS-terminating proxy is in front (docs/remote.md)"
         )

@@ -4,14 +4,12 @@ to the remote (remote/link.py) over the transport its address names."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import ssl
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
-from acpctl.config import Remote, shown_url
+from acpctl.config import Remote, clear_text_problem
 from acpctl.jsonrpc.streams import Output, open_input
 from acpctl.remote.link import Dial, Link
 from acpctl.remote.transports import (
@@ -87,18 +85,6 @@ def make_dial(remote: Remote, http: Any) -> Dial:
 
 def check_clear_text(url: str) -> None:
     """ws:// and http:// carry the token in clear text: on loopback only."""
-    parts = urlsplit(url)
-    if parts.scheme in ("wss", "https"):
-        return
-    host = parts.hostname or ""
-    if host == "localhost":
-        return
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    except ValueError:
-        pass
-    raise LinkRefused(
-        f"{shown_url(url)} is not encrypted and {host} is not this machine: use wss:// or https:// "
-        "(the token would cross the network in clear text)"
-    )
+    problem = clear_text_problem(url)
+    if problem:
+        raise LinkRefused(problem)
