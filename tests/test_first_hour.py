@@ -144,3 +144,58 @@ def test_an_index_behind_the_files_is_no_warning(home: Path) -> None:
     [finding] = check_storage()
     assert finding.status == "ok", finding
     assert "takes in 1 change(s) at the next listing" in finding.message
+
+
+# 6. The attach display: one banner; another client's turn never lands on the prompt.
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("way", ["through the host"], indirect=True)
+def test_attach_keeps_another_clients_turn_off_its_prompt(way: str, tmp_path: Path) -> None:
+    from tests.test_status_line import PseudoTerminal
+
+    def prompt(*args: str) -> None:
+        argv = acpctl_argv("run", "--format", "quiet", *args)
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    prompt("first")
+    [session] = json.loads(cli("sessions", "list", "--json").stdout)
+    terminal = PseudoTerminal(acpctl_argv("sessions", "attach", session["id"]), tmp_path)
+    terminal.until(b"you> ")
+    terminal.type(b"half typ")
+    prompt("--session", session["id"], "from elsewhere")
+    terminal.until(b"You said: from elsewhere")
+    terminal.until(b"you> half typ")  # the prompt is back, with what was typed
+    terminal.type(b"ed\n")
+    terminal.until(b"You said: half typed")
+    terminal.until(b"you> ")
+    terminal.type(b"\x04")
+    assert terminal.ended() == 0
+    rows = [row for row in terminal.rows() if row]
+    assert sum("attached to" in row for row in rows) == 1, rows
+    assert sum("Ctrl-D leaves" in row for row in rows) == 1, rows
+    theirs = next(i for i, row in enumerate(rows) if "> from elsewhere" in row)
+    assert rows[theirs] == "> from elsewhere", rows  # on a line of its own
+    assert rows[theirs + 1] == "You said: from elsewhere", rows
+    assert rows[theirs + 2] == "you> half typed", rows
+
+
+def test_agents_install_says_did_you_mean(home: Path) -> None:
+    refused = cli("agents", "install", "claud", "--yes")
+    assert refused.returncode == 2
+    assert "'claud' is not in the catalog; did you mean 'claude'?" in refused.stderr
+
+
+def test_sessions_export_takes_latest(home: Path) -> None:
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    for sid, updated in (("older", "2026-01-01T00:00:00Z"), ("newer", "2026-02-01T00:00:00Z")):
+        meta = SessionMeta(id=sid, agent="demo", command=[], cwd="/tmp", updated=updated)
+        store.create(meta).close()
+    exported = cli("sessions", "export", "--latest", "--format", "json")
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["session"]["id"] == "newer"
+    assert cli("sessions", "export").returncode == 2  # neither a session nor --latest
+    assert cli("sessions", "export", "older", "--latest").returncode == 2

@@ -303,10 +303,12 @@ class PseudoTerminal:
         self.screen = XtermScreen(columns, rows, history=1000)
         self.stream = pyte.ByteStream(self.screen)
         self.seen = b""
+        self.mark = 0  # where the last text waited for ends
 
     def until(self, text: bytes, timeout: float = 30) -> None:
+        """Until `text` is shown after what the last call waited for."""
         deadline = time.monotonic() + timeout
-        while text not in self.seen:
+        while text not in self.seen[self.mark :]:
             ready, _, _ = select.select([self.controller], [], [], deadline - time.monotonic())
             assert ready, f"not shown: {text!r}; the screen: {self.rows()}"
             try:
@@ -316,6 +318,7 @@ class PseudoTerminal:
             assert data, f"ended before {text!r}; the screen: {self.rows()}"
             self.seen += data
             self.stream.feed(data)
+        self.mark = self.seen.index(text, self.mark) + len(text)
 
     def type(self, keys: bytes) -> None:
         os.write(self.controller, keys)

@@ -53,7 +53,9 @@ def test_piped_stdin_joins_the_prompt_and_json_output(home: Path, tmp_path: Path
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert lines[-1] == {"stopReason": "end_turn"}
+    assert lines[-1]["stopReason"] == "end_turn"
+    # The session, for a script's next `run --session ID` (issue 45, 6).
+    assert cli("sessions", "show", lines[-1]["sessionId"]).returncode == 0
     text = "".join(u["content"]["text"] for u in lines[:-1])
     assert text == "You said: review this diff --git a b"
 

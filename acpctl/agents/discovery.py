@@ -203,6 +203,14 @@ def all_agents(config: Config) -> list[ResolvedAgent]:
     return result
 
 
+def did_you_mean(name: str, names: Iterable[str]) -> str:
+    """ "; did you mean 'X'?" with the closest of `names` to a mistyped `name`, or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def known_names(config: Config) -> list[str]:
     return sorted({*config.agents, *entries(), DEMO_AGENT})
 
@@ -217,12 +225,8 @@ def resolve(config: Config, name: str | None) -> ResolvedAgent:
         return _from_catalog(entry, config.package_runners)
     if name == DEMO_AGENT:
         return _demo()
-    import difflib
-
-    close = difflib.get_close_matches(name, known_names(config), n=1)
-    suggestion = f"; did you mean {close[0]!r}?" if close else ""
     raise UsageError(
-        f"unknown agent {name!r}{suggestion}",
+        f"unknown agent {name!r}{did_you_mean(name, known_names(config))}",
         hint="`acpctl agents list` shows them all; add your own with: "
         "acpctl agents add NAME -- COMMAND [ARGS...]",
     )

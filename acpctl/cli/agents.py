@@ -283,11 +283,13 @@ def confirmer(yes: bool) -> Callable[[str], bool]:
 
 def _entry(name: str) -> CatalogEntry:
     from acpctl.agents import catalog
+    from acpctl.agents.discovery import did_you_mean
 
     entry = catalog.lookup(name)
     if entry is None:
         raise UsageError(
-            f"{name!r} is not in the catalog", hint="acpctl agents list shows every agent"
+            f"{name!r} is not in the catalog{did_you_mean(name, catalog.entries())}",
+            hint="`acpctl agents list` shows every agent",
         )
     return entry
 

@@ -18,7 +18,7 @@ from acpctl.errors import UsageError
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from acpctl.store.sessions import SessionStore
+    from acpctl.store.sessions import SessionMeta, SessionStore
 
 DEFAULT_LIMIT = 20
 EXPORT_FORMATS = ("markdown", "html", "json", "jsonl")
@@ -277,19 +277,10 @@ def show(
 ) -> None:
     """The transcript, paged when long and the output is a terminal."""
     from acpctl.store import archive
-    from acpctl.store.index import SessionIndex
     from acpctl.terminal import transcript
 
-    if bool(session) == latest:
-        raise UsageError("name a session, or give --latest")
     store = _store()
-    if session:
-        meta = store.read_meta(_resolve(store, session))
-    else:
-        try:
-            meta = store.read_meta(SessionIndex(store).newest(agent))
-        except LookupError as exc:
-            raise UsageError(str(exc)) from exc
+    meta = _named_or_latest(store, session, latest, agent)
     if as_json:
         for piece in archive.export_json(store, meta):
             sys.stdout.write(piece)
@@ -298,6 +289,22 @@ def show(
         transcript.write_terminal(store, meta, sys.stdout)
         return
     _page(lambda out: transcript.write_terminal(store, meta, out))
+
+
+def _named_or_latest(
+    store: SessionStore, session: str | None, latest: bool, agent: str | None
+) -> SessionMeta:
+    """The session named, or with --latest the one updated last (of `agent`'s)."""
+    from acpctl.store.index import SessionIndex
+
+    if bool(session) == latest:
+        raise UsageError("name a session, or give --latest")
+    if session:
+        return store.read_meta(_resolve(store, session))
+    try:
+        return store.read_meta(SessionIndex(store).newest(agent))
+    except LookupError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _page(write: Callable[[TextIO], None]) -> None:
@@ -325,7 +332,11 @@ def _page(write: Callable[[TextIO], None]) -> None:
 
 @app.command("export")
 def export(
-    session: str = session_argument(..., SESSION_HELP),
+    session: str = session_argument(None, SESSION_HELP + " (default with --latest)."),
+    latest: bool = typer.Option(
+        False, "--latest", help="The session updated last (of --agent's, with it)."
+    ),
+    agent: str = agent_option(None, "With --latest: this agent's newest session.", short=False),
     output_format: str = typer.Option(
         "markdown",
         "--format",
@@ -345,7 +356,7 @@ def export(
         "jsonl": archive.export_jsonl,
     }
     store = _store()
-    meta = store.read_meta(_resolve(store, session))
+    meta = _named_or_latest(store, session, latest, agent)
     pieces = writers[output_format](store, meta)
     if output is None:
         for piece in pieces:

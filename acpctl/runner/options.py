@@ -95,7 +95,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "output_format",
         ("--format",),
         VALUE,
-        "text, json (NDJSON of the updates) or quiet (the final text only).",
+        "text, json (NDJSON of the updates, then the sessionId and stopReason) or quiet (the "
+        "final text only).",
         default="text",
         choices=("text", "json", "quiet"),
     ),

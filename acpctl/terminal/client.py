@@ -40,6 +40,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1,
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
 EXIT_CANCELLED = 130
 STOP_EXIT = {acp.END_TURN: EXIT_OK, acp.REFUSAL: EXIT_REFUSAL, acp.CANCELLED: EXIT_CANCELLED}
+PROMPT = "you> "
+PROMPT_BACK_S = 1.0  # how long another client's turn is quiet before the prompt returns
 
 
 @dataclass
@@ -81,6 +83,8 @@ class RelayConnection:
         self.heard = 0.0  # when the agent last said something in our session
         self.saved_terminal: list[Any] | None = None  # the chat's terminal, as it was
         self.commands: list[JsonObject] = []  # the agent's slash commands, as it published them
+        self.prompt_up = False  # the chat waits at its prompt (another client may be prompting)
+        self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
 
     async def start(self, agent: str | None, history: bool = True) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
@@ -168,10 +172,43 @@ class RelayConnection:
                 listed = update.get("availableCommands")
                 self.commands = [c for c in listed or [] if isinstance(c, dict)]
             if isinstance(update, dict) and not self.output_closed:
+                self._clear_of_the_prompt()
                 try:
                     self.renderer.update(update)
                 except BrokenPipeError:
                     self.close_output()
+
+    def _clear_of_the_prompt(self) -> None:
+        """Another client's turn streams while the chat waits at its prompt: the prompt
+        goes from the screen, so that nothing lands on it, and comes back once that turn
+        has been quiet for PROMPT_BACK_S, with what was typed so far."""
+        if not (self.prompt_up and self.turn is None and self.renderer.column.on_screen):
+            return
+        if self._prompt_back is None:
+            sys.stdout.write("\r\033[K")
+        else:
+            self._prompt_back.cancel()
+        loop = asyncio.get_running_loop()
+        self._prompt_back = loop.call_later(PROMPT_BACK_S, self._prompt_again)
+
+    def _prompt_again(self) -> None:
+        self._prompt_back = None
+        if not self.prompt_up:
+            return
+        self.renderer.finish(None)  # the other turn's last line ended
+        typed = ""
+        with contextlib.suppress(ImportError):
+            import readline
+
+            typed = readline.get_line_buffer()
+        sys.stdout.write(PROMPT + typed)
+        sys.stdout.flush()
+
+    def prompt_answered(self) -> None:
+        self.prompt_up = False
+        if self._prompt_back is not None:
+            self._prompt_back.cancel()
+            self._prompt_back = None
 
     def log_path(self) -> str:
         """The run log of the child `run --acp`, from its run record."""
@@ -425,7 +462,7 @@ async def run_terminal(
     try:
         with status(f"starting {agent_name}..."):  # claude-agent-acp takes 5-10 s here
             await _initialize(conn, host)
-            conn.session_id = await _open_session(conn, options, agent_name)
+            conn.session_id = renderer.session_id = await _open_session(conn, options, agent_name)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         if not interactive:
             turn = Turn(conn, agent_name, silence_s, agent_env)
@@ -441,7 +478,7 @@ async def run_terminal(
                 return EXIT_OK
             return _exit_code(turn, stop, host)
         new_turn = functools.partial(Turn, conn, agent_name, silence_s, agent_env)
-        return await _chat(conn, renderer, options, new_turn)
+        return await _chat(conn, renderer, options, new_turn, f"acpctl: session {conn.session_id}")
     except RpcError as exc:
         print(f"acpctl: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if exc.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR
@@ -490,9 +527,14 @@ def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
 
 
 async def _chat(
-    conn: RelayConnection, renderer: Renderer, options: Options, new_turn: Callable[[], Turn]
+    conn: RelayConnection,
+    renderer: Renderer,
+    options: Options,
+    new_turn: Callable[[], Turn],
+    banner: str,
 ) -> int:
-    """A read-prompt loop with line editing and a history file; Ctrl-D or Ctrl-C leaves."""
+    """A read-prompt loop with line editing and a history file; Ctrl-D or Ctrl-C leaves.
+    `banner` says where the chat is, before its first prompt."""
 
     with contextlib.suppress(ImportError):
         import readline
@@ -500,20 +542,20 @@ async def _chat(
         history = paths.ensure_private_dir(paths.state_dir()) / "chat_history"
         with contextlib.suppress(OSError):
             readline.read_history_file(history)
-    print(
-        f"acpctl: session {conn.session_id}; Ctrl-C cancels a turn, Ctrl-D leaves, /help",
-        file=sys.stderr,
-    )
+    print(f"{banner}; Ctrl-C cancels a turn, Ctrl-D leaves, /help", file=sys.stderr)
     loop = asyncio.get_running_loop()
     code = EXIT_OK
     conn.saved_terminal = _terminal_state()
     try:
         while True:
+            conn.prompt_up = True
             try:
-                line = await loop.run_in_executor(None, input, "you> ")
+                line = await loop.run_in_executor(None, input, PROMPT)
             except (EOFError, KeyboardInterrupt):
                 print(file=sys.stderr)
                 break
+            finally:
+                conn.prompt_answered()
             if not line.strip():
                 continue
             if line.strip() in CHAT_COMMANDS:
@@ -641,13 +683,11 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
         others = ", ".join(
             f"{c.get('name')} ({c.get('role')})" for c in result.get("connectedClients") or []
         )
-        print(
-            f"\nacpctl: attached to {meta.id} as {result.get('role')}"
-            + (f"; also here: {others}" if others else "")
-            + ("; Ctrl-C leaves" if observe else "; Ctrl-C cancels a turn, Ctrl-D leaves"),
-            file=sys.stderr,
+        banner = f"\nacpctl: attached to {meta.id} as {result.get('role')}" + (
+            f"; also here: {others}" if others else ""
         )
         if observe:
+            print(f"{banner}; Ctrl-C leaves", file=sys.stderr)
             await _until_gone(conn)
             return EXIT_OK
         loop = asyncio.get_running_loop()
@@ -666,7 +706,8 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
             timeout=None,
             piped=None,
         )
-        return await _chat(conn, renderer, options, lambda: Turn(conn, meta.agent, silence_s, env))
+        new_turn = functools.partial(Turn, conn, meta.agent, silence_s, env)
+        return await _chat(conn, renderer, options, new_turn, banner)
     except RpcError as exc:
         print(f"acpctl: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if exc.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR

@@ -115,6 +115,7 @@ class Renderer:
         self.out = out
         self.status: StatusLine | None = None  # the running turn's, in a terminal
         self.column = AnswerColumn(on_screen=out.isatty())
+        self.session_id: str | None = None  # the session shown, once it is known
         self.colour = wants_colour(out)
         self.last_kind: str | None = None
         self.message_id: Any = None  # the messageId of the chunks shown last
@@ -229,7 +230,7 @@ class Renderer:
 
 
 class JsonRenderer(Renderer):
-    """NDJSON: one ACP update a line, then {"stopReason": ...}."""
+    """NDJSON: one ACP update a line, then {"sessionId": ..., "stopReason": ...}."""
 
     shows_status = False
 
@@ -240,7 +241,8 @@ class JsonRenderer(Renderer):
         self.out.flush()
 
     def finish(self, stop_reason: str | None) -> None:
-        self.out.write(json.dumps({"stopReason": stop_reason}) + "\n")
+        end = {"sessionId": self.session_id, "stopReason": stop_reason}
+        self.out.write(json.dumps(end) + "\n")
         self.out.flush()
 
 
