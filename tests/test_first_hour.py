@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -199,3 +201,55 @@ def test_sessions_export_takes_latest(home: Path) -> None:
     assert json.loads(exported.stdout)["session"]["id"] == "newer"
     assert cli("sessions", "export").returncode == 2  # neither a session nor --latest
     assert cli("sessions", "export", "older", "--latest").returncode == 2
+
+
+def test_print_systemd_warns_of_a_temporary_python(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = tmp_path / "venv" / "bin" / "python"
+    monkeypatch.setattr(sys, "executable", str(python))
+    for flag in ("--print-systemd", "--print-launchd"):
+        printed = cli("serve", flag)
+        assert printed.returncode == 0
+        assert str(python) in printed.stdout
+        assert f"warning: {python} is in a temporary directory: the service breaks" in (
+            printed.stderr
+        )
+
+
+@pytest.mark.e2e
+def test_serve_listen_says_how_to_get_the_token(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = re.compile(rb"listening on ws://.*\n.*(acpctl serve --show-token)")
+    with serving(monkeypatch, "--listen", "127.0.0.1:0", until=said) as (_, found, _):
+        hinted = found.group(1).decode().split()
+    assert cli(*hinted[1:]).stdout.strip()  # the command it names prints the token
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "table",
+    [{"ssh": "nosuch.invalid"}, {"url": "wss://nosuch.invalid:8765/acp"}],
+    ids=["ssh", "wss"],
+)
+def test_a_remote_host_that_does_not_resolve_fails_at_once(
+    home: Path, table: dict[str, str]
+) -> None:
+    """It took 21 s (the first connection's retries) to say what one look-up says."""
+    from tests.raw_peer import raw_editor
+    from tests.test_remote import add_remote
+
+    add_remote("far", **table)
+
+    async def editor() -> dict[str, object]:
+        async with raw_editor("--agent", "far") as client:
+            # Well inside the 20 s that a first connection retries what may come back.
+            answer: dict[str, object] = await asyncio.wait_for(
+                client.call("initialize", {"protocolVersion": 1}), 10
+            )
+            return answer
+
+    error = run(editor())["error"]
+    assert isinstance(error, dict) and error["code"] == -32010
+    assert "nosuch.invalid" in error["message"] and "resolve" in error["message"], error

@@ -516,6 +516,25 @@ def test_doctor_names_an_engines_mismatch(home: Path, tmp_path: Path) -> None:
     assert "acpctl agents install future --version" in engines[0]["fix"]
 
 
+@pytest.mark.e2e
+def test_doctor_says_once_that_an_unsupported_node_runs_an_agent_that_answers(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 45, 6: the line said "(seen here) (it starts anyway, unsupported)" and told to
+    install another node for an agent that works."""
+    package = tmp_path / "lib" / "node_modules" / "future-agent"
+    package.mkdir(parents=True)
+    manifest = {"name": "future-agent", "version": "3.0.0", "bin": {"future-agent": "cli.js"}}
+    (package / "package.json").write_text(json.dumps({**manifest, "engines": {"node": ">=99"}}))
+    write_executable(package / "cli.js", f"#!/bin/sh\nexec {sys.executable} -m acpctl.demo_agent\n")
+    cli_ok("agents", "add", "future", "--", str(package / "cli.js"))
+    report = run_cli("doctor", "--agent", "future", "--json", timeout=60)
+    [engines] = [f for f in json.loads(report.stdout) if "needs node >=99" in f["message"]]
+    assert engines["status"] == "warning"
+    assert engines["message"].endswith(": unsupported, but it answers"), engines
+    assert not engines["fix"]
+
+
 def test_update_is_conditional_in_process(home: Path, server: RegistryServer) -> None:
     url = publish(server)
     assert registry.update(url).changed is True  # no agents, where the snapshot has 39
@@ -620,6 +639,8 @@ DEEP_ESCAPE = [
 SHALLOW_ESCAPE = [("x", b".", True), ("a", b"x/../ESCAPED", True), ("a", b"payload", False)]
 
 
+# The attack repeats a member's name (a link, then a file through it): zipfile warns of it.
+@pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
 @pytest.mark.parametrize("members", [DEEP_ESCAPE, SHALLOW_ESCAPE], ids=["deep", "shallow"])
 def test_a_link_chain_cannot_write_outside_the_version_directory(
     tmp_path: Path, members: list[Any]

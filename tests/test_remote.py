@@ -531,6 +531,7 @@ def test_over_ssh_a_killed_ssh_mid_turn_is_reconnected_and_the_turn_completes(
     mine = [f for f in found if f["check"] == "agent box" and f["status"] == "ok"]
     assert any(f"acpctl {__version__} there" in f["message"] for f in mine), mine
     assert any("dropped 1 time(s)" in f["message"] for f in mine), mine
+    assert not any("token" in f["message"] for f in mine), mine  # ssh has no token (issue 45)
 
 
 def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> None:

@@ -20,7 +20,14 @@ from acpctl.config import Remote
 from acpctl.errors import UsageError
 from acpctl.remote import link as link_module
 from acpctl.remote.relay import check_clear_text
-from acpctl.remote.transports import LinkDown, LinkRefused, ResumePoint, _ssh_failure, ssh_argv
+from acpctl.remote.transports import (
+    LinkDown,
+    LinkRefused,
+    NoSuchHost,
+    ResumePoint,
+    _ssh_failure,
+    ssh_argv,
+)
 from tests.conftest import cli
 
 
@@ -118,6 +125,12 @@ class Ended:
         (["Usage: acpctl serve", "Error: No such option: --bridge"], 2, LinkRefused, "too old"),
         (["me@box: Permission denied (publickey)."], 255, LinkRefused, "was refused"),
         (["ssh: connect to host box port 22: Network is unreachable"], 255, LinkDown, "unreach"),
+        (
+            ["ssh: Could not resolve hostname box: Name or service not known"],
+            255,
+            NoSuchHost,
+            "Could not resolve hostname box",
+        ),
     ],
 )
 def test_what_ended_ssh_is_said_as_what_to_do(

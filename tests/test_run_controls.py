@@ -195,3 +195,8 @@ def test_search_and_usage_from_the_shell(home: Path) -> None:
     assert len(by_day) == 1 and by_day[0]["turns"] == 3
     table = run_cli("usage", "--by", "session")
     assert table.returncode == 0 and "refactor the tokenizer" in table.stdout
+    # Issue 45, 6: a session a row, so its agent, not a SESSIONS column of 1s.
+    header = table.stdout.splitlines()[0].split()
+    assert header[:3] == ["SESSION", "AGENT", "TURNS"], table.stdout
+    by_session = json.loads(run_cli("usage", "--by", "session", "--json").stdout)
+    assert all(row["agent"] == "demo" and "sessions" not in row for row in by_session)

@@ -208,7 +208,7 @@ def usage(
                 [
                     {
                         by: key,
-                        "sessions": len(group["sessions"]),
+                        **({} if by == "session" else {"sessions": len(group["sessions"])}),
                         "turns": group["turns"],
                         "tokens": {
                             n: group["tokens"][n] for n in TOKEN_FIELDS if n in group["tokens"]
@@ -244,14 +244,14 @@ def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict
     rows = []
     for key, group in ordered:
         tokens = group["tokens"]
-        label = key
-        if by == "session":
+        label, second = key, str(len(group["sessions"]))
+        if by == "session":  # one session a row: its agent says more than a count of 1
             meta = metas[key]
-            label = f"{key[:8]} {(meta.name or meta.title or meta.agent)[:22]}"
+            label, second = f"{key[:8]} {(meta.name or meta.title or '')[:22]}", meta.agent
         rows.append(
             [
                 label,
-                str(len(group["sessions"])),
+                second,
                 str(group["turns"]),
                 f"{tokens.get('inputTokens', 0):,}",
                 f"{tokens.get('outputTokens', 0):,}",
@@ -259,7 +259,8 @@ def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict
                 money(group["cost"]) or "-",
             ]
         )
-    headers = [by.upper(), "SESSIONS", "TURNS", "INPUT", "OUTPUT", "TOTAL", "COST"]
+    second = "AGENT" if by == "session" else "SESSIONS"
+    headers = [by.upper(), second, "TURNS", "INPUT", "OUTPUT", "TOTAL", "COST"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     bar = console.width - sum(widths) - 2 * len(widths) - 1  # what is left for the chart
     table = Table(box=None, pad_edge=False)

@@ -124,6 +124,11 @@ def serve(
         spare_s=spare_for,
         **({} if header_timeout is None else {"header_timeout_s": header_timeout}),
     )
+    if print_systemd or print_launchd:
+        from acpctl.editors.install import launcher_warnings
+
+        for warning in launcher_warnings([sys.executable], "the service"):
+            typer.echo(f"warning: {warning}", err=True)
     if print_systemd:
         typer.echo(SYSTEMD_UNIT.format(command=shlex.join(_service_argv(options))), nl=False)
         return

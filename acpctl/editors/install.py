@@ -58,23 +58,28 @@ def select_agents(names: list[str], all_agents: bool, echo: Echo) -> list[Resolv
     return [discovery.resolve(cfg, DEMO_AGENT)]
 
 
-def launcher_warnings(command: list[str]) -> list[str]:
-    """Warn when the acpctl written into an editor's config lives somewhere short-lived."""
-    path = Path(command[0]).resolve()
+def launcher_warnings(command: list[str], entry: str = "the entry") -> list[str]:
+    """Warn when the acpctl written into an editor's config (or a service's unit: `entry`)
+    lives somewhere short-lived."""
     warnings = []
     temp = Path(tempfile.gettempdir()).resolve()
-    if temp in path.parents:
-        warnings.append(
-            f"{path} is in a temporary directory: the entry breaks when it is "
-            "cleaned up; install acpctl with pipx or uv tool instead"
-        )
-    elif Path.cwd().resolve() in path.parents and any(
-        part in (".venv", "venv", ".tox", ".nox") for part in path.parts
-    ):
-        warnings.append(
-            f"{path} is in this project's virtualenv: the entry breaks when it is "
-            "removed; install acpctl with pipx or uv tool instead"
-        )
+    # As written (a virtualenv's python is a link out of it) and as it resolves (a link on
+    # PATH into a short-lived place).
+    for path in dict.fromkeys((Path(command[0]).absolute(), Path(command[0]).resolve())):
+        if temp in path.parents or Path(tempfile.gettempdir()) in path.parents:
+            warnings.append(
+                f"{path} is in a temporary directory: {entry} breaks when it is "
+                "cleaned up; install acpctl with pipx or uv tool instead"
+            )
+        elif Path.cwd().resolve() in path.parents and any(
+            part in (".venv", "venv", ".tox", ".nox") for part in path.parts
+        ):
+            warnings.append(
+                f"{path} is in this project's virtualenv: {entry} breaks when it is "
+                "removed; install acpctl with pipx or uv tool instead"
+            )
+        if warnings:
+            break
     return warnings
 
 

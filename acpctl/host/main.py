@@ -126,6 +126,10 @@ async def _serve(options: HostOptions) -> None:
                 {"address": address, "tls": context is not None, "loopback": is_loopback(host)}
             )
             log.info("session host: listening on %s", address)
+            log.info(
+                "session host: clients need its token: acpctl serve --show-token "
+                "(with --observer, one that can only watch)"
+            )
         pool.start_reaping()
         stop = asyncio.Event()
         stopped_by: list[str] = []

@@ -41,6 +41,7 @@ from acpctl.jsontext import encode_text
 from acpctl.remote.transports import (
     LinkDown,
     LinkRefused,
+    NoSuchHost,
     ResumePoint,
     ResumeRefused,
     Transport,
@@ -174,10 +175,11 @@ class Link:
                 self._log.info("the remote could not resume the connection (%s): a new one", exc)
                 self._resume_from = None
                 continue
-            except LinkRefused as exc:
+            except (LinkRefused, NoSuchHost) as exc:
                 self._went_down(str(exc))
-                self._give_up(str(exc))
-                return None
+                if isinstance(exc, LinkRefused) or not self._connection:
+                    self._give_up(str(exc))
+                    return None
             except (LinkDown, OSError, asyncio.TimeoutError) as exc:
                 self._went_down(str(exc) or type(exc).__name__)
             else:

@@ -21,6 +21,7 @@ from acpctl.remote.transports import (
     OPEN_TIMEOUT_S,
     LinkDown,
     LinkRefused,
+    NoSuchHost,
     ResumePoint,
     ResumeRefused,
     json_object,
@@ -119,6 +120,9 @@ class StreamableTransport:
             raise LinkRefused(
                 f"the certificate of {shown_url(self._url)} was refused: {exc.certificate_error}"
             ) from exc
+        except aiohttp.ClientConnectorDNSError as exc:
+            said = f"{shown_url(self._url)}: its host name does not resolve"
+            raise NoSuchHost(said) from exc
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             raise LinkDown(self._said(exc)) from exc
 

@@ -39,6 +39,11 @@ class LinkDown(Exception):
     """The link is down now; trying again may bring it back."""
 
 
+class NoSuchHost(LinkDown):
+    """The remote's name does not resolve. Before the link was ever up that is a typo, said
+    at once; after, the network went away, and a retry may bring it back."""
+
+
 class LinkRefused(Exception):
     """The remote said no in a way no retry changes; the message says what to fix."""
 
@@ -207,6 +212,8 @@ async def open_websocket(
         raise LinkRefused(
             f"the certificate of {shown_url(url)} was refused: {exc.certificate_error}"
         ) from exc
+    except aiohttp.ClientConnectorDNSError as exc:
+        raise NoSuchHost(f"{shown_url(url)}: its host name does not resolve") from exc
     except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
         raise LinkDown(_said(exc).replace(url, shown_url(url))) from exc
     transport = WebSocketTransport(socket, connection_id, resumed=resume_from is not None)
@@ -493,6 +500,8 @@ def _ssh_failure(
         )
     if "permission denied" in said or "host key verification failed" in said:
         return LinkRefused(f"ssh to {remote.ssh} was refused: {tail}")
+    if "could not resolve hostname" in said:
+        return NoSuchHost(f"ssh to {remote.ssh}: {tail}")
     return LinkDown(f"ssh to {remote.ssh}: {tail}")
 
 

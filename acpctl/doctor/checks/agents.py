@@ -102,15 +102,20 @@ def check_shebang(agent: ResolvedAgent, login_path: str | None) -> list[Finding]
     ]
 
 
-def check_engines(agent: ResolvedAgent) -> list[Finding]:
-    """An npm agent whose package.json rules out this machine's node will not start."""
+def check_engines(agent: ResolvedAgent, answered: bool = False) -> list[Finding]:
+    """An npm agent whose package.json rules out this machine's node may not start.
+    `answered`: the probe saw it start and answer here, which settles it: a warning that
+    it is unsupported, with nothing to do while it works."""
     problem = runtimes.engines_problem(agent.argv[0]) if agent.argv else None
     if problem is None:
         return []
+    check = f"agent {agent.name}"
+    if answered:
+        return [Finding(check, "warning", f"{problem.explain()}: unsupported, but it answers")]
     older_node = agent.entry.older_node if agent.entry else None
     status = "warning" if older_node == "runs" else "problem"
     said = f"{problem.explain()}: {problem.verdict(older_node)}"
-    return [Finding(f"agent {agent.name}", status, said, problem.fix(agent.name))]
+    return [Finding(check, status, said, problem.fix(agent.name))]
 
 
 def sign_in_methods(agent: ResolvedAgent, methods: list[Any]) -> list[tuple[str, str | None]]:
@@ -258,15 +263,11 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
         reachable = pool.submit(endpoints.check_endpoints, runnable)
         results = asyncio.run(_probe_all(runnable, timeout))
     for agent, result in zip(runnable, results, strict=True):
-        engines = check_engines(agent)
         if isinstance(result, BaseException):
             findings += [
-                *engines,
+                *check_engines(agent),
                 Finding(f"agent {agent.name}", "problem", f"probe failed: {result}"),
             ]
             continue
-        for finding in engines if result.answered else ():
-            finding.status = "warning"  # unsupported, yet it starts: say so, not more
-            finding.message += " (it starts anyway, unsupported)"
-        findings += [*engines, *_probe_findings(agent, result)]
+        findings += [*check_engines(agent, result.answered), *_probe_findings(agent, result)]
     return findings + reachable.result()

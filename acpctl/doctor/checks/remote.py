@@ -87,7 +87,8 @@ async def _initialized(
     host_version = meta.get(acp.HOST_VERSION_META) or transport.remote_version
     there = f", acpctl {host_version} there" if host_version else ""
     agent = f"{info.get('name', 'an agent')} {info.get('version', '')}".strip()
-    findings = [ok(check, f"{remote.address} answers: {agent}{there}, token accepted")]
+    door = ", token accepted" if remote.url else ""  # over ssh, ssh's own keys are the door
+    findings = [ok(check, f"{remote.address} answers: {agent}{there}{door}")]
     if host_version and host_version != __version__:
         findings.append(
             Finding(
