@@ -380,6 +380,16 @@ def remove_agent(config: Config, name: str) -> None:
         config.default_agent = None
 
 
+def set_through_host(config: Config, on: bool, agent: str | None = None) -> None:
+    """host = ON at the top (every agent), or in [agents.AGENT]."""
+    if agent is None:
+        config.document["host"] = on
+        config.host = on
+    else:
+        config.document["agents"][agent]["host"] = on
+        config.agents_host[agent] = on
+
+
 def set_default_agent(config: Config, name: str) -> None:
     config.document["default_agent"] = name
     config.default_agent = name

@@ -193,24 +193,72 @@ def test_examples_are_found() -> None:
     assert len(examples()) >= 10
 
 
+FOLLOWS = "# Ctrl-C"  # a line that goes on until Ctrl-C (the docs say so beside it)
+
+
 @pytest.mark.e2e
-def test_doc_examples_run(home: Path, tmp_path: Path) -> None:
+def test_doc_examples_run(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import tempfile
+
     (home / ".config" / "zed").mkdir(parents=True)
+    # The session host's socket needs a short path (getting-started.md turns the host on).
+    state = Path(tempfile.mkdtemp(prefix="acpd", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
     env = dict(os.environ)
-    for source, line in examples():
-        argv = shlex.split(line)
-        assert argv[0] == "acpctl", (source, line)
-        result = subprocess.run(
-            [sys.executable, "-m", "acpctl", *argv[1:]],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-        allowed = (0, 1) if argv[1] == "doctor" else (0,)
-        assert result.returncode in allowed, (source, line, result.stderr[-2000:])
+    try:
+        for source, line in examples():
+            argv = shlex.split(line, comments=True)
+            assert argv[0] == "acpctl", (source, line)
+            command = [sys.executable, "-m", "acpctl", *argv[1:]]
+            if FOLLOWS in line:  # once it says Ctrl-C ends it, Ctrl-C ends it cleanly
+                follower = subprocess.Popen(
+                    command,
+                    env=env,
+                    cwd=tmp_path,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                assert follower.stderr is not None
+                said = b""
+                while b"Ctrl-C" not in said and (more := follower.stderr.readline()):
+                    said += more
+                follower.send_signal(signal.SIGINT)
+                shown, rest = follower.communicate(timeout=30)
+                assert shown and follower.returncode == 0, (source, line, (said + rest)[-2000:])
+                continue
+            result = subprocess.run(
+                command,
+                env=env,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
+            allowed = (0, 1) if argv[1] == "doctor" else (0,)
+            assert result.returncode in allowed, (source, line, result.stderr[-2000:])
+    finally:
+        _stop_host(state)
+
+
+def _stop_host(state: Path) -> None:
+    """The session host a doc started (in the background, as it does for a user)."""
+    import asyncio
+    import shutil
+    import signal
+
+    import psutil
+
+    from acpctl.runner.through_host import read_status
+
+    status = asyncio.run(read_status())
+    if status is not None:
+        host = psutil.Process(status["pid"])
+        host.send_signal(signal.SIGTERM)
+        psutil.wait_procs([host], timeout=10)
+    shutil.rmtree(state, ignore_errors=True)
 
 
 def test_the_relay_page_says_what_acpctl_does_with_every_method_and_update() -> None:

@@ -253,3 +253,24 @@ def test_a_remote_host_that_does_not_resolve_fails_at_once(
     error = run(editor())["error"]
     assert isinstance(error, dict) and error["code"] == -32010
     assert "nosuch.invalid" in error["message"] and "resolve" in error["message"], error
+
+
+# 7. The docs' second half: the host, attach and remote agents, as commands
+# (tests/test_docs.py runs them); the one that turns the host on:
+
+
+def test_agents_host_turns_the_host_on_and_off(home: Path) -> None:
+    from acpctl import config
+
+    config_file = home / "config" / "config.toml"
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text('# mine\n[agents.mine]\ncommand = "my-agent"\n')
+    assert cli("agents", "host", "on").returncode == 0
+    assert config.load().through_host("anything")
+    assert cli("agents", "host", "off", "mine").returncode == 0
+    loaded = config.load()
+    assert loaded.through_host("claude") and not loaded.through_host("mine")
+    assert config_file.read_text().startswith("# mine\n")  # the user's comment stays
+    refused = cli("agents", "host", "on", "claude")  # not in config.toml: no table to set
+    assert refused.returncode == 2 and "without a name it applies to every agent" in refused.stderr
+    assert cli("agents", "host", "maybe").returncode == 2

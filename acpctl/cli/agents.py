@@ -1,5 +1,5 @@
 """`acpctl agents`: the catalog (list, update), installs (install, upgrade, uninstall),
-configured agents (add, remove, show) and the default agent."""
+configured agents (add, remove, show), the default agent, and which go through the host."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 import typer
 
 from acpctl.agents.limits import DEFAULT_LIMITS, Limits
-from acpctl.cli.completions import command_line
+from acpctl.cli.completions import agent_names, command_line
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -486,3 +487,32 @@ def default(name: str = typer.Argument(..., help="Agent name.")) -> None:
     config.set_default_agent(cfg, name)
     config.save(cfg)
     typer.echo(f"default agent is now {name}")
+
+
+@app.command("host")
+def host(
+    state: str = typer.Argument(
+        ..., click_type=click.Choice(["on", "off"]), help="on or off.", show_default=False
+    ),
+    name: str = typer.Argument(
+        None,
+        help="Only this agent of config.toml (default: every agent).",
+        show_default=False,
+        autocompletion=agent_names,
+    ),
+) -> None:
+    """Run editors' sessions through the session host (config.toml's host = true): they
+    outlive the editor, and a terminal can attach to them."""
+    from acpctl import config
+
+    cfg = config.load()
+    if name is not None and name not in cfg.agents:
+        raise UsageError(
+            f"{name!r} is not an agent of {cfg.path}",
+            hint="without a name it applies to every agent",
+        )
+    config.set_through_host(cfg, state == "on", name)
+    config.save(cfg)
+    who = name or "every agent"
+    way = "through the session host" if state == "on" else "directly, without the host"
+    typer.echo(f"{who}: editors' sessions now run {way} (from the next `acpctl run --acp`)")

@@ -248,7 +248,11 @@ def fork(
 
 @app.command("attach")
 def attach(
-    session: str = session_argument(..., SESSION_HELP),
+    session: str = session_argument(None, SESSION_HELP + " (default with --latest)."),
+    latest: bool = typer.Option(
+        False, "--latest", help="The session updated last (of --agent's, with it)."
+    ),
+    agent: str = agent_option(None, "With --latest: this agent's newest session.", short=False),
     observe: bool = typer.Option(
         False, "--observe", help="Watch only: no prompts, no answers to the agent."
     ),
@@ -263,7 +267,8 @@ def attach(
 
     if output_format not in ("text", "json"):
         raise typer.BadParameter("text or json", param_hint="--format")
-    raise typer.Exit(client.attach(session, observe, output_format))
+    meta = _named_or_latest(_store(), session, latest, agent)
+    raise typer.Exit(client.attach(meta, observe, output_format))
 
 
 @app.command("show")

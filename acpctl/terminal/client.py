@@ -643,11 +643,10 @@ def fork(text: str, name: str | None) -> str:
     return session_id
 
 
-def attach(text: str, observe: bool, format: str) -> int:
+def attach(meta: SessionMeta, observe: bool, format: str) -> int:
     """`acpctl sessions attach`: this terminal joined to a session the session host holds,
     as a controller (prompts, cancels, answers the agent's permission requests) or an
     observer: its history, then everything that happens in it, whoever asks."""
-    meta = _stored(text)
     cfg = config.load()
     if not observe and not sys.stdin.isatty():
         print(
@@ -687,8 +686,7 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
             f"; also here: {others}" if others else ""
         )
         if observe:
-            print(f"{banner}; Ctrl-C leaves", file=sys.stderr)
-            await _until_gone(conn)
+            await _until_gone(conn, f"{banner}; Ctrl-C leaves")
             return EXIT_OK
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(
@@ -715,11 +713,12 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
         await conn.close()
 
 
-async def _until_gone(conn: RelayConnection) -> None:
-    """Watch until Ctrl-C, or until the host goes."""
+async def _until_gone(conn: RelayConnection, banner: str) -> None:
+    """Watch until Ctrl-C (which the banner says once it is so), or until the host goes."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
+    print(banner, file=sys.stderr)
     reading = list(conn.tasks)
     waiting = asyncio.ensure_future(stop.wait())
     await asyncio.wait({waiting, *reading}, return_when=asyncio.FIRST_COMPLETED)
