@@ -79,6 +79,12 @@ def serve(
         metavar="SECONDS",
         help="Close a TCP connection whose request headers take longer (slow headers; 10).",
     ),
+    replace: bool = typer.Option(
+        False,
+        "--replace",
+        help="Stop the host that runs here first (its sessions stay), and start with these "
+        "options: to add --listen to a running host, for instance.",
+    ),
     show_token: bool = typer.Option(False, "--show-token", help="Print the controller token."),
     observer: bool = typer.Option(
         False, "--observer", help="With --show-token: the observer token (sees, never acts)."
@@ -139,7 +145,7 @@ def serve(
         arguments = "\n".join(f"    <string>{escape(arg)}</string>" for arg in argv)
         typer.echo(LAUNCHD_PLIST.format(arguments=arguments), nl=False)
         return
-    raise typer.Exit(main.serve(options))
+    raise typer.Exit(main.serve(options, replace))
 
 
 def _service_argv(options: HostOptions) -> list[str]:

@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import os
 import re
 import signal
 import ssl
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from acpctl.runner.through_host import read_status
 from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+HOST_LOCK, HOST_PID = "host.lock", "host.pid"  # beside the socket
+REPLACE_WAIT_S = 30.0
 
 
 @dataclass
@@ -78,11 +82,77 @@ def check_options(options: HostOptions) -> None:
         )
 
 
-def serve(options: HostOptions) -> int:
+def serve(options: HostOptions, replace: bool = False) -> int:
     check_options(options)
-    with contextlib.suppress(KeyboardInterrupt):
+    with one_host(replace), contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(options))
     return 0
+
+
+@contextlib.contextmanager
+def one_host(replace: bool) -> Iterator[None]:
+    """Held while this process is the state directory's session host: one at a time, so
+    that no second host serves the same store or takes the first one's socket. `replace`:
+    stop the running one first (SIGTERM: it stops as on Ctrl-C; its sessions stay in the
+    store and reopen from there)."""
+    from filelock import FileLock, Timeout
+
+    directory = paths.ensure_private_dir(paths.host_socket().parent)
+    lock = FileLock(directory / HOST_LOCK, timeout=0, mode=0o600)
+    try:
+        lock.acquire()
+    except Timeout:
+        running = _running_host(directory)
+        if not replace:
+            raise AcpctlError(
+                f"a session host already runs here ({running}); "
+                "`acpctl serve --replace` with the options you want restarts it with "
+                "them (its sessions stay, and reopen from the store)"
+            ) from None
+        _stop_running_host(directory, running)
+        try:
+            lock.acquire(timeout=REPLACE_WAIT_S)
+        except Timeout:
+            raise AcpctlError(
+                f"the session host ({running}) did not stop within {REPLACE_WAIT_S:g} s"
+            ) from None
+    pid_file = directory / HOST_PID
+    try:
+        pid_file.write_text(f"{os.getpid()}\n")
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if pid_file.read_text().strip() == str(os.getpid()):
+                pid_file.unlink()
+        lock.release()
+
+
+def _running_host(directory: Path) -> str:
+    """The running host, as a person can find it: its pid and where it listens."""
+    try:
+        pid = int((directory / HOST_PID).read_text())
+    except (OSError, ValueError):
+        pid = None
+    status = asyncio.run(read_status())
+    if status is not None:
+        pid = status.get("pid", pid)
+        where = [str(paths.host_socket())]
+        where += [str(listener["address"]) for listener in status.get("listening", [])]
+        return f"pid {pid}, listening on {' and '.join(where)}"
+    return f"pid {pid}, starting" if pid else "starting"
+
+
+def _stop_running_host(directory: Path, running: str) -> None:
+    import psutil
+
+    try:
+        pid = int((directory / HOST_PID).read_text())
+        host = psutil.Process(pid)
+        is_host = "serve" in host.cmdline() and any("acpctl" in part for part in host.cmdline())
+    except (OSError, ValueError, psutil.Error):
+        return  # gone meanwhile, or not to be told: waiting for the lock says the rest
+    if is_host:  # never a process that took a dead host's pid since
+        host.terminate()
 
 
 async def _serve(options: HostOptions) -> None:
@@ -92,9 +162,11 @@ async def _serve(options: HostOptions) -> None:
     servers: list[asyncio.AbstractServer] = []
     loop = asyncio.get_running_loop()
     socket_path = paths.host_socket()
+    created_socket = False
     try:
         listening: list[JsonObject] = []  # what serve --status and doctor show
         servers.append(await unix.listen(socket_path, pool, log, listening))
+        created_socket = True
         log.info("session host: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
             tokens = load_or_create()
@@ -153,8 +225,9 @@ async def _serve(options: HostOptions) -> None:
         await pool.close()
         for runner in runners:
             await runner.cleanup()
-        with contextlib.suppress(FileNotFoundError):
-            socket_path.unlink()
+        if created_socket:  # never another host's
+            with contextlib.suppress(FileNotFoundError):
+                socket_path.unlink()
 
 
 def _tls_context(options: HostOptions) -> ssl.SSLContext | None:
