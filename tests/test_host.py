@@ -79,7 +79,7 @@ def serving(
         shutil.rmtree(state, ignore_errors=True)
 
 
-def stop_host(process: subprocess.Popen[bytes]) -> None:
+def stop_host(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     try:
