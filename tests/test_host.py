@@ -5,6 +5,7 @@ agent is the demo agent; the host is a real process on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -973,3 +974,45 @@ def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_pa
                         pass
 
         run(scenario())
+
+
+@asynccontextmanager
+async def tcp_forward(port: int) -> AsyncIterator[int]:
+    """A TCP forwarder on another loopback port to `port`, as `ssh -L` is; its port."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(1 << 16):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        far_reader, far_writer = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.gather(pipe(reader, far_writer), pipe(far_reader, writer))
+
+    server = await asyncio.start_server(forward, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+def test_a_port_forward_on_another_port_reaches_a_loopback_host(host: Host) -> None:
+    """Issue 40, 10: `ssh -L 9000:127.0.0.1:8765` was refused with 403 (the Host check
+    wanted the listening port even for loopback names)."""
+    port = int(host.url.rsplit(":", 1)[1].split("/")[0])
+
+    async def scenario() -> None:
+        async with tcp_forward(port) as forwarded, aiohttp.ClientSession() as http:
+            for name in ("127.0.0.1", "localhost"):
+                url = f"ws://{name}:{forwarded}/acp"
+                async with http.ws_connect(url, headers=host.headers()) as socket:
+                    client = RawClient(socket)
+                    answer = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
+                    assert answer["result"]["protocolVersion"] == 1
+            rebinding = {**host.headers(), "Host": f"evil.example:{forwarded}"}
+            async with http.get(f"http://127.0.0.1:{forwarded}/acp", headers=rebinding) as got:
+                assert got.status == 403  # a name that is not loopback's still is not let in
+
+    run(scenario())

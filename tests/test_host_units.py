@@ -374,3 +374,36 @@ def test_allowed_hosts_take_a_proxy_s_name_bare_or_with_a_port() -> None:
     assert {"127.0.0.1:8765", "localhost:8765", "acp.example.com", "acp.example.com:8765"} <= names
     assert {"127.0.0.2:9000", "[::2]", "[::2]:8765"} <= names
     assert "127.0.0.2:9000:8765" not in names and "127.0.0.1" not in names
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback", "passes"),
+    [
+        ("127.0.0.1:8765", True, True),  # the listening address
+        ("127.0.0.1:9000", True, True),  # an ssh -L forward on another port (issue 40, 10)
+        ("localhost:9000", True, True),
+        ("localhost", True, True),
+        ("[::1]:9000", True, True),
+        ("127.0.0.2:9000", True, True),  # all of 127.0.0.0/8 is this machine
+        ("evil.example:8765", True, False),  # a DNS-rebinding page's name
+        ("localhost.evil.example:8765", True, False),
+        ("localhost:x", True, False),
+        ("127.0.0.1:9000", False, False),  # a listener off loopback keeps the exact check
+        ("acp.example.com", False, True),
+    ],
+)
+def test_a_loopback_listener_takes_loopback_names_on_any_port(
+    host: str, loopback: bool, passes: bool
+) -> None:
+    from aiohttp.test_utils import make_mocked_request
+
+    from acpctl.host.http import Door
+    from acpctl.host.tokens import Tokens
+
+    hosts = frozenset({"127.0.0.1:8765", "localhost:8765", "acp.example.com"})
+    door = Door(Tokens({"controller": "t" * 43}), hosts=hosts, loopback=loopback)
+    request = make_mocked_request(
+        "GET", "/acp", headers={"Host": host, "Authorization": f"Bearer {'t' * 43}"}
+    )
+    answer = door.refusal(request)
+    assert (answer == "controller") is passes, answer

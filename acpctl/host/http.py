@@ -37,12 +37,35 @@ MAX_CONNECTIONS = 64
 HEADER_TIMEOUT_S = 10.0  # a request's headers must arrive within this (slow headers)
 
 
+def is_loopback_name(host: str) -> bool:
+    """Whether a Host header (a name, and a port or none) names this machine's loopback:
+    localhost, 127.0.0.0/8 or [::1]."""
+    import ipaddress
+
+    name = host
+    if host.startswith("["):
+        name, _, _ = host[1:].partition("]")
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+        if not port.isdigit():
+            return False
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass
 class Door:
     """What one listener checks."""
 
     tokens: Tokens
     hosts: frozenset[str] = frozenset()  # Host header values accepted (lowercase)
+    # A loopback listener: a loopback name on any port passes too (an `ssh -L` forward or a
+    # local proxy on another port; a DNS-rebinding page can only use a name that is not).
+    loopback: bool = False
     origins: frozenset[str] = frozenset()  # Origin values accepted
     failures: dict[str, deque[float]] = field(default_factory=dict)  # by address
     connections: int = 0  # TCP connections open (SlowHeadersGuard counts them)
@@ -51,7 +74,7 @@ class Door:
     def refusal(self, request: web.Request) -> web.Response | str:
         """The response that refuses `request`, or the role it gets."""
         host = request.headers.get(hdrs.HOST, "").lower()
-        if host not in self.hosts:
+        if host not in self.hosts and not (self.loopback and is_loopback_name(host)):
             return _refuse(403, f"Host {host!r} is not a name this host listens on")
         origin = request.headers.get(hdrs.ORIGIN)
         if origin is not None and origin not in self.origins:

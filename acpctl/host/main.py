@@ -190,6 +190,7 @@ async def _serve(options: HostOptions) -> None:
             servers.append(server)
             bound = server.sockets[0].getsockname()[1]
             door.hosts = _host_names(host, bound, options.allow_hosts)
+            door.loopback = is_loopback(host)
             await server.start_serving()
             scheme = "wss" if context else "ws"
             shown = f"[{host}]" if ":" in host else host
