@@ -169,6 +169,30 @@ def test_a_peer_settles_what_waits_even_when_its_reader_fails() -> None:
     asyncio.run(main())
 
 
+def test_a_call_after_the_stream_ended_is_answered_at_once() -> None:
+    """Issue 40: `sessions attach` waited forever for a prompt typed after the host went,
+    since a call made after the stream's end was registered and never answered."""
+
+    async def main() -> None:
+        ours, theirs = memory_pair()
+        written: list[bytes] = []
+        peer: Peer[int] = Peer(written.append)
+
+        async def closed() -> Any:
+            return lambda entry: jsonrpc.error(None, -1, f"gone during {entry.method}")
+
+        theirs.close()
+        await peer.read(ours.incoming(), lambda m, line: None, None, None, closed)
+        late = peer.call("session/prompt", {})
+        assert late.done() and late.result()["error"]["message"] == "gone during session/prompt"
+        pi_style = peer.command("prompt", {})
+        assert pi_style.done() and "gone during prompt" in pi_style.result()["error"]["message"]
+        assert written == []  # nothing sent into a stream that ended
+        assert len(peer.pending) == 0
+
+    asyncio.run(main())
+
+
 async def _first_batch(channel: Any) -> Any:
     async for batch in channel.incoming():
         yield batch

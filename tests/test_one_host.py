@@ -115,3 +115,37 @@ def test_a_second_serve_with_listen_is_refused_then_replace_adds_it(state: Path)
             stop_host(second)
     finally:
         stop_host(first)
+
+
+# Issue 40, 7: attach never waits forever for a host that went away.
+
+
+@pytest.mark.parametrize("observe", [False, True], ids=["controller", "observer"])
+def test_attach_says_the_host_went_away_and_exits_1(state: Path, observe: bool) -> None:
+    from tests.test_status_line import PseudoTerminal
+
+    host = serve()
+    try:
+        until_status()
+
+        async def open_session() -> str:
+            from tests.test_host import unix_client
+
+            async with unix_client("demo") as client:
+                await client.request("initialize", {"protocolVersion": 1})
+                new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+                session = str(new["result"]["sessionId"])
+                prompt = [{"type": "text", "text": "hello"}]
+                await client.request("session/prompt", {"sessionId": session, "prompt": prompt})
+                return session
+
+        session = run(open_session())
+        argv = acpctl_argv("sessions", "attach", session, *(["--observe"] if observe else []))
+        terminal = PseudoTerminal(argv, state)
+        terminal.until(b"you> " if not observe else b"Ctrl-C leaves")
+        host.kill()
+        host.wait(10)
+        terminal.until(b"the session host went away")
+        assert terminal.ended(timeout=10) == 1
+    finally:
+        stop_host(host)

@@ -54,6 +54,9 @@ class Peer(Generic[IdT]):
         self.pending: PendingRequests[IdT] = PendingRequests(
             ids if ids is not None else itertools.count(1)  # type: ignore[arg-type]
         )
+        # Once the stream has ended: the answer every request gets. A call made after that
+        # would otherwise wait for a response nobody will read (forever).
+        self._ended: Callable[[Pending], JsonObject] | None = None
 
     def call(
         self, method: str, params: Any = None, on_response: ResponseHook | None = None
@@ -63,13 +66,19 @@ class Peer(Generic[IdT]):
         `on_response` runs in the read loop as the response is read, before the peer's next
         message is routed."""
         msg_id, future = self.pending.register(method, on_response)
-        self._write(encode(request(msg_id, method, params)))
+        if self._ended is not None:
+            self.pending.fail_all(self._ended)
+        else:
+            self._write(encode(request(msg_id, method, params)))
         return future
 
     def command(self, kind: str, fields: JsonObject) -> asyncio.Future[JsonObject]:
         """A request in a message shape of the peer's own (pi's `{"id", "type", ...}`)."""
         msg_id, future = self.pending.register(kind)
-        self._write(encode({"id": msg_id, "type": kind, **fields}))
+        if self._ended is not None:
+            self.pending.fail_all(self._ended)
+        else:
+            self._write(encode({"id": msg_id, "type": kind, **fields}))
         return future
 
     def notify(self, method: str, params: Any = None) -> None:
@@ -105,7 +114,8 @@ class Peer(Generic[IdT]):
         A response settles its request; every other message
         (an unknown response too) goes to `on_message` with its line; a bad line to
         `on_bad_line`. When the stream ends, `closed()` gives the answer each request still
-        waiting gets. However reading ends (an error, a cancellation), none stays waiting."""
+        waiting gets. However reading ends (an error, a cancellation), none stays waiting, and a
+        request made after it gets that answer at once."""
         answer: Callable[[Pending], JsonObject] = _closed
         try:
             async for batch in incoming:
@@ -127,6 +137,7 @@ class Peer(Generic[IdT]):
             if closed is not None:
                 answer = await closed()
         finally:
+            self._ended = answer
             self.pending.fail_all(answer)
 
 

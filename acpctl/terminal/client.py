@@ -29,7 +29,7 @@ from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
-from acpctl.runner.through_host import host_request
+from acpctl.runner.through_host import HOST_GONE, host_request
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -83,6 +83,7 @@ class RelayConnection:
         self.heard = 0.0  # when the agent last said something in our session
         self.saved_terminal: list[Any] | None = None  # the chat's terminal, as it was
         self.commands: list[JsonObject] = []  # the agent's slash commands, as it published them
+        self.closing = False  # close() has begun: the end of reading is ours
         self.prompt_up = False  # the chat waits at its prompt (another client may be prompting)
         self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
 
@@ -134,7 +135,7 @@ class RelayConnection:
 
     async def _exited(self) -> Callable[[Pending], JsonObject]:
         if self.process is None:
-            why = "the session host went away"
+            why = HOST_GONE
         else:
             why = f"acpctl run --acp exited ({'; '.join(self.stderr_tail) or 'no output'})"
 
@@ -245,6 +246,7 @@ class RelayConnection:
                 self.renderer.column.line_broken()  # the question ended with the answer's Enter
 
     async def close(self) -> None:
+        self.closing = True
         await self.host.close()
         if self.process is None:
             if self._out is not None:
@@ -686,8 +688,8 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
             f"; also here: {others}" if others else ""
         )
         if observe:
-            await _until_gone(conn, f"{banner}; Ctrl-C leaves")
-            return EXIT_OK
+            return await _until_gone(conn, f"{banner}; Ctrl-C leaves")
+        conn._spawn(_left_when_the_host_goes(conn, list(conn.tasks)))
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(
             signal.SIGINT, lambda: conn.turn.interrupt() if conn.turn else conn._spawn(_leave(conn))
@@ -713,8 +715,9 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
         await conn.close()
 
 
-async def _until_gone(conn: RelayConnection, banner: str) -> None:
-    """Watch until Ctrl-C (which the banner says once it is so), or until the host goes."""
+async def _until_gone(conn: RelayConnection, banner: str) -> int:
+    """Watch until Ctrl-C (which the banner says once it is so: 0), or until the host goes
+    (said: 1)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -724,3 +727,18 @@ async def _until_gone(conn: RelayConnection, banner: str) -> None:
     await asyncio.wait({waiting, *reading}, return_when=asyncio.FIRST_COMPLETED)
     waiting.cancel()
     loop.remove_signal_handler(signal.SIGINT)
+    if stop.is_set():
+        return EXIT_OK
+    print(f"\nacpctl: {HOST_GONE}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+async def _left_when_the_host_goes(conn: RelayConnection, reading: list[asyncio.Task[Any]]) -> None:
+    """A controller at its prompt waits in a thread that nothing can wake: when the host
+    goes, say so, and leave as Ctrl-C leaves (the terminal as it was), with status 1."""
+    await asyncio.wait(reading)
+    if conn.closing or conn.turn is not None:  # we left; or the turn's failure says it
+        return
+    print(f"\nacpctl: {HOST_GONE}", file=sys.stderr)
+    _restore_terminal(conn.saved_terminal)
+    os._exit(EXIT_ERROR)
