@@ -10,6 +10,7 @@ that this table does not cover, or puts an id somewhere the table does not map.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from acpctl.jsonrpc.messages import (
     INTERNAL_ERROR as INTERNAL_ERROR,
@@ -87,6 +88,21 @@ CLIENT_DISCONNECTED = "client_disconnected"
 HOST_CONNECT = "_acpctl/connect"
 HOST_STATUS = "_acpctl/status"
 HOST_LOG = "_acpctl/log"  # the agent's log lines, to a client that asked (run --acp's stderr)
+# To every client when the host is told to stop: {"signal", "graceSeconds"}: running turns
+# get that long to finish, then the host cancels them and closes every connection.
+HOST_STOPPING = "_acpctl/stopping"
+
+
+def stopping_notice(params: Any) -> str:
+    """What a client says when the host tells it that it stops (HOST_STOPPING)."""
+    params = params if isinstance(params, dict) else {}
+    grace = params.get("graceSeconds")
+    why = f" ({params['signal']})" if isinstance(params.get("signal"), str) else ""
+    if isinstance(grace, (int, float)) and grace > 0:
+        return f"the session host is stopping{why}: running turns get {grace:g} s to finish"
+    return f"the session host is stopping{why}"
+
+
 # A line client of the host (run --acp for a remote agent, over ssh) that leaves on purpose
 # says so before it closes: any other end is a drop, held for a resume.
 HOST_LEAVE = "_acpctl/leave"

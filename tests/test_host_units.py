@@ -271,7 +271,13 @@ def test_the_service_manager_files_run_this_acpctl(home: Path) -> None:
     assert unit.returncode == 0
     assert "ExecStart=" in unit.stdout and "-m acpctl serve --listen 127.0.0.1:8765" in unit.stdout
     assert "--header-timeout 3" in unit.stdout
-    assert "--header-timeout" not in cli("serve", "--print-systemd").stdout  # the default
+    default = cli("serve", "--print-systemd").stdout
+    assert "--header-timeout" not in default and "--stop-grace" not in default
+    # systemd waits out the stop's grace (30 s by default) and the clean-up after it.
+    assert "TimeoutStopSec=45\n" in default
+    graced = cli("serve", "--print-systemd", "--stop-grace", "120").stdout
+    assert "--stop-grace 120" in graced and "TimeoutStopSec=135\n" in graced
+    assert cli("serve", "--stop-grace", "-1").returncode == 2
     plist = cli("serve", "--print-launchd")
     assert "<string>serve</string>" in plist.stdout and "<key>KeepAlive</key>" in plist.stdout
 

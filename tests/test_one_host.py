@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,81 @@ def test_attach_says_the_host_went_away_and_exits_1(state: Path, observe: bool) 
         assert terminal.ended(timeout=10) == 1
     finally:
         stop_host(host)
+
+
+# Issue 40, 6: a graceful stop lets running turns finish, and tells every client.
+
+
+async def _prompt_while_the_host_stops(
+    host: subprocess.Popen[str], text: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A slow turn on the unix socket, the host sent SIGTERM while it streams: the turn's
+    answer, and what else came."""
+    import signal
+
+    from tests.test_host import unix_client
+
+    async with unix_client("demo") as client:
+        await client.request("initialize", {"protocolVersion": 1})
+        new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session = new["result"]["sessionId"]
+        prompt = [{"type": "text", "text": text}]
+        params = {"sessionId": session, "prompt": prompt}
+        await client.send({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": params})
+        await client.until(lambda m: m.get("method") == "session/update")  # it streams
+        host.send_signal(signal.SIGTERM)
+        answer = await client.until(lambda m: m.get("id") == 7 and "method" not in m)
+        return answer, client.messages
+
+
+def test_sigterm_lets_a_running_turn_finish_within_the_grace(state: Path) -> None:
+    host = serve("--stop-grace", "20")
+    try:
+        until_status()
+        answer, messages = run(_prompt_while_the_host_stops(host, "slow: finish me"))
+        assert answer["result"]["stopReason"] == "end_turn"  # not cancelled
+        told = [m for m in messages if m.get("method") == "_acpctl/stopping"]
+        assert told and told[0]["params"] == {"signal": "SIGTERM", "graceSeconds": 20}
+        assert host.wait(20) == 0
+        assert host.stderr is not None
+        said = host.stderr.read()
+        assert "stopping on SIGTERM; 1 running turn(s) get 20 s to finish" in said, said
+    finally:
+        stop_host(host)
+
+
+def test_past_the_grace_the_turn_is_cancelled(state: Path) -> None:
+    host = serve("--stop-grace", "0.3")
+    try:
+        until_status()
+        answer, _ = run(_prompt_while_the_host_stops(host, "slow: too slow"))
+        assert answer["result"]["stopReason"] == "cancelled"
+        assert host.wait(20) == 0
+    finally:
+        stop_host(host)
+
+
+@pytest.mark.parametrize("way", ["through the host"], indirect=True)
+def test_a_run_through_the_host_finishes_its_turn_and_says_the_host_stops(
+    way: str, tmp_path: Path
+) -> None:
+    import signal
+
+    import psutil
+
+    running = subprocess.Popen(
+        acpctl_argv("run", "slow: through"),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert running.stdout is not None
+    assert running.stdout.read(len("You said:")) == "You said:"  # the turn streams
+    host = psutil.Process(int(until_status()["pid"]))  # type: ignore[call-overload]
+    host.send_signal(signal.SIGTERM)
+    rest, said = running.communicate(timeout=30)
+    assert running.returncode == 0, said
+    assert rest.rstrip().endswith("slow: through")  # the whole answer
+    assert "the session host is stopping (SIGTERM): running turns get 30 s to finish" in said
+    host.wait(20)

@@ -19,6 +19,7 @@ Description=acpctl session host: ACP agents and sessions that outlive the editor
 
 [Service]
 ExecStart={command}
+TimeoutStopSec={stop_timeout}
 Restart=on-failure
 
 [Install]
@@ -72,6 +73,13 @@ def serve(
     ),
     exit_when_idle: bool = typer.Option(
         False, "--exit-when-idle", help="Exit once no agent has run for the idle time."
+    ),
+    stop_grace: float = typer.Option(
+        None,
+        "--stop-grace",
+        metavar="SECONDS",
+        help="On SIGTERM or Ctrl-C, how long running turns may go on before they are "
+        "cancelled (30; a second signal stops at once).",
     ),
     header_timeout: float = typer.Option(
         None,
@@ -129,6 +137,7 @@ def serve(
         exit_when_idle=exit_when_idle,
         spare_s=spare_for,
         **({} if header_timeout is None else {"header_timeout_s": header_timeout}),
+        **({} if stop_grace is None else {"stop_grace_s": stop_grace}),
     )
     if print_systemd or print_launchd:
         from acpctl.editors.install import launcher_warnings
@@ -136,7 +145,10 @@ def serve(
         for warning in launcher_warnings([sys.executable], "the service"):
             typer.echo(f"warning: {warning}", err=True)
     if print_systemd:
-        typer.echo(SYSTEMD_UNIT.format(command=shlex.join(_service_argv(options))), nl=False)
+        # systemd kills what still runs after TimeoutStopSec: the grace, and the clean-up.
+        stop_timeout = f"{options.stop_grace_s + 15:g}"
+        command = shlex.join(_service_argv(options))
+        typer.echo(SYSTEMD_UNIT.format(command=command, stop_timeout=stop_timeout), nl=False)
         return
     if print_launchd:
         from xml.sax.saxutils import escape
@@ -164,7 +176,10 @@ def _service_argv(options: HostOptions) -> list[str]:
         argv += ["--allow-host", name]
     argv += ["--idle-stop", f"{options.idle_s:g}", "--spare-for", f"{options.spare_s:g}"]
     from acpctl.host.http import HEADER_TIMEOUT_S
+    from acpctl.host.main import STOP_GRACE_S
 
     if options.header_timeout_s != HEADER_TIMEOUT_S:
         argv += ["--header-timeout", f"{options.header_timeout_s:g}"]
+    if options.stop_grace_s != STOP_GRACE_S:
+        argv += ["--stop-grace", f"{options.stop_grace_s:g}"]
     return argv

@@ -22,7 +22,7 @@ from typing import Any
 
 from acpctl.errors import AcpctlError
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.runner.clients import Client
+from acpctl.runner.clients import Client, tell
 from acpctl.runner.connection import build_backend
 from acpctl.runner.context import Connection
 from acpctl.runner.incidents import Incidents
@@ -150,6 +150,13 @@ class AgentPool:
 
     def status(self) -> list[JsonObject]:
         return [hosted.status() for hosted in self.agents.values()]
+
+    def running_turns(self) -> int:
+        return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
+
+    def tell_every_client(self, message: JsonObject) -> None:
+        for hosted in self.agents.values():
+            tell(list(hosted.conn.clients), message)
 
     async def serve(self, hosted: HostedAgent, client: Client) -> None:
         """Serve `client` on the agent until it goes."""

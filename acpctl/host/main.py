@@ -8,18 +8,20 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import re
 import signal
 import ssl
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
 
-from acpctl import paths
+from acpctl import jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError, UsageError
 from acpctl.host import unix
@@ -33,7 +35,8 @@ from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 HOST_LOCK, HOST_PID = "host.lock", "host.pid"  # beside the socket
-REPLACE_WAIT_S = 30.0
+STOP_GRACE_S = 30.0
+REPLACE_WAIT_S = STOP_GRACE_S + 15.0  # the running host's grace, and its clean-up
 
 
 @dataclass
@@ -48,6 +51,7 @@ class HostOptions:
     exit_when_idle: bool = False  # started by `run --acp`: gone once no agent runs
     spare_s: float = DEFAULT_SPARE_S
     header_timeout_s: float = HEADER_TIMEOUT_S
+    stop_grace_s: float = STOP_GRACE_S  # on SIGTERM, how long running turns may go on
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -68,6 +72,8 @@ def is_loopback(host: str) -> bool:
 
 def check_options(options: HostOptions) -> None:
     """Refuse, before anything listens, what would expose agents unprotected."""
+    if options.stop_grace_s < 0:
+        raise UsageError("--stop-grace must be a number of seconds (0: cancel at once)")
     if options.header_timeout_s <= 0:
         raise UsageError("--header-timeout must be a positive number of seconds")
     if (options.tls_cert is None) != (options.tls_key is None):
@@ -219,7 +225,10 @@ async def _serve(options: HostOptions) -> None:
         signalled.cancel()
         idle.cancel()
         if stop.is_set():
-            log.info("session host: stopping on %s", stopped_by[0])
+            again = asyncio.Event()  # a second signal: no more waiting
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, again.set)
+            await _let_turns_finish(pool, servers, log, stopped_by[0], options.stop_grace_s, again)
     finally:
         for listener in servers:
             listener.close()
@@ -229,6 +238,36 @@ async def _serve(options: HostOptions) -> None:
         if created_socket:  # never another host's
             with contextlib.suppress(FileNotFoundError):
                 socket_path.unlink()
+
+
+async def _let_turns_finish(
+    pool: AgentPool,
+    servers: list[asyncio.AbstractServer],
+    log: logging.Logger,
+    why: str,
+    grace_s: float,
+    again: asyncio.Event,
+) -> None:
+    """A signal's stop, gracefully: no new connection, every client told, and the turns
+    that run given `grace_s` to end by themselves before the host cancels them."""
+    for listener in servers:
+        listener.close()
+    pool.tell_every_client(
+        jsonrpc.notification(acp.HOST_STOPPING, {"signal": why, "graceSeconds": grace_s})
+    )
+    running = pool.running_turns()
+    log.info(
+        "session host: stopping on %s; %d running turn(s) get %g s to finish",
+        why,
+        running,
+        grace_s,
+    )
+    deadline = time.monotonic() + grace_s
+    while pool.running_turns() and not again.is_set() and time.monotonic() < deadline:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(again.wait(), 0.1)
+    if pool.running_turns():
+        log.info("session host: cancelling %d turn(s) still running", pool.running_turns())
 
 
 def _tls_context(options: HostOptions) -> ssl.SSLContext | None:

@@ -485,6 +485,9 @@ class Link:
         as_sent = _text_without_cursor(text, cursor) if cursor is not None else text
         if as_sent is None or message.get("method") != acp.SESSION_UPDATE or "id" in message:
             message = _without_cursor(message)  # what the editor gets is encoded again
+        if message.get("method") == acp.HOST_STOPPING:  # the remote host's, not the agent's
+            self._log.warning("remote: %s", acp.stopping_notice(message.get("params")))
+            return
         if "method" not in message:
             self._answered(message)
         elif "id" in message:

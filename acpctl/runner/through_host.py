@@ -24,6 +24,7 @@ from acpctl.jsonrpc.streams import Output, open_input
 
 HOST_START_WAIT_S = 15.0
 HOST_GONE = "the session host went away (its log: acpctl logs serve)"
+HOST_STOPPED = "the session host stopped"
 
 
 class HostRefused(Exception):
@@ -102,9 +103,11 @@ async def _relay(agent: str) -> int:
     await asyncio.wait({editor, host}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
     if host.done():  # the host closed first: nobody will answer what waits
+        said_stopping = not host.cancelled() and host.exception() is None and host.result()
+        why = HOST_STOPPED if said_stopping else HOST_GONE
         for msg_id in waiting.values():
-            output.send(jsonrpc.error(msg_id, acp.INTERNAL_ERROR, HOST_GONE))
-        _say(HOST_GONE)
+            output.send(jsonrpc.error(msg_id, acp.INTERNAL_ERROR, why))
+        _say(why)
         code = 1
     editor.cancel()
     host.cancel()
@@ -161,15 +164,21 @@ async def _downstream(
     host: asyncio.StreamReader,
     output: Output,
     waiting: dict[tuple[bool, Any], Any],
-) -> None:
+) -> bool:
     """The host's lines to the editor, until the host closes the socket; the agent's log
-    lines to stderr, as a direct run writes them."""
+    lines to stderr, as a direct run writes them, and the host's word that it stops too.
+    Whether the host said it was stopping."""
+    stopping = False
     async for lines in read_lines(host):
         for line in lines:
             if line is None:
                 continue
             if HOST_LOG_MARK in line and _log_line(line):
                 continue
+            if HOST_STOPPING_MARK in line and (notice := _stopping_line(line)):
+                stopping = True
+                _say(notice)  # and on to the editor: acpctl's terminal client says it too
+
             if waiting:
                 for message in _messages(line):
                     if "method" not in message:  # a response: one request less waits
@@ -177,9 +186,19 @@ async def _downstream(
                             waiting.pop(jsonrpc.id_key(message.get("id")), None)
             output.write(line + b"\n")
         await output.drain()
+    return stopping
 
 
 HOST_LOG_MARK = acp.HOST_LOG.encode()
+HOST_STOPPING_MARK = acp.HOST_STOPPING.encode()
+
+
+def _stopping_line(line: bytes) -> str | None:
+    """The notice to say when `line` is the host's word that it stops."""
+    messages = _messages(line)
+    if len(messages) != 1 or messages[0].get("method") != acp.HOST_STOPPING:
+        return None
+    return acp.stopping_notice(messages[0].get("params"))
 
 
 def _log_line(line: bytes) -> bool:

@@ -29,7 +29,7 @@ from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
-from acpctl.runner.through_host import HOST_GONE, host_request
+from acpctl.runner.through_host import HOST_GONE, HOST_STOPPED, host_request
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -84,6 +84,7 @@ class RelayConnection:
         self.saved_terminal: list[Any] | None = None  # the chat's terminal, as it was
         self.commands: list[JsonObject] = []  # the agent's slash commands, as it published them
         self.closing = False  # close() has begun: the end of reading is ours
+        self.host_stopping = False  # the host said it stops: its end is no surprise
         self.prompt_up = False  # the chat waits at its prompt (another client may be prompting)
         self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
 
@@ -135,7 +136,7 @@ class RelayConnection:
 
     async def _exited(self) -> Callable[[Pending], JsonObject]:
         if self.process is None:
-            why = HOST_GONE
+            why = self.host_gone()
         else:
             why = f"acpctl run --acp exited ({'; '.join(self.stderr_tail) or 'no output'})"
 
@@ -161,6 +162,10 @@ class RelayConnection:
         params: JsonObject = raw_params if isinstance(raw_params, dict) else {}
         if method is None:
             return  # an answer to nothing we asked
+        if method == acp.HOST_STOPPING:
+            self.host_stopping = True
+            self.renderer.notice(f"acpctl: {acp.stopping_notice(params)}")
+            return
         if "id" in message:
             self.heard = time.monotonic()
             self._spawn(self._answer(message["id"], method, params))
@@ -210,6 +215,10 @@ class RelayConnection:
         if self._prompt_back is not None:
             self._prompt_back.cancel()
             self._prompt_back = None
+
+    def host_gone(self) -> str:
+        """Why the host's end came: it stopped as it said, or it went away."""
+        return HOST_STOPPED if self.host_stopping else HOST_GONE
 
     def log_path(self) -> str:
         """The run log of the child `run --acp`, from its run record."""
@@ -729,7 +738,7 @@ async def _until_gone(conn: RelayConnection, banner: str) -> int:
     loop.remove_signal_handler(signal.SIGINT)
     if stop.is_set():
         return EXIT_OK
-    print(f"\nacpctl: {HOST_GONE}", file=sys.stderr)
+    print(f"\nacpctl: {conn.host_gone()}", file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -739,6 +748,6 @@ async def _left_when_the_host_goes(conn: RelayConnection, reading: list[asyncio.
     await asyncio.wait(reading)
     if conn.closing or conn.turn is not None:  # we left; or the turn's failure says it
         return
-    print(f"\nacpctl: {HOST_GONE}", file=sys.stderr)
+    print(f"\nacpctl: {conn.host_gone()}", file=sys.stderr)
     _restore_terminal(conn.saved_terminal)
     os._exit(EXIT_ERROR)
