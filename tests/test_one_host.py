@@ -5,9 +5,11 @@ its sessions kept."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -228,3 +230,52 @@ def test_a_run_through_the_host_finishes_its_turn_and_says_the_host_stops(
     assert rest.rstrip().endswith("slow: through")  # the whole answer
     assert "the session host is stopping (SIGTERM): running turns get 30 s to finish" in said
     host.wait(20)
+
+
+# Issue 40, 7: every view sees the host's sessions.
+
+
+def test_sessions_list_and_watch_see_what_the_host_holds(state: Path) -> None:
+    host = serve()
+    try:
+        until_status()
+
+        async def listing(*args: str) -> subprocess.CompletedProcess[str]:
+            return await asyncio.to_thread(cli, "sessions", "list", *args)  # it runs a loop
+
+        async def scenario() -> None:
+            from tests.test_host import unix_client
+
+            async with unix_client("demo") as client:
+                info = {"name": "my-editor", "version": "1"}
+                await client.request("initialize", {"protocolVersion": 1, "clientInfo": info})
+                new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+                session = new["result"]["sessionId"]
+                listed = json.loads((await listing("--json")).stdout)
+                assert listed[0]["live"] == {"running": False, "clients": ["my-editor"]}
+                watcher = await asyncio.create_subprocess_exec(
+                    *acpctl_argv("sessions", "watch", session),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                prompt = [{"type": "text", "text": "slow: watched"}]
+                params = {"sessionId": session, "prompt": prompt}
+                message = {"jsonrpc": "2.0", "id": 9, "method": "session/prompt", "params": params}
+                await client.send(message)
+                await client.until(lambda m: m.get("method") == "session/update")
+                table = (await listing()).stdout
+                assert "running at the host: my-editor" in table, table
+                await client.until(lambda m: m.get("id") == 9)
+                await asyncio.sleep(0.5)  # the watcher has read the turn's end
+                host.send_signal(signal.SIGTERM)
+                shown, said = await asyncio.wait_for(watcher.communicate(), 20)
+                assert watcher.returncode == 0, said  # it followed a live session
+                assert b"You said: slow: watched" in shown
+                assert shown.rstrip().endswith(b"(the run ended)")
+
+        run(scenario())
+        assert host.wait(20) == 0
+        assert "live" in json.loads(cli("sessions", "list", "--json").stdout)[0]
+        assert json.loads(cli("sessions", "list", "--json").stdout)[0]["live"] is None
+    finally:
+        stop_host(host)

@@ -43,7 +43,7 @@ def test_watch_follows_a_running_session_until_its_run_ends(home: Path) -> None:
     assert "? permission asked: Edit" in turn and "answered: allow" in turn
     assert "[end_turn]" in turn and turn.rstrip().endswith("(the run ended)")
     again = run_cli("sessions", "watch", str(session["id"]))
-    assert again.returncode == 1 and "no acpctl run has this session open" in again.stdout
+    assert again.returncode == 1 and "no acpctl run or session host has it open" in again.stdout
     shown = run_cli("sessions", "show", str(session["id"]))
     assert "an earlier turn" in shown.stdout and "answered: allow" in shown.stdout
     assert run_cli("sessions", "watch", "x", "--latest").returncode == 2

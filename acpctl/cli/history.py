@@ -129,12 +129,13 @@ def watch(
     """Follow a session an editor or another shell is running: its last turn so far, then
     every update as it happens, until the run that has it open ends (or Ctrl-C).
 
-    Exit status: 0 when it followed a live run, 1 when no run has the session open (the
+    Exit status: 0 when it followed a live run (or the host's), 1 when none has it open (the
     last turn is shown), 2 on usage errors.
     """
     import sys
 
     from acpctl.runner.runs import live_runs
+    from acpctl.runner.through_host import held_sessions
     from acpctl.store.index import SessionIndex
     from acpctl.store.sessions import SessionStore
     from acpctl.terminal.watch import follow
@@ -149,8 +150,9 @@ def watch(
         raise UsageError(str(exc)) from exc
     meta = store.read_meta(session_id)
 
-    def is_live() -> bool:
-        return any(session_id in run.get("sessions", []) for run in live_runs())
+    def is_live() -> bool:  # an acpctl run has it open, or the session host holds it
+        held = any(session_id in run.get("sessions", []) for run in live_runs())
+        return held or session_id in held_sessions()
 
     raise typer.Exit(0 if follow(store, meta, sys.stdout, is_live) else 1)
 

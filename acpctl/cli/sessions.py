@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 import typer
@@ -136,6 +136,7 @@ def list_sessions(
 
     import json
 
+    from acpctl.runner.through_host import held_sessions
     from acpctl.store.index import SessionIndex
 
     if limit is None:
@@ -148,6 +149,7 @@ def list_sessions(
         since=_cutoff(since, "--since") if since else None,
         limit=limit or None,
     )
+    held = held_sessions() if found else {}
     if as_json:
         typer.echo(
             json.dumps(
@@ -165,6 +167,7 @@ def list_sessions(
                         "parentId": s.meta.parent_id,
                         "subagentOf": s.meta.subagent_of,
                         "problem": s.problem,
+                        "live": _live(held.get(s.meta.id)),
                     }
                     for s in found
                 ],
@@ -188,9 +191,16 @@ def list_sessions(
             title = f"(fork of {meta.parent_id[:8]}) {title}"
         elif meta.subagent_of:
             title = f"(subagent of {meta.subagent_of[:8]}) {title}"
+        live = _live(held.get(meta.id))
+        at_host = ""
+        if live is not None:
+            state = "running" if live["running"] else "open"
+            at_host = f"  {state} at the host" + (
+                f": {', '.join(live['clients'])}" if live["clients"] else ""
+            )
         lines.append(
             f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
-            f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}"
+            f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}{at_host}"
         )
     if total > len(found):
         lines.append(f"... and {total - len(found):,} more (--limit 0 lists them all)")
@@ -294,6 +304,15 @@ def show(
         transcript.write_terminal(store, meta, sys.stdout)
         return
     _page(lambda out: transcript.write_terminal(store, meta, out))
+
+
+def _live(held: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A session the host holds as `sessions list` shows it: whether a turn runs, and its
+    clients by name (None: the host does not hold it)."""
+    if held is None:
+        return None
+    clients = [str(c.get("name")) for c in held.get("clients", []) if isinstance(c, dict)]
+    return {"running": bool(held.get("running")), "clients": clients}
 
 
 def _named_or_latest(

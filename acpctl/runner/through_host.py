@@ -82,16 +82,27 @@ async def host_request(
     return json.loads(line), reader, writer
 
 
-async def read_status() -> dict[str, Any] | None:
+async def read_status(timeout: float = 10) -> dict[str, Any] | None:
     """The running host's status (`acpctl serve --status`, doctor, ps), over its unix
     socket; None when no host answers."""
     try:
-        answer, _, writer = await asyncio.wait_for(host_request(acp.HOST_STATUS, {}), 10)
+        answer, _, writer = await asyncio.wait_for(host_request(acp.HOST_STATUS, {}), timeout)
     except (OSError, ValueError, asyncio.TimeoutError):
         return None
     writer.close()
     result = answer.get("result") if isinstance(answer, dict) else None
     return result if isinstance(result, dict) else None
+
+
+def held_sessions(timeout: float = 2) -> dict[str, dict[str, Any]]:
+    """The sessions the running host holds, by id: whether a turn runs, and who is in it
+    (`sessions list`, `sessions watch`); none when no host answers."""
+    status = asyncio.run(read_status(timeout))
+    held = {}
+    for agent in (status or {}).get("agents", []):
+        for session in agent.get("sessions", []):
+            held[str(session["sessionId"])] = session
+    return held
 
 
 async def _relay(agent: str) -> int:

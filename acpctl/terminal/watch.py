@@ -1,5 +1,5 @@
-"""`acpctl sessions watch`: follow a session another process (an editor's `run --acp`, or
-`acpctl run` in another shell) is writing: its last turn so far, then each event as it is
+"""`acpctl sessions watch`: follow a session another process (an editor's `run --acp`,
+`acpctl run` in another shell, or the session host) is writing: its last turn so far, then each event as it is
 appended, rendered as `acpctl run` renders its own turns. Reads the events file the way
 any reader does (whole lines, no lock), so the writer never waits for it."""
 
@@ -78,7 +78,7 @@ def follow(
         if time.monotonic() - checked >= LIVE_CHECK_S:
             checked = time.monotonic()
             live = is_live()  # after it ends, one more read: its last lines
-    note = "the run ended" if was_live else "no acpctl run has this session open"
+    note = "the run ended" if was_live else "no acpctl run or session host has it open"
     out.write(view.renderer.style(f"({note})", DIM) + "\n")
     out.flush()
     return was_live
