@@ -1,7 +1,8 @@
 """`acpctl sessions watch`: follow a session another process (an editor's `run --acp`,
-`acpctl run` in another shell, or the session host) is writing: its last turn so far, then each event as it is
-appended, rendered as `acpctl run` renders its own turns. Reads the events file the way
-any reader does (whole lines, no lock), so the writer never waits for it."""
+`acpctl run` in another shell, or the session host) is writing: its last turn so far,
+then each event as it is appended, rendered as `acpctl run` renders its own turns. Reads
+the events file the way any reader does (whole lines, no lock), so the writer never waits
+for it."""
 
 from __future__ import annotations
 
