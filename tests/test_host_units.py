@@ -413,3 +413,14 @@ def test_a_loopback_listener_takes_loopback_names_on_any_port(
     )
     answer = door.refusal(request)
     assert (answer == "controller") is passes, answer
+
+
+def test_environments_are_compared_by_name_and_digest_only() -> None:
+    from acpctl import environ
+
+    ours = environ.digest({"PATH": "/bin", "KEY": "secret", "TERM": "xterm", "ACPCTL_X": "1"})
+    assert set(ours) == {"PATH", "KEY"} and "secret" not in str(ours)
+    theirs = environ.digest({"PATH": "/bin", "KEY": "other", "NEW": "1", "SHLVL": "3"})
+    assert environ.differing(theirs, ours) == ["KEY", "NEW"]
+    assert environ.differing(None, ours) == []  # an older client sends none: nothing said
+    assert environ.said([f"V{n}" for n in range(8)]) == "V0, V1, V2, V3, V4, V5 and 2 more"

@@ -279,3 +279,33 @@ def test_sessions_list_and_watch_see_what_the_host_holds(state: Path) -> None:
         assert json.loads(cli("sessions", "list", "--json").stdout)[0]["live"] is None
     finally:
         stop_host(host)
+
+
+# Issue 40, 9: the environment is never silently different.
+
+
+@pytest.mark.parametrize("way", ["through the host"], indirect=True)
+def test_a_client_whose_environment_differs_from_the_hosts_is_told(
+    way: str, tmp_path: Path
+) -> None:
+    import os
+
+    def turn(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            acpctl_argv("run", "hello"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **extra},
+        )
+
+    first = turn()  # starts the host, from this environment
+    assert first.returncode == 0 and "note:" not in first.stderr, first.stderr
+    other = turn(ACME_BASE_URL="http://127.0.0.1:9/secret-value")
+    assert other.returncode == 0, other.stderr
+    assert "note: demo runs in the session host, with the host's environment" in other.stderr
+    assert "differs from this one in ACME_BASE_URL:" in other.stderr
+    assert "acpctl serve --replace" in other.stderr
+    assert "secret-value" not in other.stderr  # names only, never values
+    assert "note:" not in turn(TERM="dumb", COLUMNS="7").stderr  # what differs in any shell

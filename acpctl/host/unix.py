@@ -27,7 +27,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from acpctl import __version__, jsonrpc, paths
+from acpctl import __version__, environ, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentChanged, AgentPool
@@ -133,7 +133,10 @@ async def _client(
     hosted = await _or_refused(writer, msg_id, pool.get(agent if isinstance(agent, str) else None))
     if hosted is None:
         return
-    _answer(writer, jsonrpc.result(msg_id, {"agent": hosted.name}))
+    # The agent runs with this host's environment, whichever client reaches it: a client
+    # whose own differs is told in which variables (environ.py), never silently.
+    differs = environ.differing(params.get("environment"), environ.digest(os.environ))
+    _answer(writer, jsonrpc.result(msg_id, {"agent": hosted.name, "environmentDiffers": differs}))
     channel = StreamChannel.on_socket(reader, writer)
     forward = _LogLines(channel) if params.get("log") is True else None
     if forward is not None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
 from typing import Any
 
-from acpctl import jsonrpc, paths
+from acpctl import environ, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.jsonrpc.streams import Output, open_input
@@ -25,6 +26,7 @@ from acpctl.jsonrpc.streams import Output, open_input
 HOST_START_WAIT_S = 15.0
 HOST_GONE = "the session host went away (its log: acpctl logs serve)"
 HOST_STOPPED = "the session host stopped"
+NOTE = "note: "  # a line for the person, which acpctl's terminal client shows too
 
 
 class HostRefused(Exception):
@@ -131,9 +133,8 @@ async def _relay(agent: str) -> int:
 async def _connect(agent: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The host's socket, connected to `agent`; the host started first when none answers."""
     try:
-        answer, reader, writer = await host_request(
-            acp.HOST_CONNECT, {"agent": agent, "log": True}, start=True
-        )
+        params = {"agent": agent, "log": True, "environment": environ.digest(os.environ)}
+        answer, reader, writer = await host_request(acp.HOST_CONNECT, params, start=True)
     except (OSError, ValueError) as exc:
         raise HostRefused(f"the session host did not answer: {exc}") from exc
     if not isinstance(answer, dict) or "result" not in answer:
@@ -141,7 +142,23 @@ async def _connect(agent: str) -> tuple[asyncio.StreamReader, asyncio.StreamWrit
         error = answer.get("error") if isinstance(answer, dict) else None
         reason = error.get("message") if isinstance(error, dict) else answer
         raise HostRefused(f"the session host refused agent {agent}: {reason}")
+    note = environment_note(agent, answer["result"])
+    if note:
+        _say(note)
     return reader, writer
+
+
+def environment_note(agent: str, connected: Any) -> str | None:
+    """What to say when the host runs `agent` with an environment other than ours."""
+    differs = connected.get("environmentDiffers") if isinstance(connected, dict) else None
+    if not differs or not isinstance(differs, list):
+        return None
+    return (
+        f"{NOTE}{agent} runs in the session host, with the host's environment, which differs "
+        f"from this one in {environ.said([str(name) for name in differs])}: to run it with "
+        "this one, restart the host from here (acpctl serve --replace), or set the "
+        "variables in config.toml for the agent (docs/remote.md)"
+    )
 
 
 def _start_host() -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from acpctl import __version__, config, jsonrpc, paths
+from acpctl import __version__, config, environ, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.agents import discovery, transcripts
 from acpctl.errors import UsageError
@@ -29,7 +29,13 @@ from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
-from acpctl.runner.through_host import HOST_GONE, HOST_STOPPED, host_request
+from acpctl.runner.through_host import (
+    HOST_GONE,
+    HOST_STOPPED,
+    NOTE,
+    environment_note,
+    host_request,
+)
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -110,8 +116,11 @@ class RelayConnection:
     async def start_on_host(self, agent: str) -> None:
         """Connected to `agent` on the session host. Raises OSError when no host runs,
         RpcError when it refuses."""
-        answer, self._in, self._out = await host_request(acp.HOST_CONNECT, {"agent": agent})
-        jsonrpc.unwrap(answer)
+        params = {"agent": agent, "environment": environ.digest(os.environ)}
+        answer, self._in, self._out = await host_request(acp.HOST_CONNECT, params)
+        note = environment_note(agent, jsonrpc.unwrap(answer))
+        if note:
+            print(f"acpctl: {note}", file=sys.stderr)
         self._spawn(self._read())
 
     def _spawn(self, coroutine: Any) -> None:
@@ -151,8 +160,8 @@ class RelayConnection:
         while line := await self.process.stderr.readline():
             text = line.decode("utf-8", "replace").rstrip()
             self.stderr_tail.append(text)
-            if debug:
-                print(text, file=sys.stderr)
+            if debug or text.startswith(f"acpctl: {NOTE}"):  # a note is for the person
+                self.renderer.notice(text)
 
     def _route(self, message: Any, line: bytes) -> None:
         if not isinstance(message, dict):
