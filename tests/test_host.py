@@ -334,10 +334,11 @@ def test_the_door_refuses_without_a_token_and_for_foreign_origins_and_hosts(host
         assert await status({**good, "Origin": "https://evil.example"}) == 403
         assert await status({**good, "Host": "evil.example:80"}) == 403
         assert await status(good) == 101
-        # Failed authentications from one address are limited.
+        # Failed authentications from one address are limited; the right token is checked
+        # first, so it always gets in (issue 41, 2: it got 429 for a minute).
         codes = [await status({"Authorization": "Bearer wrong"}) for _ in range(12)]
         assert codes[-1] == 429
-        assert await status(good) == 429  # for the rest of the window, whatever it presents
+        assert await status(good) == 101
 
     run(scenario())
 
@@ -459,15 +460,13 @@ def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None
                 assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED), frame
         port = int(host.url.rsplit(":", 1)[1].split("/")[0])
         held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(MAX_CONNECTIONS)]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed at once
-        writer.close()
-        for _, held_writer in held:
-            held_writer.close()
-        # Once they are gone, a client gets in again.
-        await asyncio.sleep(0.5)
+        # Sockets without a token make way for newer ones (issue 41, 1): a client with the
+        # token gets in while they are held, and the oldest of them were closed.
         async with raw_client(host) as client:
             assert "result" in client.initialized
+        assert await asyncio.wait_for(held[0][0].read(), 10) == b""
+        for _, held_writer in held:
+            held_writer.close()
 
     run(scenario())
 

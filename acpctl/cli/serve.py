@@ -85,7 +85,8 @@ def serve(
         None,
         "--header-timeout",
         metavar="SECONDS",
-        help="Close a TCP connection whose request headers take longer (slow headers; 10).",
+        help="Close a TCP connection whose request headers take longer, every request's "
+        "(slow headers; 10), or whose body takes three times that.",
     ),
     replace: bool = typer.Option(
         False,

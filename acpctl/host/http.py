@@ -33,8 +33,15 @@ KEEPALIVE_S = 20.0  # WebSocket pings; a client silent for this long twice is go
 # Failed authentications: past this many from one address in the window, 429 until it ends.
 MAX_FAILURES = 10
 FAILURE_WINDOW_S = 60.0
+MAX_REMEMBERED_ADDRESSES = 4096
 MAX_CONNECTIONS = 64
-HEADER_TIMEOUT_S = 10.0  # a request's headers must arrive within this (slow headers)
+# Connections that have not authenticated yet (every new one, until its first request):
+# at most this many in all and from one address, the oldest evicted for a new one, so that
+# sockets opened and held without a token never keep a client with one out.
+MAX_UNAUTHENTICATED = 16
+MAX_UNAUTHENTICATED_PER_ADDRESS = 4
+HEADER_TIMEOUT_S = 10.0  # a request's headers (every request's) must arrive within this
+BODY_TIMEOUT_FACTOR = 3  # and its body within three times that
 
 
 def is_loopback_name(host: str) -> bool:
@@ -68,11 +75,48 @@ class Door:
     loopback: bool = False
     origins: frozenset[str] = frozenset()  # Origin values accepted
     failures: dict[str, deque[float]] = field(default_factory=dict)  # by address
-    connections: int = 0  # TCP connections open (SlowHeadersGuard counts them)
+    # The TCP connections open, oldest first, by their transport (SlowHeadersGuard).
+    guards: dict[Any, SlowHeadersGuard] = field(default_factory=dict)
     header_timeout_s: float = HEADER_TIMEOUT_S  # `acpctl serve --header-timeout`
 
+    @property
+    def body_timeout_s(self) -> float:
+        """A request's body is due within this of its headers."""
+        return BODY_TIMEOUT_FACTOR * self.header_timeout_s
+
+    @property
+    def connections(self) -> int:
+        return len(self.guards)
+
+    def admit(self, guard: SlowHeadersGuard) -> bool:
+        """Room for a new connection: the oldest unauthenticated one of its address, or of
+        all, makes way when those are at their limit. False: every place is held by an
+        authenticated client."""
+        waiting = [g for g in self.guards.values() if not g.authenticated]
+        same_address = [g for g in waiting if g.address == guard.address]
+        if len(same_address) >= MAX_UNAUTHENTICATED_PER_ADDRESS:
+            same_address[0].evict()
+        elif len(waiting) >= MAX_UNAUTHENTICATED or self.connections >= MAX_CONNECTIONS:
+            if not waiting:
+                return False
+            waiting[0].evict()
+        self.guards[guard.transport] = guard
+        return True
+
     def refusal(self, request: web.Request) -> web.Response | str:
-        """The response that refuses `request`, or the role it gets."""
+        """The response that refuses `request`, or the role it gets. The token is checked
+        before any penalty: the right one always gets in. A refused request's connection
+        is closed once it has its answer."""
+        refused = self._refusal(request)
+        if isinstance(refused, web.Response):
+            refused.force_close()
+            return refused
+        guard = self.guards.get(request.transport)
+        if guard is not None:
+            guard.authenticated = True
+        return refused
+
+    def _refusal(self, request: web.Request) -> web.Response | str:
         host = request.headers.get(hdrs.HOST, "").lower()
         if host not in self.hosts and not (self.loopback and is_loopback_name(host)):
             return _refuse(403, f"Host {host!r} is not a name this host listens on")
@@ -83,24 +127,27 @@ class Door:
                 f"Origin {origin!r} is not allowed "
                 "(to allow one: acpctl serve --allow-origin ORIGIN)",
             )
-        peer = request.remote or "?"
-        now = time.monotonic()
-        failures = self.failures.get(peer)
-        if failures is not None:
-            while failures and now - failures[0] > FAILURE_WINDOW_S:
-                failures.popleft()
-            if not failures:
-                del self.failures[peer]  # no address is remembered past its window
-            elif len(failures) >= MAX_FAILURES:
-                return _refuse(429, "too many failed authentications; try again later")
         scheme, _, presented = request.headers.get(hdrs.AUTHORIZATION, "").partition(" ")
         role = self.tokens.role_of(presented.strip()) if scheme.lower() == "bearer" else None
-        if role is None:
-            self.failures.setdefault(peer, deque()).append(now)
-            response = _refuse(401, "a bearer token is required (acpctl serve --show-token)")
-            response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
-            return response
-        return role
+        if role is not None:
+            return role
+        # Failing requests only are limited: a 256-bit token is not guessed, and a limit
+        # that barred the right token too would only help whoever fails on purpose.
+        peer = request.remote or "?"
+        now = time.monotonic()
+        failures = self.failures.setdefault(peer, deque())
+        while failures and now - failures[0] > FAILURE_WINDOW_S:
+            failures.popleft()
+        if len(failures) >= MAX_FAILURES:
+            return _refuse(429, "too many failed authentications; try again later")
+        failures.append(now)
+        if len(self.failures) > MAX_REMEMBERED_ADDRESSES:  # many addresses: forget the old
+            for address, times in list(self.failures.items()):
+                if now - times[-1] > FAILURE_WINDOW_S:
+                    del self.failures[address]
+        response = _refuse(401, "a bearer token is required (acpctl serve --show-token)")
+        response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
+        return response
 
 
 def _refuse(status: int, why: str) -> web.Response:
@@ -111,6 +158,14 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
     connections = Connections(pool, log)
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            return await answer(request)
+        finally:  # kept alive, the connection's next request has the same deadline
+            guard = door.guards.get(request.transport)
+            if guard is not None:
+                guard.expect_headers()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
         decided = door.refusal(request)
         if isinstance(decided, web.Response):
             log.info("refused %s %s: %d", request.method, request.path, decided.status)
@@ -136,7 +191,7 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
                 KEEPALIVE_S,
                 log,
             )
-        return await streamable.handle(request, connections, agent, role, log)
+        return await streamable.handle(request, connections, agent, role, log, door.body_timeout_s)
 
     async def closing(app: web.Application) -> None:
         await connections.close()
@@ -149,30 +204,49 @@ def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Applicatio
 
 
 class SlowHeadersGuard(asyncio.Protocol):
-    """Wraps the HTTP server's protocol for one TCP connection: a connection whose request
-    headers have not arrived within the door's header timeout is closed, and past MAX_CONNECTIONS
-    open ones a new connection is closed at once."""
+    """Wraps the HTTP server's protocol for one TCP connection: admitted by the door (which
+    may evict an unauthenticated connection for it), closed when a request's headers have
+    not arrived within the door's header timeout (the first request's, and each later
+    one's on a kept-alive connection: `expect_headers`)."""
 
     def __init__(self, inner: Any, door: Door) -> None:
         self._inner = inner
         self._door = door
         self._seen = b""
         self._timer: asyncio.TimerHandle | None = None
-        self._transport: asyncio.Transport | None = None
-        self._counted = False
+        self.transport: asyncio.Transport | None = None
+        self.address = "?"
+        self.authenticated = False  # a request on it passed the door
+        self._admitted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        if self._door.connections >= MAX_CONNECTIONS:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if not self._door.admit(self):
             transport.close()
             return
-        self._door.connections += 1
-        self._counted = True
-        self._timer = asyncio.get_running_loop().call_later(
-            self._door.header_timeout_s, transport.close
-        )
+        self._admitted = True
+        self.expect_headers()
         self._inner.connection_made(transport)
+
+    def expect_headers(self) -> None:
+        """A request's headers are due within the header timeout from now."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._seen = b""
+        self._timer = asyncio.get_running_loop().call_later(
+            self._door.header_timeout_s, self.transport.close
+        )
+
+    def evict(self) -> None:
+        """Make way for a newer connection (this one has not authenticated)."""
+        self._door.guards.pop(self.transport, None)
+        if self.transport is not None:
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._timer is not None:
@@ -189,8 +263,8 @@ class SlowHeadersGuard(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        if self._counted:
-            self._door.connections -= 1
+        if self._admitted:
+            self._door.guards.pop(self.transport, None)
             self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:

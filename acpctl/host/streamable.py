@@ -49,9 +49,10 @@ async def handle(
     agent: str | None,
     role: str,
     log: logging.Logger,
+    body_timeout_s: float,
 ) -> web.StreamResponse:
     if request.method == "POST":
-        return await _post(request, connections, agent, role)
+        return await _post(request, connections, agent, role, body_timeout_s)
     if request.method == "GET":
         return await _get(request, connections, role, log)
     if request.method == "DELETE":
@@ -82,11 +83,20 @@ def _named(
 
 
 async def _post(
-    request: web.Request, connections: Connections, agent: str | None, role: str
+    request: web.Request,
+    connections: Connections,
+    agent: str | None,
+    role: str,
+    body_timeout_s: float,
 ) -> web.Response:
     if not request.content_type.lower().startswith("application/json"):
         return _error(415, "Content-Type must be application/json")
-    body = await request.read()
+    try:
+        body = await asyncio.wait_for(request.read(), body_timeout_s)
+    except asyncio.TimeoutError:  # a slow body holds nothing for long
+        refused = _error(408, f"the body did not come within {body_timeout_s:g} s")
+        refused.force_close()
+        return refused
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):

@@ -1,0 +1,137 @@
+"""Issue 41: the host's door holds under hostile load. Nobody without a token locks
+anybody out: sockets held without one make way, failed authentications are limited for
+failing requests only, and every request (not only a connection's first) has its deadline.
+Every flood here is on 127.0.0.1, bounded in count and time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.conftest import cli, run
+from tests.test_host import LISTENING, Host, serving
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def door(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0", "--header-timeout", "1")
+    with serving(monkeypatch, *args, until=LISTENING) as (process, found, _):
+        controller = cli("serve", "--show-token").stdout.strip()
+        observer = cli("serve", "--show-token", "--observer").stdout.strip()
+        yield Host(found.group(1).decode(), controller, observer, process)
+
+
+def port_of(host: Host) -> int:
+    return int(host.url.rsplit(":", 1)[1].split("/")[0])
+
+
+async def gets_in(host: Host, http: aiohttp.ClientSession) -> float:
+    """Seconds the right token takes to open the WebSocket and have initialize answered."""
+    began = time.monotonic()
+    async with http.ws_connect(host.url, headers=host.headers()) as socket:
+        await socket.send_str('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}')
+        answer = await asyncio.wait_for(socket.receive(), 5)
+        assert answer.type == aiohttp.WSMsgType.TEXT and '"result"' in answer.data
+    return time.monotonic() - began
+
+
+def test_a_thousand_sockets_without_a_token_lock_nobody_out(door: Host) -> None:
+    """It took 64 (the host's limit): a client with the token got in 0 times in 8."""
+    port = port_of(door)
+
+    async def scenario() -> list[float]:
+        held: list[asyncio.StreamWriter] = []
+
+        async def flood(count: int) -> None:
+            for n in range(count):
+                try:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    continue
+                if n % 2:  # half of them ask once, get their 401, and stay
+                    writer.write(b"GET /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                held.append(writer)
+                if n % 50 == 0:
+                    await asyncio.sleep(0)
+
+        times = []
+        async with aiohttp.ClientSession() as http:
+            for _ in range(8):
+                await flood(125)  # 1,000 in all, held while the client tries
+                times.append(await asyncio.wait_for(gets_in(door, http), 10))
+        for writer in held:
+            writer.close()
+        return times
+
+    times = run(scenario(), timeout=120)
+    assert len(times) == 8 and max(times) < 1.0, times
+
+
+def test_a_refused_request_closes_its_connection(door: Host) -> None:
+    async def scenario() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(door))
+        writer.write(b"GET /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n")
+        answered = await asyncio.wait_for(reader.read(), 5)  # to the end: it was closed
+        writer.close()
+        return answered
+
+    assert run(scenario()).startswith(b"HTTP/1.1 401")
+
+
+def test_wrong_tokens_never_lock_out_the_right_one(door: Host) -> None:
+    """Ten wrong tokens gave the right one 429 for a minute."""
+
+    async def scenario() -> list[float]:
+        wrong = {"Authorization": "Bearer wrong", "Host": f"127.0.0.1:{port_of(door)}"}
+        times = []
+        async with aiohttp.ClientSession() as http:
+            for _ in range(8):
+                for _ in range(25):  # 200 in all
+                    async with http.get(door.url.replace("ws:", "http:"), headers=wrong) as got:
+                        assert got.status in (401, 429)
+                times.append(await asyncio.wait_for(gets_in(door, http), 10))
+        return times
+
+    times = run(scenario(), timeout=120)
+    assert max(times) < 1.0, times
+
+
+def test_a_kept_alive_connections_next_request_has_the_header_deadline(door: Host) -> None:
+    """Slow headers on a keep-alive connection's second request were never timed out."""
+
+    async def scenario() -> float:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(door))
+        auth = f"Authorization: Bearer {door.controller}\r\n".encode()
+        host = f"Host: 127.0.0.1:{port_of(door)}\r\n".encode()
+        writer.write(b"DELETE /acp HTTP/1.1\r\n" + host + auth + b"\r\n")  # answered, kept
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        writer.write(b"GET /acp HTTP/1.1\r\n" + host)  # and the rest never comes
+        began = time.monotonic()
+        while await asyncio.wait_for(reader.read(1 << 16), 10):
+            pass
+        writer.close()
+        return time.monotonic() - began
+
+    assert run(scenario()) < 5  # the 1 s deadline, not never
+
+
+def test_a_slow_body_with_the_right_token_has_a_deadline(door: Host) -> None:
+    async def scenario() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(door))
+        writer.write(
+            f"POST /acp HTTP/1.1\r\nHost: 127.0.0.1:{port_of(door)}\r\n"
+            f"Authorization: Bearer {door.controller}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000\r\n\r\n{".encode()
+        )
+        answered = await asyncio.wait_for(reader.read(), 10)  # 3 s: three header timeouts
+        writer.close()
+        return answered
+
+    assert run(scenario()).startswith(b"HTTP/1.1 408")
