@@ -52,7 +52,7 @@ def test_a_thousand_sockets_without_a_token_lock_nobody_out(door: Host) -> None:
         async def flood(count: int) -> None:
             for n in range(count):
                 try:
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
                 except OSError:
                     continue
                 if n % 2:  # half of them ask once, get their 401, and stay
