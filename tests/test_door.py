@@ -135,3 +135,51 @@ def test_a_slow_body_with_the_right_token_has_a_deadline(door: Host) -> None:
         return answered
 
     assert run(scenario()).startswith(b"HTTP/1.1 408")
+
+
+def test_a_hostile_remotes_duplicate_and_unasked_answers_never_reach_the_editor(
+    home: Path,
+) -> None:
+    """Issue 41, 10: they were passed through to the editor."""
+    import json
+
+    from aiohttp import web
+
+    from tests.raw_peer import raw_editor
+    from tests.test_remote import add_remote
+
+    async def remote(request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        async for frame in socket:
+            message = json.loads(frame.data)
+            if "id" not in message:
+                continue
+            answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": 1}}
+            if message["method"] == "session/new":
+                answer["result"] = {"sessionId": "s1"}
+            await socket.send_str(json.dumps(answer))
+            await socket.send_str(json.dumps(answer))  # again
+            await socket.send_str(json.dumps({**answer, "id": 999}))  # to nothing asked
+        return socket
+
+    async def scenario() -> list[dict[str, object]]:
+        app = web.Application()
+        app.router.add_get("/acp", remote)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        add_remote("hostile", url=f"ws://127.0.0.1:{port}/acp")
+        try:
+            async with raw_editor("--agent", "hostile") as editor:
+                await editor.call("initialize", {"protocolVersion": 1})
+                await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+                await asyncio.sleep(0.5)  # what else would come has come
+                return list(editor.messages)
+        finally:
+            await runner.cleanup()
+
+    answers = [m for m in run(scenario()) if "method" not in m]
+    assert [a["id"] for a in answers] == [1, 2], answers

@@ -400,6 +400,34 @@ def test_server_sent_events_come_whole_however_the_bytes_are_cut() -> None:
         assert cursors == {"": "3"}
 
 
+def test_an_endless_server_sent_event_is_cut_off_at_the_message_limit() -> None:
+    """Issue 41, 3: a fake host's SSE line that never ended grew the link to 258 MiB and on;
+    the WebSocket path stops at 16 MiB, and so does this one now."""
+    from acpctl.remote.streamable import MAX_EVENT_BYTES, StreamableTransport
+
+    read = 0
+
+    class Content:
+        async def iter_any(self) -> Any:
+            nonlocal read
+            yield b"data: "
+            for _ in range(40 << 4):  # 40 MiB of one line, 64 KiB at a time
+                read += 64 << 10
+                yield b"x" * (64 << 10)
+
+    class Response:
+        content = Content()
+
+    async def scenario() -> StreamableTransport:
+        transport = StreamableTransport(None, "http://x/acp", None, None)
+        await transport._events("", Response())
+        return transport
+
+    transport = asyncio.run(scenario())
+    assert transport.close_reason == "an event of more than 16 MiB"
+    assert read <= MAX_EVENT_BYTES + (64 << 10)  # it stopped reading there
+
+
 def test_a_remote_s_address_in_logs_carries_no_credentials() -> None:
     """What the run log, errors and `agents list` say of a URL: no user, password or query
     (where a token could be), the rest as given."""

@@ -512,8 +512,12 @@ class Link:
             self._internal[msg_id].set_result(message)
             return
         waiting = self._waiting.pop(key, None) if key is not None else None
-        if waiting is not None:
-            self._note_answer(waiting, message)
+        if waiting is None:  # never asked, or answered already: the editor is not told twice
+            self._log.warning(
+                "dropped an answer from the remote to no waiting request: id %r", msg_id
+            )
+            return
+        self._note_answer(waiting, message)
         self._output.send(message)
 
     def _note_answer(self, waiting: Waiting, message: dict[str, Any]) -> None:

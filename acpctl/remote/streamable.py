@@ -17,6 +17,7 @@ from acpctl import protocol as acp
 from acpctl.config import shown_url
 from acpctl.remote.transports import (
     CONNECTION_ID_HEADER,
+    MAX_MESSAGE_BYTES,
     NOTHING_YET,
     OPEN_TIMEOUT_S,
     LinkDown,
@@ -30,6 +31,7 @@ from acpctl.remote.transports import (
 
 SESSION_ID_HEADER = "Acp-Session-Id"
 SSE = "text/event-stream"
+MAX_EVENT_BYTES = MAX_MESSAGE_BYTES + (64 << 10)  # a message, and its event's fields
 CONNECTION_STREAM = ""
 ESTABLISHING = frozenset(
     {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
@@ -187,17 +189,23 @@ class StreamableTransport:
         """Server-sent events, taken as the bytes come (a read a line costs more than an
         event's worth of work): each event's data to the inbox, its id kept as the
         stream's cursor; comments (keepalives) passed over."""
-        pending = b""
+        pending = bytearray()
         async for chunk in response.content.iter_any():
+            searched = max(len(pending) - 1, 0)  # a blank line may straddle two chunks
             pending += chunk
-            if b"\r" in pending:  # CRLF lines (a \r at the end waits for its \n)
-                pending = pending.replace(b"\r\n", b"\n")
-            whole = pending.rfind(b"\n\n")
+            if pending.find(b"\r", searched) >= 0:  # CRLF lines (a last \r waits for its \n)
+                pending = bytearray(pending.replace(b"\r\n", b"\n"))
+                searched = 0
+            whole = pending.rfind(b"\n\n", searched)
             if whole < 0:
+                if len(pending) > MAX_EVENT_BYTES:  # a line that never ends: not kept
+                    self._drop(f"an event of more than {MAX_MESSAGE_BYTES >> 20} MiB")
+                    return
                 continue
             # The whole events decoded at once (an event ends on a blank line, so no
             # character is cut in two), the rest kept for the next chunk.
-            events, pending = pending[:whole].decode("utf-8", "replace"), pending[whole + 2 :]
+            events = pending[:whole].decode("utf-8", "replace")
+            del pending[: whole + 2]
             for event in events.split("\n\n"):
                 self._event(stream, event)
 
