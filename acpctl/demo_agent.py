@@ -16,9 +16,10 @@ more of the protocol, so editors, tests, `doctor` and the benchmarks can exercis
 
 Two modes (`echo`, and `shout`, which answers in capitals) and one config option (`tone`:
 `plain`, or `excited`, which ends the answer with "!") let editors and tests exercise
-session state. It supports session/resume (an echo has no context to lose) but not
-session/load. Each prompt's response reports its tokens (a token a word). Run it
-directly with `python -m acpctl.demo_agent`.
+session state. It supports session/resume of a session it holds (after a restart it holds
+none: acpctl then opens a fresh one, as for any agent) but not session/load. Each
+prompt's response reports its tokens (a token a word). Run it directly with
+`python -m acpctl.demo_agent`.
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ class DemoAgent:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
             raise RpcError(acp.INVALID_PARAMS, "sessionId is required")
-        return self.sessions.setdefault(session_id, DemoSession()).state()
+        if session_id not in self.sessions:  # never its: an agent says so, not a fresh one
+            raise RpcError(acp.RESOURCE_NOT_FOUND, f"no session {session_id}")
+        return self.sessions[session_id].state()
 
     async def close_session(self, params: JsonObject) -> JsonObject:
         session_id = self._session(params)

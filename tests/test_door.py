@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -183,3 +184,59 @@ def test_a_hostile_remotes_duplicate_and_unasked_answers_never_reach_the_editor(
 
     answers = [m for m in run(scenario()) if "method" not in m]
     assert [a["id"] for a in answers] == [1, 2], answers
+
+
+def test_odd_input_at_the_door_gets_a_clear_answer(door: Host) -> None:
+    """Issue 41, 7: an Authorization header that is not UTF-8 got a 500 with a traceback;
+    a binary first WebSocket frame closed the socket, though it is to be ignored."""
+
+    async def scenario() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(door))
+        writer.write(
+            f"GET /acp HTTP/1.1\r\nHost: 127.0.0.1:{port_of(door)}\r\n".encode()
+            + b"Authorization: Bearer \xff\xfe\xfd\r\n\r\n"
+        )
+        answered = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        assert answered.startswith(b"HTTP/1.1 401"), answered[:200]
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(door.url, headers=door.headers()) as socket,
+        ):
+            await socket.send_bytes(b"\x00binary")
+            await socket.send_str('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}')
+            answer = await asyncio.wait_for(socket.receive(), 5)
+            assert answer.type == aiohttp.WSMsgType.TEXT and '"result"' in answer.data
+
+    run(scenario())
+
+
+def test_the_demo_agent_refuses_to_resume_a_session_it_never_had() -> None:
+    """Issue 41, 7: it answered session/resume for any id."""
+    import sys
+
+    async def scenario() -> Any:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "acpctl.demo_agent",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+            b'{"jsonrpc":"2.0","id":2,"method":"session/resume",'
+            b'"params":{"sessionId":"never","cwd":"/tmp"}}\n'
+        )
+        await process.stdin.drain()
+        import json
+
+        answers = [json.loads(await process.stdout.readline()) for _ in range(2)]
+        process.stdin.close()
+        await process.wait()
+        return answers[1]
+
+    answer = run(scenario())
+    assert answer["error"] == {"code": -32002, "message": "no session never"}, answer

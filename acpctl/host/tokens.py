@@ -28,7 +28,8 @@ class Tokens:
         found = None
         for role, token in self.by_role.items():
             # Every token is compared, so the time taken says nothing of which matched.
-            if hmac.compare_digest(presented.encode(), token.encode()):
+            # surrogateescape: a header that is not UTF-8 is a wrong token, not an error
+            if hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), token.encode()):
                 found = role
         return found
 

@@ -113,8 +113,12 @@ async def serve_socket(
     connection_id = request.headers.get(CONNECTION_ID_HEADER) or uuid.uuid4().hex
     socket.headers[CONNECTION_ID_HEADER] = connection_id
     await socket.prepare(request)
+    deadline = asyncio.get_running_loop().time() + FIRST_FRAME_TIMEOUT_S
     try:
         first = await socket.receive(timeout=FIRST_FRAME_TIMEOUT_S)
+        while first.type == WSMsgType.BINARY:  # nothing in ACP: ignored, as later on
+            left = deadline - asyncio.get_running_loop().time()
+            first = await socket.receive(timeout=max(left, 0.001))
     except asyncio.TimeoutError:
         await socket.close()
         return socket
