@@ -8,8 +8,11 @@ they hold conversation history and agent logs.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
+
+from acpctl.errors import AcpctlError
 
 APP_NAME = "acpctl"
 PRIVATE_DIR_MODE = 0o700
@@ -126,6 +129,29 @@ def ensure_private_dir(path: Path) -> Path:
     if (path.stat().st_mode & 0o777) != PRIVATE_DIR_MODE:
         path.chmod(PRIVATE_DIR_MODE)
     return path
+
+
+def own_private_dir(path: Path) -> Path:
+    """ensure_private_dir for a directory whose contents nobody else may control (the
+    session host's socket, lock and pid): refused, before anything is changed in it, when
+    it is a symbolic link or another user's."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ensure_private_dir(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise AcpctlError(
+            f"{path} is a symbolic link; acpctl does not follow it here",
+            hint=f"remove it (acpctl makes the directory): rm {path}",
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise AcpctlError(f"{path} is not a directory", hint=f"remove it: rm {path}")
+    if info.st_uid != os.getuid():
+        raise AcpctlError(
+            f"{path} belongs to another user (uid {info.st_uid}); acpctl uses only its own",
+            hint=f"remove it, or run acpctl as that user (ls -ld {path})",
+        )
+    return ensure_private_dir(path)
 
 
 def tighten(root: Path) -> None:

@@ -240,3 +240,41 @@ def test_the_demo_agent_refuses_to_resume_a_session_it_never_had() -> None:
 
     answer = run(scenario())
     assert answer["error"] == {"code": -32002, "message": "no session never"}, answer
+
+
+@pytest.mark.parametrize("planted", ["symlink", "owned by another"])
+def test_a_planted_host_directory_is_refused_cleanly(
+    home: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """Issue 41, 9: a `<state>/host` linked to another user's directory got the socket of a
+    host run as root (that user could swap it), or a traceback run as anyone else."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from tests.conftest import acpctl_argv
+
+    state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
+    monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
+    theirs = state / "theirs"
+    theirs.mkdir(mode=0o755)
+    if os.getuid() == 0:
+        os.chown(theirs, 12345, 12345)  # as CI runs: root, and a directory of another user
+    elif planted == "owned by another":
+        pytest.skip("making a directory another user's needs root")
+    if planted == "symlink":
+        (state / "host").symlink_to(theirs)
+    else:
+        theirs.rename(state / "host")
+        theirs = state / "host"
+    try:
+        refused = subprocess.run(acpctl_argv("serve"), capture_output=True, text=True, timeout=30)
+        assert refused.returncode == 1, refused.stderr
+        assert "Traceback" not in refused.stderr
+        said = "is a symbolic link" if planted == "symlink" else "belongs to another user"
+        assert said in refused.stderr
+        assert list(theirs.iterdir()) == []  # no socket, lock or pid put there
+        assert theirs.stat().st_mode & 0o777 == 0o755  # nor its mode changed
+    finally:
+        shutil.rmtree(state, ignore_errors=True)

@@ -103,7 +103,7 @@ def one_host(replace: bool) -> Iterator[None]:
     store and reopen from there)."""
     from filelock import FileLock, Timeout
 
-    directory = paths.ensure_private_dir(paths.host_socket().parent)
+    directory = paths.own_private_dir(paths.host_socket().parent)
     lock = FileLock(directory / HOST_LOCK, timeout=0, mode=0o600)
     try:
         lock.acquire()

@@ -58,7 +58,7 @@ async def listen(
     is replaced, a live one is refused."""
     if len(os.fsencode(path)) > UNIX_PATH_MAX:
         raise AcpctlError(f"the socket path {path} is too long for a unix socket")
-    paths.ensure_private_dir(path.parent)
+    paths.own_private_dir(path.parent)
     if path.exists() or path.is_symlink():
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
