@@ -91,6 +91,9 @@ HOST_LOG = "_acpctl/log"  # the agent's log lines, to a client that asked (run -
 # To every client when the host is told to stop: {"signal", "graceSeconds"}: running turns
 # get that long to finish, then the host cancels them and closes every connection.
 HOST_STOPPING = "_acpctl/stopping"
+# The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new
+# token, and the connections that came in with the old one are ended.
+HOST_ROTATE_TOKEN = "_acpctl/rotate_token"
 
 
 def stopping_notice(params: Any) -> str:

@@ -278,3 +278,48 @@ def test_a_planted_host_directory_is_refused_cleanly(
         assert theirs.stat().st_mode & 0o777 == 0o755  # nor its mode changed
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_rotated_token_is_taken_at_once_and_ends_the_old_ones_connections(
+    door: Host,
+) -> None:
+    """Issue 41, 8: no way to rotate a token; a deleted tokens file made --show-token print
+    tokens that the running host rejected; `--show-token > token` was world-readable."""
+    import os
+
+    from acpctl import paths
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            old = await http.ws_connect(door.url, headers=door.headers())
+            await old.send_str('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}')
+            assert (await asyncio.wait_for(old.receive(), 5)).type == aiohttp.WSMsgType.TEXT
+            rotated = await asyncio.to_thread(cli, "serve", "--rotate-token")
+            assert rotated.returncode == 0, rotated.stderr
+            assert "1 connection(s) with the old one ended" in rotated.stderr
+            closed = await asyncio.wait_for(old.receive(), 5)
+            assert closed.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            new = (await asyncio.to_thread(cli, "serve", "--show-token")).stdout.strip()
+            assert new != door.controller
+            try:
+                await http.ws_connect(door.url, headers=door.headers())
+                raise AssertionError("the old token still gets in")
+            except aiohttp.WSServerHandshakeError as exc:
+                assert exc.status == 401
+            async with http.ws_connect(door.url, headers=door.headers(new)):
+                pass
+            # The observer's token was not touched.
+            async with http.ws_connect(door.url, headers=door.headers(door.observer)):
+                pass
+
+    run(scenario())
+    paths.host_tokens().unlink()
+    refused = cli("serve", "--show-token")
+    assert refused.returncode == 1 and "is gone while the session host" in refused.stderr
+    assert not paths.host_tokens().exists()  # not silently replaced
+    written = door.process.pid  # any path will do: a fresh one, 0600
+    token_file = paths.state_dir() / f"token-{written}"
+    assert cli("serve", "--rotate-token").returncode == 0
+    assert cli("serve", "--show-token", "--token-file", str(token_file)).returncode == 0
+    assert os.stat(token_file).st_mode & 0o777 == 0o600
+    assert len(token_file.read_text().strip()) >= 40

@@ -435,3 +435,20 @@ def test_a_remote_s_address_in_logs_carries_no_credentials() -> None:
     assert remote.address == "wss://far.example:8765/acp/claude"
     assert Remote(url="ws://[::1]:9/acp").address == "ws://[::1]:9/acp"
     assert Remote(ssh="me@box", remote_agent="pi").address == "ssh me@box (agent pi)"
+
+
+def test_doctor_flags_a_remote_token_file_others_can_read(tmp_path: Path) -> None:
+    """Issue 41, 8: doctor checked the host's own tokens file, not a remote agent's."""
+    from acpctl.doctor.checks.remote import _token_file
+
+    token = tmp_path / "devbox.token"
+    token.write_text("t" * 43)
+    token.chmod(0o644)
+    remote = Remote(url="wss://devbox:8765/acp", token_file=str(token))
+    [finding] = _token_file("devbox", remote)
+    assert (
+        finding.status == "problem" and "can be read by other users (mode 644)" in finding.message
+    )
+    assert finding.fix == f"chmod 600 {token}"
+    token.chmod(0o600)
+    assert _token_file("devbox", remote) == []

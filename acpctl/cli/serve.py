@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from acpctl.errors import UsageError
+
 if TYPE_CHECKING:
     from acpctl.host.main import HostOptions
 
@@ -95,6 +97,17 @@ def serve(
         "options: to add --listen to a running host, for instance.",
     ),
     show_token: bool = typer.Option(False, "--show-token", help="Print the controller token."),
+    token_file: Path | None = typer.Option(
+        None,
+        "--token-file",
+        help="With --show-token: write the token to this file, readable by you alone.",
+    ),
+    rotate_token: bool = typer.Option(
+        False,
+        "--rotate-token",
+        help="A new controller token (--observer: observer); the running host takes it, and "
+        "its connections with the old one end.",
+    ),
     observer: bool = typer.Option(
         False, "--observer", help="With --show-token: the observer token (sees, never acts)."
     ),
@@ -119,8 +132,12 @@ def serve(
     clients, on a unix socket and (with --listen) ACP's WebSocket transport."""
     from acpctl.host import main
 
+    if token_file is not None and not show_token:
+        raise UsageError("--token-file goes with --show-token")
     if show_token:
-        raise typer.Exit(main.show_token(observer))
+        raise typer.Exit(main.show_token(observer, token_file))
+    if rotate_token:
+        raise typer.Exit(main.rotate(observer))
     if status:
         raise typer.Exit(main.show_status(as_json))
     if bridge:

@@ -154,8 +154,9 @@ def _refuse(status: int, why: str) -> web.Response:
     return web.json_response({"error": why}, status=status)
 
 
-def make_app(pool: AgentPool, door: Door, log: logging.Logger) -> web.Application:
-    connections = Connections(pool, log)
+def make_app(
+    pool: AgentPool, door: Door, connections: Connections, log: logging.Logger
+) -> web.Application:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         try:

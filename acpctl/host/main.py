@@ -27,10 +27,12 @@ from acpctl.errors import AcpctlError, UsageError
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.http import ENDPOINT, HEADER_TIMEOUT_S, Door, SlowHeadersGuard, make_app
-from acpctl.host.tokens import load_or_create
+from acpctl.host.registry import Connections
+from acpctl.host.tokens import ROLES, load_or_create
+from acpctl.host.tokens import rotate as rotate_token
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.runlog import open_log
-from acpctl.runner.through_host import read_status
+from acpctl.runner.through_host import host_request, read_status
 from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -52,6 +54,31 @@ class HostOptions:
     spare_s: float = DEFAULT_SPARE_S
     header_timeout_s: float = HEADER_TIMEOUT_S
     stop_grace_s: float = STOP_GRACE_S  # on SIGTERM, how long running turns may go on
+
+
+class TcpDoor:
+    """The TCP listener's door and its logical connections, as a token rotation (asked on
+    the unix socket) changes them: the new token from then on, the old one's connections
+    ended."""
+
+    def __init__(self, pool: AgentPool, log: logging.Logger) -> None:
+        self.door: Door | None = None  # with --listen
+        self.connections = Connections(pool, log)
+        self.log = log
+
+    async def rotate(self, params: JsonObject) -> JsonObject:
+        role = params.get("role")
+        if role not in ROLES:
+            raise AcpctlError(f"no token role {role!r}: {' or '.join(ROLES)}")
+        tokens = rotate_token(str(role))
+        ended = 0
+        if self.door is not None:
+            self.door.tokens = tokens
+            ended = self.connections.end_role(str(role))
+        self.log.info(
+            "session host: a new %s token; %d connection(s) with the old one ended", role, ended
+        )
+        return {"role": role, "ended": ended}
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -171,19 +198,21 @@ async def _serve(options: HostOptions) -> None:
     created_socket = False
     try:
         listening: list[JsonObject] = []  # what serve --status and doctor show
-        servers.append(await unix.listen(socket_path, pool, log, listening))
+        tcp = TcpDoor(pool, log)
+        servers.append(await unix.listen(socket_path, pool, log, listening, tcp.rotate))
         created_socket = True
         log.info("session host: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
             tokens = load_or_create()
             host, port = parse_listen(options.listen)
             context = _tls_context(options)
-            door = Door(
+            door = tcp.door = Door(
                 tokens,
                 origins=frozenset(options.allow_origins),
                 header_timeout_s=options.header_timeout_s,
             )
-            tcp_runner = web.AppRunner(make_app(pool, door, log), handle_signals=False)
+            app = make_app(pool, door, tcp.connections, log)
+            tcp_runner = web.AppRunner(app, handle_signals=False)
             await tcp_runner.setup()
             runners.append(tcp_runner)
             server = await loop.create_server(
@@ -301,10 +330,71 @@ def _host_names(host: str, port: int, extra: list[str]) -> frozenset[str]:
     return frozenset(allowed)
 
 
-def show_token(observer: bool) -> int:
-    tokens = load_or_create()
-    sys.stdout.write(tokens.by_role[acp.OBSERVER if observer else acp.CONTROLLER] + "\n")
+def show_token(observer: bool, token_file: Path | None = None) -> int:
+    """Print a token, or write it to `token_file` (0600): never new tokens while a host
+    runs with the old ones (a tokens file deleted under it)."""
+    if not paths.host_tokens().exists():
+        running = asyncio.run(read_status())
+        if running is not None:
+            raise AcpctlError(
+                f"{paths.host_tokens()} is gone while the session host (pid {running['pid']}) "
+                "runs with the tokens it held",
+                hint="`acpctl serve --rotate-token` (and with --observer) makes new ones "
+                "that the running host takes",
+            )
+    token = load_or_create().by_role[acp.OBSERVER if observer else acp.CONTROLLER]
+    if token_file is None:
+        sys.stdout.write(token + "\n")
+        return 0
+    _write_private(token_file, token + "\n")
+    sys.stderr.write(
+        f"acpctl: the {'observer' if observer else 'controller'} token is in {token_file} (0600)\n"
+    )
     return 0
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` in `path`, readable by this user alone, however the file was before."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+
+
+def rotate(observer: bool) -> int:
+    """A new token for the role, taken by the running host (whose connections with the old
+    one end), or written to the tokens file for the next start when no host runs."""
+    role = acp.OBSERVER if observer else acp.CONTROLLER
+    running = asyncio.run(read_status())
+    if running is None:
+        rotate_token(role)
+        sys.stderr.write(f"acpctl: a new {role} token (no session host runs: the next takes it)\n")
+        return 0
+    answer = asyncio.run(_ask_host(acp.HOST_ROTATE_TOKEN, {"role": role}))
+    if "result" not in answer:
+        said = (
+            answer.get("error", {}).get("message")
+            if isinstance(answer.get("error"), dict)
+            else answer
+        )
+        raise AcpctlError(
+            f"the session host (pid {running['pid']}) did not take a new token: {said}",
+            hint="a host older than this acpctl: restart it (acpctl serve --replace)",
+        )
+    ended = answer["result"].get("ended", 0)
+    sys.stderr.write(
+        f"acpctl: a new {role} token, taken by the session host; {ended} connection(s) "
+        "with the old one ended (`acpctl serve --show-token"
+        + (" --observer" if observer else "")
+        + "` prints it)\n"
+    )
+    return 0
+
+
+async def _ask_host(method: str, params: JsonObject) -> JsonObject:
+    answer, _, writer = await host_request(method, params)
+    writer.close()
+    return answer if isinstance(answer, dict) else {}
 
 
 def show_status(as_json: bool) -> int:

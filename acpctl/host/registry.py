@@ -55,6 +55,13 @@ class Connections:
             return None
         return found[0]
 
+    def end_role(self, role: str) -> int:
+        """End every connection that came in as `role` (its token was replaced); how many."""
+        ending = [connection for connection, its in self.by_id.values() if its == role]
+        for connection in ending:
+            connection.end()
+        return len(ending)
+
     async def close(self) -> None:
         for connection, _ in list(self.by_id.values()):
             connection.end()

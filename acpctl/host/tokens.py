@@ -34,6 +34,16 @@ class Tokens:
         return found
 
 
+def rotate(role: str, path: Path | None = None) -> Tokens:
+    """A new token for `role` in the file, the other role's kept: the tokens as they now
+    are."""
+    path = path or paths.host_tokens()
+    tokens = dict(load_or_create(path).by_role)
+    tokens[role] = secrets.token_urlsafe(TOKEN_BYTES)
+    atomic_write(path, (json.dumps(tokens, indent=2) + "\n").encode())
+    return Tokens(tokens)
+
+
 def load_or_create(path: Path | None = None) -> Tokens:
     """The tokens in the file, made first when it does not exist."""
     path = path or paths.host_tokens()

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,7 +52,11 @@ FIRST_LINE_TIMEOUT_S = 30.0
 
 
 async def listen(
-    path: Path, pool: AgentPool, log: logging.Logger, listening: list[JsonObject]
+    path: Path,
+    pool: AgentPool,
+    log: logging.Logger,
+    listening: list[JsonObject],
+    rotate_token: Callable[[JsonObject], Awaitable[JsonObject]],
 ) -> asyncio.AbstractServer:
     """The socket at `path`, 0600 in a 0700 directory; a stale one (no host answers on it)
     is replaced, a live one is refused."""
@@ -74,7 +78,7 @@ async def listen(
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _client(reader, writer, connections, log, listening)
+            await _client(reader, writer, connections, log, listening, rotate_token)
         except asyncio.CancelledError:
             # The host stops with this client connected. Nothing awaits this task, and
             # Python 3.11's stream callback would print the cancellation as a traceback.
@@ -97,6 +101,7 @@ async def _client(
     connections: Connections,
     log: logging.Logger,
     listening: list[JsonObject],
+    rotate_token: Callable[[JsonObject], Awaitable[JsonObject]],
 ) -> None:
     pool = connections.pool
     try:
@@ -118,6 +123,13 @@ async def _client(
             "agents": pool.status(),
         }
         _answer(writer, jsonrpc.result(msg_id, status))
+        await writer.drain()
+        return
+    if method == acp.HOST_ROTATE_TOKEN:
+        try:
+            _answer(writer, jsonrpc.result(msg_id, await rotate_token(params)))
+        except AcpctlError as exc:
+            _answer(writer, jsonrpc.error(msg_id, acp.INVALID_PARAMS, exc.message))
         await writer.drain()
         return
     if method == acp.STREAM_RESUME:

@@ -143,6 +143,8 @@ async def serve_socket(
             return socket
         connection.attach(reader, connection.backlog(ALL_STREAMS, None))
         _take(connection, first.data, log)
+    # A connection ended by the host (its token was rotated, say) closes its socket.
+    ended = asyncio.ensure_future(_close_when_ended(connection, socket))
     try:
         async for frame in socket:
             if frame.type == WSMsgType.TEXT:
@@ -152,12 +154,18 @@ async def serve_socket(
                 break
             # Binary frames carry nothing in ACP: ignored, as the SDKs do.
     finally:
+        ended.cancel()
         connection.detach(reader)
         if socket.close_code in LEFT:
             connection.end()  # the client closed it: it has gone, not dropped
         await sender.close()
         await socket.close()
     return socket
+
+
+async def _close_when_ended(connection: LogicalConnection, socket: web.WebSocketResponse) -> None:
+    await connection.done.wait()
+    await socket.close(code=POLICY, message=b"the host ended this connection")
 
 
 def _take(connection: LogicalConnection, text: str, log: logging.Logger) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from typing import Any
@@ -30,9 +31,31 @@ def check_remotes(agents: list[ResolvedAgent], timeout: float) -> list[Finding]:
     findings: list[Finding] = []
     for agent in agents:
         assert agent.remote is not None
+        findings += _token_file(agent.name, agent.remote)
         findings += asyncio.run(_probe(agent.name, agent.remote, timeout))
         findings += _link_log(agent.name)
     return findings
+
+
+def _token_file(name: str, remote: Remote) -> list[Finding]:
+    """A token another user of this machine can read is that user's too."""
+    if remote.token_file is None:
+        return []
+    path = os.path.expanduser(remote.token_file)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return []  # the probe says it cannot be read
+    if not mode & 0o077:
+        return []
+    return [
+        Finding(
+            f"agent {name}",
+            "problem",
+            f"its token file {path} can be read by other users (mode {mode & 0o777:o})",
+            f"chmod 600 {path}",
+        )
+    ]
 
 
 async def _probe(name: str, remote: Remote, timeout: float) -> list[Finding]:
