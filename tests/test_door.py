@@ -323,3 +323,41 @@ def test_a_rotated_token_is_taken_at_once_and_ends_the_old_ones_connections(
     assert cli("serve", "--show-token", "--token-file", str(token_file)).returncode == 0
     assert os.stat(token_file).st_mode & 0o777 == 0o600
     assert len(token_file.read_text().strip()) >= 40
+
+
+def test_initialize_floods_hold_a_bounded_number_of_connections(door: Host) -> None:
+    """Issue 41, 4: 20,007 HTTP initializes took the host from 42 to 289 MiB (each logical
+    connection kept 60 s). Now a token holds at most 64, the oldest idle one making way."""
+    import json
+
+    import psutil
+
+    from acpctl.host.registry import MAX_PER_TOKEN
+
+    host = psutil.Process(door.process.pid)
+    url = door.url.replace("ws:", "http:")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    headers = {**door.headers(), "Content-Type": "application/json", "Accept": "application/json"}
+
+    async def flood(count: int) -> list[int]:
+        async with aiohttp.ClientSession() as http:
+
+            async def one() -> int:
+                async with http.post(url, data=body, headers=headers) as answer:
+                    await answer.read()
+                    return answer.status
+
+            statuses = []
+            for _ in range(count // 20):  # 20 at once, as a busy client might
+                statuses += await asyncio.gather(*(one() for _ in range(20)))
+            return statuses
+
+    run(flood(200))  # the agent started, the allocator warmed
+    before = host.memory_info().rss
+    statuses = run(flood(3000), timeout=120)
+    grown = host.memory_info().rss - before
+    assert set(statuses) == {200}, set(statuses)
+    status = json.loads(cli("serve", "--status", "--json").stdout)
+    held = sum(agent["clients"] for agent in status["agents"])
+    assert held <= MAX_PER_TOKEN, held
+    assert grown < 16 << 20, f"the host grew {grown >> 20} MiB"

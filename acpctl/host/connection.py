@@ -141,9 +141,12 @@ class LogicalConnection:
         connection_id: str | None = None,
         on_idle: Callable[[LogicalConnection], None] | None = None,
         store: SessionStore | None = None,
+        grace_s: Callable[[], float] = lambda: GRACE_S,
     ) -> None:
         """`store`: the history the host records in, which holds what the connection
-        need not keep itself (host/cursors.py)."""
+        need not keep itself (host/cursors.py). `grace_s`: how long it outlives its last
+        transport, asked each time it goes idle."""
+        self._grace_s = grace_s
         self.id = connection_id or uuid.uuid4().hex
         self._inbox: asyncio.Queue[list[Message | BadLine] | None] = asyncio.Queue()
         self._sent = SentLog(store)
@@ -158,7 +161,7 @@ class LogicalConnection:
         # Running until a transport attaches: a client that initialized over HTTP and never
         # came back is not held for ever.
         self._grace: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
-            GRACE_S, self._expire
+            grace_s(), self._expire
         )
         self._on_idle = on_idle
         self.ended = False
@@ -337,7 +340,12 @@ class LogicalConnection:
         if reader in self._readers:
             self._readers.remove(reader)
         if not self._readers and not self.ended:
-            self._grace = asyncio.get_running_loop().call_later(GRACE_S, self._expire)
+            self._grace = asyncio.get_running_loop().call_later(self._grace_s(), self._expire)
+
+    @property
+    def idle(self) -> bool:
+        """No transport carries it now (its client may come back within the grace)."""
+        return not self._readers
 
     def _expire(self) -> None:
         self._grace = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,10 +36,11 @@ FAILURE_WINDOW_S = 60.0
 MAX_REMEMBERED_ADDRESSES = 4096
 MAX_CONNECTIONS = 64
 # Connections that have not authenticated yet (every new one, until its first request):
-# at most this many in all and from one address, the oldest evicted for a new one, so that
-# sockets opened and held without a token never keep a client with one out.
-MAX_UNAUTHENTICATED = 16
-MAX_UNAUTHENTICATED_PER_ADDRESS = 4
+# at most this many from one address; and when the host is full, the oldest of them, from
+# the address that holds most, is closed to make way for a new one. So sockets opened and
+# held without a token never keep a client with one out, and a client's own burst of
+# connections is never cut.
+MAX_UNAUTHENTICATED_PER_ADDRESS = 32
 HEADER_TIMEOUT_S = 10.0  # a request's headers (every request's) must arrive within this
 BODY_TIMEOUT_FACTOR = 3  # and its body within three times that
 
@@ -92,14 +93,16 @@ class Door:
         """Room for a new connection: the oldest unauthenticated one of its address, or of
         all, makes way when those are at their limit. False: every place is held by an
         authenticated client."""
-        waiting = [g for g in self.guards.values() if not g.authenticated]
+        waiting = [g for g in self.guards.values() if not g.authenticated]  # oldest first
         same_address = [g for g in waiting if g.address == guard.address]
         if len(same_address) >= MAX_UNAUTHENTICATED_PER_ADDRESS:
             same_address[0].evict()
-        elif len(waiting) >= MAX_UNAUTHENTICATED or self.connections >= MAX_CONNECTIONS:
+        elif self.connections >= MAX_CONNECTIONS:
             if not waiting:
                 return False
-            waiting[0].evict()
+            by_address = Counter(g.address for g in waiting)
+            most = max(by_address, key=lambda address: by_address[address])
+            next(g for g in waiting if g.address == most).evict()
         self.guards[guard.transport] = guard
         return True
 

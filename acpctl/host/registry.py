@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentPool, HostedAgent
-from acpctl.host.connection import LogicalConnection
+from acpctl.host.connection import GRACE_S, LogicalConnection
 from acpctl.runner.clients import Client
+
+# Logical connections a token may hold, and all of them: past either, the oldest idle one
+# (no transport attached) makes way, else the new one is refused. Once half are taken, a
+# connection that goes idle is kept SHORT_GRACE_S for its client to come back, not the
+# usual GRACE_S (host/connection.py): a flood of initializes is reaped in seconds.
+MAX_PER_TOKEN = 64
+MAX_IN_ALL = 256
+SHORT_GRACE_S = 5.0
+ROOM_SAID_EVERY_S = 10.0
+
+
+class TooManyConnections(AcpctlError):
+    """Every place a token may hold is in use by a client that is connected."""
 
 
 class Connections:
@@ -19,14 +33,19 @@ class Connections:
         self.log = log
         self.by_id: dict[str, tuple[LogicalConnection, str]] = {}  # id -> (it, role)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._made_room = 0  # idle connections ended for new ones, since it was last said
+        self._said_room = -ROOM_SAID_EVERY_S
 
     async def open(self, agent: str | None, role: str, connection_id: str) -> LogicalConnection:
         """A new connection on `agent`, served from now on. Raises AgentChanged and
         AcpctlError (unknown agent) before anything is made."""
         if connection_id in self.by_id:
             raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
+        self._make_room(role)
         hosted = await self.pool.get(agent)
-        connection = LogicalConnection(connection_id, on_idle=self._forget, store=self.pool.store)
+        connection = LogicalConnection(
+            connection_id, on_idle=self._forget, store=self.pool.store, grace_s=self._grace_s
+        )
         self.by_id[connection.id] = (connection, role)
         client = Client(connection, may_control=role == acp.CONTROLLER)
         task = asyncio.ensure_future(self._serve(hosted, client, connection))
@@ -42,6 +61,32 @@ class Connections:
         finally:
             connection.end()
             self.by_id.pop(connection.id, None)
+
+    def _make_room(self, role: str) -> None:
+        held = [(c, r) for c, r in self.by_id.values() if not c.ended]
+        mine = [c for c, r in held if r == role]
+        if len(mine) >= MAX_PER_TOKEN:
+            crowded, limit = mine, MAX_PER_TOKEN
+        elif len(held) >= MAX_IN_ALL:
+            crowded, limit = [c for c, _ in held], MAX_IN_ALL
+        else:
+            return
+        idle = next((c for c in crowded if c.idle), None)  # oldest first: by_id's order
+        if idle is None:
+            raise TooManyConnections(
+                f"{limit} connections are open{' for this token' if crowded is mine else ''}, "
+                "all in use; close one first"
+            )
+        idle.end()
+        self.by_id.pop(idle.id, None)
+        self._made_room += 1
+        now = time.monotonic()
+        if now - self._said_room >= ROOM_SAID_EVERY_S:  # a flood is one line, not thousands
+            self.log.info("%d idle connection(s) ended to make room for new ones", self._made_room)
+            self._made_room, self._said_room = 0, now
+
+    def _grace_s(self) -> float:
+        return SHORT_GRACE_S if len(self.by_id) >= MAX_IN_ALL // 2 else GRACE_S
 
     def _forget(self, connection: LogicalConnection) -> None:
         self.by_id.pop(connection.id, None)

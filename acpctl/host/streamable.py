@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING
 
 from aiohttp import hdrs, web
 
@@ -30,9 +29,7 @@ from acpctl.host.connection import (
     Outbox,
 )
 from acpctl.host.cursors import ResumeRefused
-
-if TYPE_CHECKING:
-    from acpctl.host.registry import Connections
+from acpctl.host.registry import Connections, TooManyConnections
 
 SSE = "text/event-stream"
 KEEPALIVE_S = 15.0  # an SSE comment this often on an idle stream (the SDKs' interval)
@@ -128,6 +125,8 @@ async def _initialize(
         connection = await connections.open(agent, role, "")
     except AgentChanged as exc:
         return _error(409, str(exc))
+    except TooManyConnections as exc:
+        return _error(429, str(exc))
     except AcpctlError as exc:
         return _error(404, str(exc))
     answer = connection.capture(message["id"])
