@@ -361,3 +361,62 @@ def test_initialize_floods_hold_a_bounded_number_of_connections(door: Host) -> N
     held = sum(agent["clients"] for agent in status["agents"])
     assert held <= MAX_PER_TOKEN, held
     assert grown < 16 << 20, f"the host grew {grown >> 20} MiB"
+
+
+def test_a_client_flooding_requests_does_not_starve_another(door: Host) -> None:
+    """Issue 41, 5: while one client flooded 50k requests, another's answers took 4.7 s
+    (here 0.56 s at the 95th percentile before: its request waited behind all of them).
+    bench/door.py measures it; this bound is loose, to fail only on the starvation."""
+    import json
+
+    async def scenario() -> list[float]:
+        async with aiohttp.ClientSession() as http:
+            flooder = await http.ws_connect(door.url, headers=door.headers())
+            other = await http.ws_connect(door.url, headers=door.headers())
+            for socket in (flooder, other):
+                await socket.send_str('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}')
+                await socket.receive()
+            new = {"cwd": "/tmp", "mcpServers": []}
+            await flooder.send_str(
+                json.dumps({"jsonrpc": "2.0", "id": -1, "method": "session/new", "params": new})
+            )
+            session = json.loads((await flooder.receive()).data)["result"]["sessionId"]
+            mode = {"sessionId": session, "modeId": "echo"}
+
+            async def flood() -> None:
+                for n in range(50_000):
+                    await flooder.send_str(
+                        json.dumps(
+                            {
+                                "jsonrpc": "2.0",
+                                "id": n,
+                                "method": "session/set_mode",
+                                "params": mode,
+                            }
+                        )
+                    )
+
+            async def drain() -> None:
+                async for _ in flooder:
+                    pass
+
+            flooding = asyncio.ensure_future(flood())
+            draining = asyncio.ensure_future(drain())
+            await asyncio.sleep(0.2)
+            took = []
+            for n in range(40):
+                began = time.monotonic()
+                await other.send_str(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": n + 1, "method": "session/list", "params": {}}
+                    )
+                )
+                await asyncio.wait_for(other.receive(), 10)
+                took.append(time.monotonic() - began)
+                await asyncio.sleep(0.02)
+            flooding.cancel()
+            draining.cancel()
+            return sorted(took)
+
+    took = run(scenario(), timeout=120)
+    assert took[int(len(took) * 0.95)] < 0.2, took

@@ -14,8 +14,12 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.channel import Channel
 
-# Batch members routed between two turns of the event loop.
+# Batch members, and messages of one read, routed between two turns of the event loop.
 BATCH_SLICE = 64
+# A client's requests awaiting their answers (a prompt, which lasts a turn, aside): past
+# this, its input waits. A client that floods requests then holds a few places in the
+# agent's queue and the event loop, not all of them, and the others' answers stay quick.
+MAX_IN_FLIGHT = 32
 
 # What routing a request gives: the answer now, or later.
 Answer = JsonObject | Awaitable[JsonObject]
@@ -43,15 +47,22 @@ class EditorEndpoint:
         self.router: Router | None = None
         # The requests in flight (shared by a server's clients, which waits for them all).
         self.tasks: set[asyncio.Future[Any]] = set() if tasks is None else tasks
+        self._waiting = 0  # this client's requests in flight, prompts aside
+        self._room = asyncio.Event()  # set when _waiting falls below MAX_IN_FLIGHT
 
     async def serve(self) -> None:
         """Until the editor closes its end."""
         async for batch in self.out.incoming():
-            for item in batch:
+            for index, item in enumerate(batch, 1):
                 if isinstance(item, jsonrpc.BadLine):
                     self.out.send(jsonrpc.error_response(item.msg_id, item.error))
                 else:
                     self.dispatch(item[0])
+                if self._waiting >= MAX_IN_FLIGHT:
+                    self._room.clear()
+                    await self._room.wait()
+                elif index % BATCH_SLICE == 0:
+                    await asyncio.sleep(0)  # the other clients' input, between ours
             await self.out.drain()
 
     def dispatch(self, message: Any) -> None:
@@ -61,11 +72,36 @@ class EditorEndpoint:
         answer = self._route(message)
         if isinstance(answer, dict):
             self.reply(answer)
-        elif isinstance(answer, asyncio.Future):
+            return
+        if answer is None:
+            return
+        counted = message.get("method") != acp.SESSION_PROMPT
+        if counted:
+            self._waiting += 1
+        if isinstance(answer, asyncio.Future):
             # The relay's fast path: no task for a plain forwarded request.
-            answer.add_done_callback(lambda done: self.reply(done.result()))
-        elif answer is not None:
-            self.spawn(self._reply_later(answer))
+            answer.add_done_callback(lambda done: self._answered(done, counted))
+        else:
+            self.spawn(self._answered_later(answer, counted))
+
+    def _answered(self, done: asyncio.Future[JsonObject], counted: bool) -> None:
+        self._free(counted)
+        if not done.cancelled():  # cancelled: the connection is closing
+            self.reply(done.result())
+
+    async def _answered_later(self, answer: Awaitable[JsonObject], counted: bool) -> None:
+        try:
+            response = await answer  # in this task: nothing the answer sent overtakes it
+        finally:
+            self._free(counted)
+        self.reply(response)
+
+    def _free(self, counted: bool) -> None:
+        """A request answered (or given up): its place in flight is free."""
+        if counted:
+            self._waiting -= 1
+            if self._waiting < MAX_IN_FLIGHT:
+                self._room.set()
 
     def spawn(self, work: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(work)
@@ -82,8 +118,7 @@ class EditorEndpoint:
             )
         self.out.send(response)
 
-    async def _reply_later(self, answer: Awaitable[JsonObject]) -> None:
-        self.reply(await answer)
+
 
     async def _batch(self, messages: list[Any]) -> None:
         """JSON-RPC batches: answered as one array; an empty batch is invalid. The members
