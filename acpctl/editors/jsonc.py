@@ -444,13 +444,20 @@ class Document:
         members = self._members(node)
         index = members.index(member)
         end = member.comma + 1 if member.comma is not None else member.value.end
-        end = self._line_end(end)  # a comment on the member's own last line goes too
+        start = member.key_start
         if self._starts_line(member.key_start):
-            start = self.text.rfind("\n", 0, member.key_start)
-            start = start - 1 if start > 0 and self.text[start - 1] == "\r" else start
-        else:
-            start = member.key_start
-            end = member.comma + 1 if member.comma is not None else member.value.end
+            # Its line goes whole (a comment on its last line too), with the line break
+            # before it; or, when the line before ends in a // comment (which would then
+            # swallow what follows), with the line break after it, if it ends the line.
+            before = self.text.rfind("\n", 0, member.key_start)
+            gap_start = members[index - 1].comma if index else node.start
+            line_end = self._line_end(end)
+            after = self._newline_at(line_end)
+            if not self._line_comment_ends_at(gap_start or node.start, before):
+                start = before - 1 if before > 0 and self.text[before - 1] == "\r" else before
+                end = line_end
+            elif after:
+                start, end = before + 1, line_end + after
         edits = [Edit(start, end, "")]
         is_last = index == len(members) - 1
         if is_last and member.comma is None and index > 0:
@@ -469,6 +476,29 @@ class Document:
             if remaining.endswith(closing) and not kept.strip():
                 return [Edit(node.start, node.end, "{" + kept + "}")]
         return edits
+
+    def _line_comment_ends_at(self, start: int, newline: int) -> bool:
+        """Whether the line break at `newline` ends a // comment: in the gap (whitespace
+        and comments only) that runs from `start` to it."""
+        text = self.text
+        position = start
+        while position < newline:
+            if text.startswith("//", position):
+                ends = text.find("\n", position)
+                if ends == newline:
+                    return True
+                position = ends + 1
+            elif text.startswith("/*", position):
+                position = text.find("*/", position + 2) + 2
+            else:
+                position += 1
+        return False
+
+    def _newline_at(self, offset: int) -> int:
+        """The length of the line break at `offset` (0: none there)."""
+        if self.text.startswith("\r\n", offset):
+            return 2
+        return 1 if self.text.startswith("\n", offset) else 0
 
     def _starts_line(self, offset: int) -> bool:
         line_start = self.text.rfind("\n", 0, offset) + 1
