@@ -264,3 +264,32 @@ def test_comments_in_an_empty_object_install_and_uninstall_exactly(original: str
     edited = Document(original).set(["agent_servers", "acpctl"], {"command": "acpctl"})
     assert json5.loads(edited)["agent_servers"]["acpctl"] == {"command": "acpctl"}
     assert Document(edited).remove(["agent_servers", "acpctl"]) == original
+
+
+REFUSED = sorted((Path(__file__).parent / "golden" / "jsonc-uninstall").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", REFUSED, ids=[p.stem for p in REFUSED])
+def test_an_entry_among_comments_in_odd_places_is_removed_and_nothing_else(path: Path) -> None:
+    """Issue 41: nine settings files, as install left them, that uninstall refused (its
+    check caught the edit: the line break before the entry went, and a // comment on the
+    line before then swallowed the member after it)."""
+    before = path.read_text()
+    after = Document(before).remove(["agent_servers", "Demo (acpctl)"])
+    wanted = json5.loads(before)
+    del wanted["agent_servers"]["Demo (acpctl)"]
+    assert json5.loads(after) == wanted
+    # Only deletions: the entry's own text (and the comma that separated it), every
+    # other byte as it was, every comment outside the entry kept.
+    edits = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    assert {tag for tag, *_ in edits} <= {"equal", "delete"}, edits
+    removed = "".join(before[i1:i2] for tag, i1, i2, _, _ in edits if tag == "delete")
+    assert '"Demo (acpctl)"' in removed and '"mine"' not in removed
+
+
+def test_a_line_comment_before_the_entry_keeps_its_line_break() -> None:
+    """The line break that ends a // comment stays, or "y" would be commented out."""
+    original = '{\n  "agent_servers": { // mine\n    "x": 1, "y": 2\n  }\n}\n'
+    text = Document(original).remove(["agent_servers", "x"])
+    assert json5.loads(text) == {"agent_servers": {"y": 2}}
+    assert text == '{\n  "agent_servers": { // mine\n     "y": 2\n  }\n}\n'
