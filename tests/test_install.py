@@ -55,7 +55,7 @@ def test_zed_install_is_idempotent_and_backed_up(home: Path) -> None:
     assert settings.read_bytes() == after_first  # byte-identical, no new backup
     assert len(list(settings.parent.glob("settings.json.acpctl-*.bak"))) == 1
     assert cli("uninstall", "zed").returncode == 0
-    assert json5.loads(settings.read_text()) == {**json5.loads(original), "agent_servers": {}}
+    assert settings.read_bytes() == original  # the container install made went too
 
 
 @pytest.mark.e2e
@@ -298,7 +298,7 @@ def test_install_defaults_say_what_they_pick_and_uninstall_takes_every_entry(
     assert len(entries) == 3
     removed = cli("uninstall", "zed")
     assert removed.stdout.count("removed from") == 3
-    assert json5.loads(settings.read_text())["agent_servers"] == {}
+    assert "agent_servers" not in json5.loads(settings.read_text())  # install had made it
 
 
 @pytest.mark.e2e
@@ -340,3 +340,34 @@ def test_a_dry_run_warns_as_the_install_would(home: Path, monkeypatch: pytest.Mo
     assert shown.returncode == 0, shown.stderr
     assert "the entry breaks when it is" in shown.stderr  # the temporary-directory warning,
     # or the project-virtualenv one when the tests run inside the checkout's .venv
+
+
+@pytest.mark.parametrize("original", ['{"a": 1}', "{}", "{/* c */}", '{\n  "a": 1 // c\n}\n'])
+def test_install_then_uninstall_is_byte_exact_when_install_made_the_container(
+    home: Path, tmp_path: Path, original: str
+) -> None:
+    """Issue 41: `{"a": 1}` came back as `{"a": 1,\\n  "agent_servers": {}}`."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(original)
+    assert cli("install", "zed", "--settings", str(settings), "--agent", "demo").returncode == 0
+    assert "agent_servers" in settings.read_text()
+    assert cli("uninstall", "zed", "--settings", str(settings)).returncode == 0
+    assert settings.read_text() == original
+
+
+def test_a_users_own_container_stays_even_empty(home: Path, tmp_path: Path) -> None:
+    """acpctl knows the container it made by its own record (its state directory's
+    created-containers.json): one that was there before install is the user's."""
+    settings = tmp_path / "settings.json"
+    original = '{\n  "agent_servers": {}\n}\n'
+    settings.write_text(original)
+    cli("install", "zed", "--settings", str(settings), "--agent", "demo")
+    cli("uninstall", "zed", "--settings", str(settings))
+    assert settings.read_text() == original
+    # Made by install, then given an entry of the user's: it stays, with that entry.
+    settings.write_text("{}")
+    cli("install", "zed", "--settings", str(settings), "--agent", "demo")
+    text = settings.read_text().replace('"agent_servers": {', '"agent_servers": {"mine": {},', 1)
+    settings.write_text(text)
+    cli("uninstall", "zed", "--settings", str(settings))
+    assert json5.loads(settings.read_text()) == {"agent_servers": {"mine": {}}}

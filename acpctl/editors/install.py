@@ -15,7 +15,7 @@ from acpctl import config
 from acpctl.agents import discovery, managed
 from acpctl.agents.catalog import DEMO_AGENT
 from acpctl.agents.discovery import ResolvedAgent
-from acpctl.editors import clients, settings_file
+from acpctl.editors import clients, created, settings_file
 from acpctl.editors.clients import FILE_CLIENTS, SNIPPET_CLIENTS, FileClient
 from acpctl.editors.settings_file import Change
 from acpctl.errors import UsageError
@@ -165,6 +165,9 @@ def _write_entries(
     whether any was written."""
     changes = [Change(client.container, key, value) for key, value in entries.items()]
     result = settings_file.edit(path, changes, dry_run=dry_run)
+    made_container = settings_file.lookup(result.before, client.container) is None
+    if made_container and result.changed and not dry_run:
+        created.remember(path, client.container)  # uninstall takes it out again
     existing = settings_file.lookup(result.before, client.container) or {}
     written = False
     for key, value in entries.items():
@@ -212,17 +215,23 @@ def uninstall(
     for path in paths:
         if not path.exists():
             continue
+        existing = existing_entries(path, client.container)
         keys = [
             key
-            for key, value in existing_entries(path, client.container).items()
+            for key, value in existing.items()
             if client.is_ours(value)
             and (wanted is None or clients.agent_of(client.entry_argv(value)) in wanted)
         ]
         if not keys:
             continue
-        result = settings_file.edit(
-            path, [Change(client.container, k) for k in keys], dry_run=dry_run
-        )
+        changes = [Change(client.container, k) for k in keys]
+        container = client.container
+        emptied = set(existing) == set(keys) and created.created(path, container)
+        if emptied:  # install made it: it goes with the last entry, as it came
+            changes.append(Change(container[:-1], container[-1]))
+        result = settings_file.edit(path, changes, dry_run=dry_run)
+        if emptied and not dry_run:
+            created.forget(path, container)
         for key in keys:
             echo(f"{client.title}: {key}: {'would remove' if dry_run else 'removed'} from {path}")
         if dry_run and result.diff:

@@ -118,8 +118,6 @@ class EditorEndpoint:
             )
         self.out.send(response)
 
-
-
     async def _batch(self, messages: list[Any]) -> None:
         """JSON-RPC batches: answered as one array; an empty batch is invalid. The members
         run as tasks of their own, so a large batch does not hold up other input."""
