@@ -787,6 +787,23 @@ def test_a_trickling_download_ends_at_its_deadline(tmp_path: Path) -> None:
         assert time.monotonic() - begin < 10  # the deadline, not the 20,000 s of the body
 
 
+def test_a_trickling_download_stops_below_the_minimum_rate(tmp_path: Path) -> None:
+    """Issue 41: a server that trickled a byte every 29 s held an install for the whole
+    10 minutes. Below the minimum rate over a window (30 s; 0.5 s here) it stops."""
+    from acpctl.agents import download
+
+    with trickling_server() as url:  # 5 bytes a second
+        begin = time.monotonic()
+        response = download.open_url(url, timeout=60, min_rate=100, rate_window_s=0.5)
+        with pytest.raises(AcpctlError, match=r"below the minimum of 100 \(--min-rate\)"):
+            response.read(1 << 20)
+        assert time.monotonic() - begin < 5  # the window, not the 60 s deadline
+        fast_enough = download.open_url(url, timeout=1.5, min_rate=1, rate_window_s=0.5)
+        with pytest.raises(AcpctlError, match="took too long"):  # 5 B/s passes 1 B/s
+            fast_enough.read(1 << 20)
+    assert cli("agents", "install", "x", "--min-rate", "-1").returncode == 2
+
+
 def test_a_trickling_registry_ends_at_update_s_timeout(home: Path) -> None:
     with trickling_server() as url:
         begin = time.monotonic()

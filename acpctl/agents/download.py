@@ -14,6 +14,7 @@ from http.client import HTTPMessage, HTTPResponse
 from typing import IO
 
 from acpctl import __version__
+from acpctl.agents.limits import DEFAULT_LIMITS, RATE_WINDOW_S
 from acpctl.errors import AcpctlError
 
 CHUNK = 1 << 16
@@ -46,24 +47,43 @@ class Response:
     """An open download: its headers, and its body read within the deadline and limit."""
 
     def __init__(
-        self, url: str, stream: HTTPResponse, headers: dict[str, str], deadline: float
+        self,
+        url: str,
+        stream: HTTPResponse,
+        headers: dict[str, str],
+        deadline: float,
+        min_rate: int,
+        rate_window_s: float,
     ) -> None:
         self.url = url
         self.headers = headers
         self._stream = stream
         self._deadline = deadline
+        self._min_rate = min_rate  # bytes a second over each rate window (0: none)
+        self._rate_window_s = rate_window_s
 
     @property
     def length(self) -> int | None:
         return int(self.headers.get("content-length") or 0) or None
 
     def chunks(self, limit: int) -> Iterator[bytes]:
-        """The body, a chunk at a time; AcpctlError past `limit` bytes or the deadline
-        (checked after every read, each of which waits at most READ_TIMEOUT_S)."""
+        """The body, a chunk at a time; AcpctlError past `limit` bytes, the deadline, or
+        below the minimum rate over a window (checked after every read, each of which
+        waits at most READ_TIMEOUT_S)."""
         total = 0
+        window_start, window_bytes = time.monotonic(), 0
         while True:
-            if time.monotonic() > self._deadline:
+            now = time.monotonic()
+            if now > self._deadline:
                 raise AcpctlError(f"{self.url}: the download took too long; stopped")
+            if now - window_start >= self._rate_window_s:
+                rate = window_bytes / (now - window_start)
+                if rate < self._min_rate:
+                    raise AcpctlError(
+                        f"{self.url} sent {rate:.0f} bytes a second over {now - window_start:.0f}"
+                        f" s, below the minimum of {self._min_rate} (--min-rate); stopped"
+                    )
+                window_start, window_bytes = now, 0
             try:
                 # read1: what one receive brings; read(n) would wait for all n bytes,
                 # which a trickling server never sends within any deadline
@@ -73,6 +93,7 @@ class Response:
             if not chunk:
                 return
             total += len(chunk)
+            window_bytes += len(chunk)
             if total > limit:
                 raise AcpctlError(f"{self.url} sent more than {limit >> 20} MiB; stopped")
             yield chunk
@@ -81,8 +102,15 @@ class Response:
         return b"".join(self.chunks(limit))
 
 
-def open_url(url: str, timeout: float, headers: dict[str, str] | None = None) -> Response:
-    """Open `url` (check_url's rules) with `timeout` seconds for the whole download.
+def open_url(
+    url: str,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+    min_rate: int = DEFAULT_LIMITS.min_rate,
+    rate_window_s: float = RATE_WINDOW_S,
+) -> Response:
+    """Open `url` (check_url's rules) with `timeout` seconds for the whole download, and
+    `min_rate` bytes a second at least over each `rate_window_s`.
     Raises urllib.error.HTTPError for an HTTP error status (the caller decides what a 304
     or a 404 means) and AcpctlError for everything else that fails."""
     check_url(url)
@@ -99,7 +127,8 @@ def open_url(url: str, timeout: float, headers: dict[str, str] | None = None) ->
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise AcpctlError(f"cannot reach {url} ({reason}); offline?") from None
-    return Response(url, stream, {k.lower(): v for k, v in stream.headers.items()}, deadline)
+    headers_seen = {k.lower(): v for k, v in stream.headers.items()}
+    return Response(url, stream, headers_seen, deadline, min_rate, rate_window_s)
 
 
 class _NoDowngrade(urllib.request.HTTPRedirectHandler):

@@ -237,7 +237,7 @@ def _install_archive(
 ) -> Path:
     url, cmd = str(distribution.archive), str(distribution.cmd)
     download = target / ".download"
-    _download(url, download, distribution.sha256, progress, limits.download_s)
+    _download(url, download, distribution.sha256, progress, limits)
     name = PurePosixPath(url.split("?", 1)[0]).name.lower()
     if name.endswith(".zip"):
         extract_zip(download, target, limits)
@@ -409,14 +409,14 @@ def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
 
 
 def _download(
-    url: str, destination: Path, sha256: str | None, progress: bool, timeout: float
+    url: str, destination: Path, sha256: str | None, progress: bool, limits: Limits
 ) -> None:
 
     from acpctl.agents import download
 
     digest = hashlib.sha256()
     try:
-        response = download.open_url(url, timeout)
+        response = download.open_url(url, limits.download_s, min_rate=limits.min_rate)
     except urllib.error.HTTPError as exc:
         raise AcpctlError(f"downloading {url}: {exc.code} {exc.reason}") from None
     with destination.open("wb") as sink:

@@ -212,6 +212,11 @@ def install(
     max_members: int = typer.Option(
         DEFAULT_LIMITS.members, "--max-members", help="Files and directories an archive may hold."
     ),
+    min_rate: int = typer.Option(
+        DEFAULT_LIMITS.min_rate,
+        "--min-rate",
+        help="Bytes a second an archive's download must keep up over each 30 s (0: any).",
+    ),
 ) -> None:
     """Install an agent from the registry into acpctl's own directory: an npm or PyPI
     package, or this platform's archive (checked against the registry's sha256). It then
@@ -220,7 +225,9 @@ def install(
 
     if timeout <= 0 or max_unpacked <= 0 or max_members <= 0:
         raise UsageError("--timeout, --max-unpacked and --max-members must be positive")
-    limits = Limits(timeout, max_unpacked << 20, max_members)
+    if min_rate < 0:
+        raise UsageError("--min-rate must be 0 (any) or more")
+    limits = Limits(timeout, max_unpacked << 20, max_members, min_rate)
     managed.install(
         _entry(name), version, via, typer.echo, confirmer(yes), _busy_commands(), limits
     )
