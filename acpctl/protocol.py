@@ -452,8 +452,8 @@ def params_opened(line: str | bytes) -> int:
     the message's own `{` before it, so that it is this message's params key and not text
     in a string (a `{` in a string before it, or spaces around the colon, and it is not).
     How acpctl changes a relayed line without encoding it again (the host puts a cursor in
-    and the link takes it out again, the server changes a session id); the line as bytes or
-    as text, whichever the caller holds."""
+    and the link takes it out again: cursors_wire.py; the server changes a session id); the
+    line as bytes or as text, whichever the caller holds."""
     if isinstance(line, bytes):
         at = line.find(_PARAMS_OPEN_BYTES)
         braces = line.count(b"{", 0, at)
@@ -463,10 +463,3 @@ def params_opened(line: str | bytes) -> int:
     if at < 0 or braces != 1:
         return -1
     return at + len(PARAMS_OPEN)
-
-
-def cursor_member(cursor: str) -> str:
-    """`_meta` with only the cursor, as the first member of a notification's params: how
-    the session host adds a cursor to a relayed line without re-encoding it, and how a
-    remote client takes it out again (host/connection.py, remote/link.py)."""
-    return f'"_meta":{{"{CURSOR_META}":"{cursor}"}},'

@@ -47,7 +47,6 @@ def way(
         yield request.param
         return
     import shutil
-    import signal
     import tempfile
 
     # A unix socket path has ~107 bytes: the state directory goes somewhere short.
@@ -59,16 +58,24 @@ def way(
     try:
         yield request.param
     finally:
-        from acpctl.runner.through_host import read_status
-
-        status = asyncio.run(read_status())
-        if status is not None:
-            import psutil
-
-            host = psutil.Process(status["pid"])
-            host.send_signal(signal.SIGTERM)
-            psutil.wait_procs([host], timeout=10)
+        stop_running_host()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def stop_running_host() -> None:
+    """The session host of this state directory, started in the background (by a run, as
+    for a user), stopped, when one runs."""
+    import signal
+
+    import psutil
+
+    from acpctl.runner.through_host import read_status
+
+    status = asyncio.run(read_status())
+    if status is not None:
+        host = psutil.Process(status["pid"])
+        host.send_signal(signal.SIGTERM)
+        psutil.wait_procs([host], timeout=10)
 
 
 @pytest.fixture(autouse=True)

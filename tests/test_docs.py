@@ -245,19 +245,11 @@ def test_doc_examples_run(home: Path, tmp_path: Path, monkeypatch: pytest.Monkey
 
 def _stop_host(state: Path) -> None:
     """The session host a doc started (in the background, as it does for a user)."""
-    import asyncio
     import shutil
-    import signal
 
-    import psutil
+    from tests.conftest import stop_running_host
 
-    from acpctl.runner.through_host import read_status
-
-    status = asyncio.run(read_status())
-    if status is not None:
-        host = psutil.Process(status["pid"])
-        host.send_signal(signal.SIGTERM)
-        psutil.wait_procs([host], timeout=10)
+    stop_running_host()
     shutil.rmtree(state, ignore_errors=True)
 
 

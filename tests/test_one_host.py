@@ -45,6 +45,20 @@ def serve(*args: str) -> subprocess.Popen[str]:
     )
 
 
+async def open_session(prompt: str | None = None) -> str:
+    """A demo session on the host's unix socket (with one turn, given a prompt)."""
+    from tests.test_host import unix_client
+
+    async with unix_client("demo") as client:
+        await client.request("initialize", {"protocolVersion": 1})
+        new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session = str(new["result"]["sessionId"])
+        if prompt is not None:
+            blocks = [{"type": "text", "text": prompt}]
+            await client.request("session/prompt", {"sessionId": session, "prompt": blocks})
+        return session
+
+
 def status() -> dict[str, object] | None:
     shown = cli("serve", "--status", "--json")
     return json.loads(shown.stdout) if shown.returncode == 0 else None
@@ -83,14 +97,6 @@ def test_a_second_serve_with_listen_is_refused_then_replace_adds_it(state: Path)
     first = serve()
     try:
         until_status()
-
-        async def open_session() -> str:
-            from tests.test_host import unix_client
-
-            async with unix_client("demo") as client:
-                await client.request("initialize", {"protocolVersion": 1})
-                new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
-                return str(new["result"]["sessionId"])
 
         session = run(open_session())
         refused = subprocess.run(
@@ -131,18 +137,7 @@ def test_attach_says_the_host_went_away_and_exits_1(state: Path, observe: bool) 
     try:
         until_status()
 
-        async def open_session() -> str:
-            from tests.test_host import unix_client
-
-            async with unix_client("demo") as client:
-                await client.request("initialize", {"protocolVersion": 1})
-                new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
-                session = str(new["result"]["sessionId"])
-                prompt = [{"type": "text", "text": "hello"}]
-                await client.request("session/prompt", {"sessionId": session, "prompt": prompt})
-                return session
-
-        session = run(open_session())
+        session = run(open_session(prompt="hello"))
         argv = acpctl_argv("sessions", "attach", session, *(["--observe"] if observe else []))
         terminal = PseudoTerminal(argv, state)
         terminal.until(b"you> " if not observe else b"Ctrl-C leaves")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acpctl import config
+from acpctl import config, cursors_wire
 from acpctl import protocol as acp
 from acpctl.config import Remote
 from acpctl.errors import UsageError
@@ -166,10 +166,10 @@ def test_the_cursor_is_taken_out_and_the_rest_of_meta_kept() -> None:
         "method": acp.SESSION_UPDATE,
         "params": {"sessionId": "s", "_meta": {acp.CURSOR_META: "7", "mine": 1}},
     }
-    stripped, cursor = link_module._without_cursor(message), link_module._cursor_of(message)
+    stripped, cursor = cursors_wire.without(message), cursors_wire.cursor_of(message)
     assert stripped["params"]["_meta"] == {"mine": 1} and cursor == "7"
     alone = {"jsonrpc": "2.0", "id": 1, "result": {"_meta": {acp.CURSOR_META: "8"}}}
-    assert (link_module._without_cursor(alone), link_module._cursor_of(alone)) == (
+    assert (cursors_wire.without(alone), cursors_wire.cursor_of(alone)) == (
         {"jsonrpc": "2.0", "id": 1, "result": {}},
         "8",
     )
@@ -338,23 +338,17 @@ def test_a_cursor_put_into_a_relayed_line_and_taken_out_leaves_its_bytes(
     """The host's fast path (the cursor put into the line's text) says what the slow path
     says, and the link's takes out exactly what it put in; a line it cannot be sure of
     (spaces around a colon, a _meta of its own) takes the slow path."""
-    from acpctl.host.cursors import cursor_inserted
-    from acpctl.host.cursors import with_cursor as encoded_with_cursor
-
     message = {"jsonrpc": "2.0", "method": acp.SESSION_UPDATE, "params": params}
     separators = (", ", ": ") if spaced else (",", ":")
     line = json.dumps(message, separators=separators, ensure_ascii=False).encode()
-    slow = encoded_with_cursor(message, "42")
-    inserted = cursor_inserted(message, "42", line)
+    slow = cursors_wire.encoded_with(message, "42")
+    inserted = cursors_wire.line_with(message, line, "42")
     with_cursor = inserted if inserted is not None else slow
     decoded = json.loads(with_cursor)
     assert decoded == json.loads(slow)
     assert decoded["params"]["_meta"][acp.CURSOR_META] == "42"
-    assert (link_module._without_cursor(decoded), link_module._cursor_of(decoded)) == (
-        message,
-        "42",
-    )
-    taken_out = link_module._text_without_cursor(with_cursor, "42")
+    assert (cursors_wire.without(decoded), cursors_wire.cursor_of(decoded)) == (message, "42")
+    taken_out = cursors_wire.line_without(with_cursor, "42")
     if taken_out is not None:
         assert taken_out.encode() == line
     else:

@@ -25,16 +25,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from acpctl import __version__, jsonrpc
+from acpctl import __version__, cursors_wire, jsonrpc
 from acpctl import protocol as acp
 from acpctl.host.cursors import (
     ALL_STREAMS,
     RETENTION_ENTRIES,
     ResumeRefused,
     SentLog,
-    cursor_inserted,
     cursor_of,
-    with_cursor,
 )
 from acpctl.jsonrpc.channel import Recorded
 from acpctl.jsonrpc.framing import BadLine, Batch, Message, parse_message
@@ -247,8 +245,8 @@ class LogicalConnection:
                     stream = session
         self._cursor += 1
         cursor = str(self._cursor)
-        inserted = cursor_inserted(message, cursor, line) if line is not None else None
-        text = inserted if inserted is not None else with_cursor(message, cursor)
+        inserted = cursors_wire.line_with(message, line, cursor) if line is not None else None
+        text = inserted if inserted is not None else cursors_wire.encoded_with(message, cursor)
         self._sent.add(self._cursor, stream, text, at, inserted is not None)
         for reader in self._readers:
             if reader.stream is ALL_STREAMS or reader.stream == stream:

@@ -15,10 +15,9 @@ from __future__ import annotations
 import collections
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
-from acpctl import protocol as acp
-from acpctl.jsontext import decode_text, encode_text
+from acpctl import cursors_wire
+from acpctl.jsontext import decode_text
 from acpctl.store.sessions import SessionStore, StoredAt
 
 ALL_STREAMS = None  # what a WebSocket reads: every stream of the connection
@@ -46,7 +45,7 @@ class _Run:
     session_id: str
     offset: int  # where in the events file the history's count starts
     nth: int  # the first's place in that count
-    textual: bool  # whether their cursors went into their lines' text (cursor_inserted)
+    textual: bool  # whether their cursors went into their lines' text (cursors_wire.line_with)
     count: int = 0
     texts: collections.deque[str] = field(default_factory=collections.deque)  # the newest
     dropped: int = 0  # how many of the first have only their place kept
@@ -78,7 +77,7 @@ class SentLog:
         self, cursor: int, stream: str, text: str, at: StoredAt | None, textual: bool = False
     ) -> None:
         """The message sent with `cursor`; `at`: where the history holds it as sent;
-        `textual`: its text is that line's with the cursor put in (cursor_inserted)."""
+        `textual`: its text is that line's with the cursor put in (cursors_wire.line_with)."""
         if at is None or self._store is None:
             self._entries.append((cursor, stream, text))
             if len(self._entries) > RETENTION_ENTRIES:
@@ -179,12 +178,12 @@ class SentLog:
         try:
             for cursor, line in enumerate(lines, run.first):
                 if run.textual:
-                    put = _cursor_put(line, str(cursor))
+                    put = cursors_wire.put_in(line, str(cursor))
                     if put is None:  # not the line that was sent
                         break
                     text = put
                 else:
-                    text = with_cursor(decode_text(line), str(cursor))
+                    text = cursors_wire.encoded_with(decode_text(line), str(cursor))
                 texts.append(text)
                 check = (check * _FOLD_BY + hash(text)) & _FOLD_MASK
         except (ValueError, RecursionError):  # not JSON (any more): not what was sent
@@ -235,48 +234,3 @@ def cursor_of(text: str) -> int:
         return int(text)
     except ValueError:
         raise ResumeRefused(f"cursor {text!r} is not one this host issued") from None
-
-
-def with_cursor(message: Any, cursor: str) -> str:
-    """The message encoded with `_meta["acp/cursor"]`: in its params, else its result, else
-    on the envelope itself."""
-    if isinstance(message, dict):
-        for part in ("params", "result"):
-            inner = message.get(part)
-            if isinstance(inner, dict):
-                meta = inner.get("_meta")
-                meta = (
-                    {**meta, acp.CURSOR_META: cursor}
-                    if isinstance(meta, dict)
-                    else {acp.CURSOR_META: cursor}
-                )
-                message = {**message, part: {**inner, "_meta": meta}}
-                break
-        else:
-            message = {**message, "_meta": {acp.CURSOR_META: cursor}}
-    return encode_text(message)
-
-
-def cursor_inserted(message: Any, cursor: str, line: bytes) -> str | None:
-    """`line` (the notification `message` decoded) with `"_meta":{"acp/cursor":…}` put in
-    as the first member of its params, without encoding it again (a relayed notification
-    keeps its bytes, and the client takes the cursor out the same way); or None where that
-    is not certain to say what with_cursor says: params must be a non-empty object without
-    `_meta`, and the first `"params":{` in the line must have only the message's own `{`
-    before it (so it is the message's params key: a `{` in a string before it, or spaces
-    around the colon, take with_cursor)."""
-    if not isinstance(message, dict) or "method" not in message or "id" in message:
-        return None
-    params = message.get("params")
-    if not isinstance(params, dict) or not params or "_meta" in params:
-        return None
-    return _cursor_put(line, cursor)
-
-
-def _cursor_put(line: bytes, cursor: str) -> str | None:
-    """`line` with the cursor as the first member of its params, where
-    protocol.params_opened finds them; None where it does not."""
-    cut = acp.params_opened(line)
-    if cut < 0:
-        return None
-    return (line[:cut] + acp.cursor_member(cursor).encode() + line[cut:]).decode()

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acpctl import jsonrpc
+from acpctl import cursors_wire, jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc.framing import read_lines
 from acpctl.jsonrpc.streams import Output
@@ -479,12 +479,12 @@ class Link:
         if message is None:
             self._log.debug("the remote sent a line that is not a JSON-RPC object")
             return
-        cursor = _cursor_of(message)
+        cursor = cursors_wire.cursor_of(message)
         if cursor is not None:
             transport.took(cursor)
-        as_sent = _text_without_cursor(text, cursor) if cursor is not None else text
+        as_sent = cursors_wire.line_without(text, cursor) if cursor is not None else text
         if as_sent is None or message.get("method") != acp.SESSION_UPDATE or "id" in message:
-            message = _without_cursor(message)  # what the editor gets is encoded again
+            message = cursors_wire.without(message)  # what the editor gets is encoded again
         if message.get("method") == acp.HOST_STOPPING:  # the remote host's, not the agent's
             self._log.warning("remote: %s", acp.stopping_notice(message.get("params")))
             return
@@ -591,50 +591,6 @@ class Link:
         seen = session.seen
         seen[mark] = seen.get(mark, 0) + 1  # not Counter's __missing__, a Python call
         return False
-
-
-def _cursor_place(message: dict[str, Any]) -> tuple[str | None, dict[str, Any]] | None:
-    """Where the transport's cursor is: the part of the message (its params, else its
-    result, else None: the envelope) whose `_meta` holds it, and that part; None: nowhere."""
-    for part in ("params", "result", None):
-        holder: Any = message.get(part) if part else message
-        meta = holder.get("_meta") if isinstance(holder, dict) else None
-        if isinstance(meta, dict) and acp.CURSOR_META in meta:
-            return part, holder
-    return None
-
-
-def _cursor_of(message: dict[str, Any]) -> str | None:
-    """The transport's cursor in the message's `_meta`."""
-    place = _cursor_place(message)
-    cursor = place[1]["_meta"][acp.CURSOR_META] if place is not None else None
-    return cursor if isinstance(cursor, str) else None
-
-
-def _without_cursor(message: dict[str, Any]) -> dict[str, Any]:
-    """The message as the remote's agent sent it: the transport's cursor taken out of the
-    `_meta` that held it (and that `_meta` too, when the cursor was all it held)."""
-    place = _cursor_place(message)
-    if place is None:
-        return message
-    part, holder = place
-    rest = {k: v for k, v in holder["_meta"].items() if k != acp.CURSOR_META}
-    inner = {k: v for k, v in holder.items() if k != "_meta"}
-    if rest:
-        inner["_meta"] = rest
-    return inner if part is None else {**message, part: inner}
-
-
-def _text_without_cursor(text: str, cursor: str) -> str | None:
-    """The notification as the agent wrote it: `text` with the member the host put first
-    in its params taken out (protocol.cursor_member, where protocol.params_opened says),
-    or None when it is not there just so (the message is then encoded again from what was
-    decoded)."""
-    cut = acp.params_opened(text)
-    member = acp.cursor_member(cursor)
-    if cut < 0 or not text.startswith(member, cut):
-        return None
-    return text[:cut] + text[cut + len(member) :]
 
 
 def _fingerprint(update: Any) -> int:
