@@ -424,3 +424,21 @@ def test_environments_are_compared_by_name_and_digest_only() -> None:
     assert environ.differing(theirs, ours) == ["KEY", "NEW"]
     assert environ.differing(None, ours) == []  # an older client sends none: nothing said
     assert environ.said([f"V{n}" for n in range(8)]) == "V0, V1, V2, V3, V4, V5 and 2 more"
+
+
+def test_capabilities_are_read_one_way_fork_and_attach_included() -> None:
+    """Issue 40, 4: doctor read them apart from the handshake, and missed fork."""
+    from acpctl.capabilities import AgentCapabilities
+
+    result = {
+        "agentCapabilities": {
+            "loadSession": True,
+            "sessionCapabilities": {"resume": {}, "fork": {}, "list": {}, "close": None},
+            "_meta": {"claudeCode": {"promptQueueing": True}},
+        }
+    }
+    capabilities = AgentCapabilities(result)
+    assert capabilities.offered() == ["load", "fork", "list", "resume"]  # null is not offered
+    assert capabilities.can("fork") and not capabilities.can("close")
+    assert capabilities.queues_prompts()
+    assert AgentCapabilities(None).offered() == [] and not AgentCapabilities("x").can("load")

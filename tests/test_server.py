@@ -66,7 +66,8 @@ def test_initialize_adds_what_acpctl_serves(tmp_path: Path) -> None:
         assert caps["loadSession"] is True
         assert set(caps["sessionCapabilities"]) == {"list", "resume", "close", "delete", "fork"}
         assert result["agentInfo"] == {"name": "fake"}
-        assert h.conn.handshake.capabilities == {"sessionCapabilities": {"resume": {}}}
+        assert h.conn.handshake.capabilities.raw == {"sessionCapabilities": {"resume": {}}}
+        assert h.conn.handshake.capabilities.offered() == ["resume"]
 
     run(tmp_path, scenario)
 

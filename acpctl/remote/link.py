@@ -35,6 +35,7 @@ from typing import Any
 
 from acpctl import cursors_wire, jsonrpc
 from acpctl import protocol as acp
+from acpctl.capabilities import AgentCapabilities
 from acpctl.jsonrpc.framing import read_lines
 from acpctl.jsonrpc.streams import Output
 from acpctl.jsontext import encode_text
@@ -121,7 +122,7 @@ class Link:
         self._internal: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._internal_ids = itertools.count(1)
         self._initialize: dict[str, Any] | None = None  # the editor's params
-        self._capabilities: dict[str, Any] = {}  # the agent's, from initialize
+        self._capabilities = AgentCapabilities()  # the agent's, from initialize
         # Whether the remote resumes a dropped connection: it says so at initialize (the
         # resumable-delivery draft). One that does not (the SDKs' servers) gets a new one.
         self._resumable = False
@@ -426,7 +427,7 @@ class Link:
             return  # the editor's own initialize goes again; it had no session yet
         if self._initialize is not None:
             await self._ask(acp.INITIALIZE, self._initialize, carrying)
-        can_load = bool(self._capabilities.get("loadSession"))
+        can_load = self._capabilities.can("load")
         for session_id, session in list(self.sessions.items()):
             params = {
                 "sessionId": session_id,
@@ -528,8 +529,7 @@ class Link:
         if not isinstance(result, dict):
             return
         if method == acp.INITIALIZE:
-            capabilities = result.get("agentCapabilities")
-            self._capabilities = capabilities if isinstance(capabilities, dict) else {}
+            self._capabilities = AgentCapabilities(result)
             transport = result.get("capabilities")
             self._resumable = (
                 isinstance(transport, dict)

@@ -2,8 +2,8 @@
 capabilities acpctl adds), a successful `authenticate`, and what the agent said it can do.
 
 The connection owns one Handshake; the backend replays it to every restarted agent, and a
-restarted agent that refuses it is not used. The agent's capabilities are read here and
-nowhere else."""
+restarted agent that refuses it is not used. The agent's capabilities are read here, in
+the one way capabilities.py reads them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
+from acpctl.capabilities import AgentCapabilities
 from acpctl.jsonrpc import JsonObject, RpcError
 
 # What acpctl serves from its store whatever the agent supports.
@@ -49,7 +50,7 @@ class Handshake:
         # As the editor sent them (the version capped): replayed after a restart.
         self.initialize_params: JsonObject | None = None
         self.authenticate_params: JsonObject | None = None
-        self.capabilities: JsonObject = {}  # the agent's own, before acpctl adds its own
+        self.capabilities = AgentCapabilities()  # the agent's own, before acpctl adds its own
         # The first client's answer, as it got it: the session host's later clients get it.
         self.answer: JsonObject | None = None
 
@@ -98,20 +99,11 @@ class Handshake:
             jsonrpc.unwrap(await call(acp.AUTHENTICATE, self.authenticate_params))
 
     def _absorb(self, result: JsonObject) -> None:
-        capabilities = result.get("agentCapabilities")
-        self.capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+        self.capabilities = AgentCapabilities(result)
 
     def agent_can(self, capability: str) -> bool:
-        """Whether the agent's own capabilities offer `capability`: `load` (loadSession), or
-        a session capability (resume, list, fork, close, delete...)."""
-        if capability == "load":
-            return self.capabilities.get("loadSession") is True
-        session_caps = self.capabilities.get("sessionCapabilities")
-        return isinstance(session_caps, dict) and isinstance(session_caps.get(capability), dict)
+        """Whether the agent's own capabilities offer `capability` (capabilities.py)."""
+        return self.capabilities.can(capability)
 
     def queues_prompts(self) -> bool:
-        """Whether the agent takes a prompt while one runs (claude-agent-acp says so in
-        `_meta.claudeCode.promptQueueing`); acpctl queues them itself for the others."""
-        meta = self.capabilities.get("_meta")
-        vendor = meta.get("claudeCode") if isinstance(meta, dict) else None
-        return isinstance(vendor, dict) and vendor.get("promptQueueing") is True
+        return self.capabilities.queues_prompts()

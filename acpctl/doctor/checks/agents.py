@@ -15,6 +15,7 @@ from typing import Any
 from acpctl import config
 from acpctl.agents import discovery, runtimes, signatures
 from acpctl.agents.discovery import ResolvedAgent
+from acpctl.capabilities import AgentCapabilities
 from acpctl.doctor import endpoints, probe
 from acpctl.doctor.findings import Finding, ok
 from acpctl.runner.backends.pi.child import rpc_argv
@@ -170,13 +171,7 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
         )
     else:
         findings.append(ok(check, f"{name} answers initialize in {seconds:.2f}s"))
-    caps = result.result.get("agentCapabilities") or {}
-    session_caps = caps.get("sessionCapabilities") or {}
-    served = [
-        k for k in ("list", "resume", "close", "delete") if isinstance(session_caps.get(k), dict)
-    ]
-    if caps.get("loadSession"):
-        served.insert(0, "load")
+    served = AgentCapabilities(result.result).offered()
     findings.append(
         ok(
             check,
