@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,11 +22,9 @@ from typing import Any
 from acpctl.errors import AcpctlError
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client, tell
-from acpctl.runner.connection import build_backend
+from acpctl.runner.connection import wire
 from acpctl.runner.context import Connection
-from acpctl.runner.incidents import Incidents
 from acpctl.runner.main import Resolved, resolve
-from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
 from acpctl.store.sessions import SessionStore
@@ -137,15 +134,7 @@ class AgentPool:
         name, kind, env = spec.name, spec.kind, spec.env
         log, log_path = open_log(name, f"acpctl.serve.{name}")
         log.info("session host: agent %s (%s), log %s", name, " ".join(argv), log_path)
-        conn = Connection(
-            build_backend(kind, argv, env, log, self.store, None, limits.request_timeout_s),
-            self.store,
-            Recorder(self.store, name, argv, log, enabled=True),
-            log,
-            incidents=Incidents(log_path, log, {**os.environ, **env}),
-            silence_s=limits.silence_s,
-            shared=True,
-        )
+        conn = wire(name, kind, argv, env, log, log_path, self.store, limits, shared=True)
         return HostedAgent(name, _command(resolved), AcpServer(conn), log)
 
     def status(self) -> list[JsonObject]:

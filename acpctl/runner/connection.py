@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 from acpctl.jsonrpc.channel import StreamChannel
 from acpctl.runner.backends import Backend
@@ -41,21 +42,41 @@ def serve_stdio(
     store = SessionStore()
 
     async def serve() -> None:
-        conn = Connection(
-            build_backend(kind, argv, env, log, store, spawned, limits.request_timeout_s),
-            store,
-            Recorder(store, name, argv, log, enabled=history),
-            log,
-            incidents=Incidents(log_path, log, {**os.environ, **env}),
-            run_record=record,
-            silence_s=limits.silence_s,
-        )
+        conn = wire(name, kind, argv, env, log, log_path, store, limits, history, spawned, record)
         await run_server(conn, Client(await StreamChannel.open()))
 
     try:
         asyncio.run(serve())
     finally:
         record.remove()
+
+
+def wire(
+    name: str,
+    kind: str,
+    argv: list[str],
+    env: dict[str, str],
+    log: logging.Logger,
+    log_path: Path,
+    store: SessionStore,
+    limits: RunLimits,
+    history: bool = True,
+    spawned: subprocess.Popen[bytes] | None = None,
+    run_record: RunRecord | None = None,
+    shared: bool = False,
+) -> Connection:
+    """One agent connection, wired the same way for `run --acp` on stdio and for each agent
+    of the session host (`shared`: several clients): its backend, recorder, incidents."""
+    return Connection(
+        build_backend(kind, argv, env, log, store, spawned, limits.request_timeout_s),
+        store,
+        Recorder(store, name, argv, log, enabled=history),
+        log,
+        incidents=Incidents(log_path, log, {**os.environ, **env}),
+        run_record=run_record,
+        silence_s=limits.silence_s,
+        shared=shared,
+    )
 
 
 def build_backend(
