@@ -9,7 +9,6 @@ A connection serves one agent: it lists and opens that agent's sessions only."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,8 +32,6 @@ from acpctl.store.sessions import (
 # Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
 OpenHistory = Callable[[str, str], tuple[SessionMeta, HistoryWriter]]
 # The agent's own session/list: how many pages acpctl reads, and how long it waits.
-AGENT_LIST_PAGES = 20
-AGENT_LIST_TIMEOUT_S = 10.0
 HISTORY_POLICIES = ("full", "pending_only", "none")  # session/attach's
 
 
@@ -365,75 +362,6 @@ class SessionLifecycle:
         self._add(record, response["result"])
         self.conn.recorder.save(record)
         return response
-
-    # == listing =======================================================================
-
-    async def list_sessions(self, params: JsonObject) -> JsonObject:
-        cwd = params.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
-        stored = [
-            # A session open here is listed as it is now, not as its last commit left it.
-            live.meta if (live := self.conn.sessions.get(meta.id)) is not None else meta
-            for meta in served.stored_sessions(self.conn.store, self.conn.recorder.agent_name, cwd)
-        ]
-        known = {meta.id for meta in stored} | {
-            meta.agent_session_id for meta in stored if meta.agent_session_id
-        }
-        agents = await self._agent_sessions(cwd)
-        theirs = [info for info in agents if info["sessionId"] not in known]
-        # The agent's own title for a session both know wins over acpctl's, which may be
-        # only a guess from the first prompt (opencode names its sessions itself).
-        titles = {
-            info["sessionId"]: info["title"]
-            for info in agents
-            if info["sessionId"] in known and isinstance(info.get("title"), str) and info["title"]
-        }
-        if titles:
-            stored = [
-                dataclasses.replace(meta, title=titles[agent_id])
-                if (agent_id := meta.agent_session_id or meta.id) in titles
-                else meta
-                for meta in stored
-            ]
-        return jsonrpc.result(None, served.list_page(stored, theirs, params.get("cursor")))
-
-    async def _agent_sessions(self, cwd: str | None) -> list[JsonObject]:
-        """The agent's own session/list, every page (bounded); [] when it has none."""
-        if not self._agent_can("list"):
-            return []
-        try:
-            await self.conn.ensure_agent()
-        except RpcError:
-            return []
-        found: list[JsonObject] = []
-        cursor = None
-        for _ in range(AGENT_LIST_PAGES):
-            query: JsonObject = {"cwd": cwd} if cwd else {}
-            if cursor:
-                query["cursor"] = cursor
-            try:
-                response = await asyncio.wait_for(
-                    self.conn.backend.call(acp.SESSION_LIST, query), AGENT_LIST_TIMEOUT_S
-                )
-            except asyncio.TimeoutError:
-                self.conn.log.warning("the agent's session/list did not answer; listing acpctl's")
-                break
-            result = response.get("result")
-            if not isinstance(result, dict) or not isinstance(result.get("sessions"), list):
-                self.conn.log.info("the agent's session/list failed: %s", response.get("error"))
-                break
-            found += [
-                info
-                for info in result["sessions"]
-                if isinstance(info, dict)
-                and valid_session_id(info.get("sessionId"))
-                and isinstance(info.get("cwd"), str)
-            ]
-            cursor = result.get("nextCursor")
-            if not isinstance(cursor, str):
-                break
-        return found
 
     # == closing =======================================================================
 

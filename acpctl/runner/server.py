@@ -24,6 +24,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsontext import encode_text
+from acpctl.runner import listing
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.context import Connection
@@ -126,7 +127,7 @@ class AcpServer:
             acp.SESSION_ATTACH: _no_id(lifecycle.attach),
             acp.SESSION_DETACH: _no_id(lifecycle.detach),
             acp.SESSION_FORK: _no_id(lifecycle.fork),
-            acp.SESSION_LIST: _params_only(lifecycle.list_sessions),
+            acp.SESSION_LIST: _params_only(functools.partial(listing.list_sessions, conn)),
             acp.SESSION_CLOSE: _no_id(lifecycle.close),
             acp.SESSION_DELETE: _params_only(lifecycle.delete),
             acp.SESSION_PROMPT: self.prompt,
