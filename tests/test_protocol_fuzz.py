@@ -152,9 +152,9 @@ def test_no_message_wedges_the_server(tmp_path: Path, editor: list[Any], agent: 
         for message in agent:
             raw = json.dumps(message).encode()
             if "id" in message:
-                h.server.on_agent_request(message, h.agent.generation)
+                h.server.from_agent.on_agent_request(message, h.agent.generation)
             else:
-                h.server.on_agent_notification(message, raw)
+                h.server.from_agent.on_agent_notification(message, raw)
         await asyncio.sleep(0)
         await still_serves(h)
         for line in h.editor.messages:  # whatever was sent, it was JSON-RPC

@@ -4,7 +4,8 @@
 The path of one prompt, top to bottom:
   editor line → EditorEndpoint.serve → route_request → prompt() → Turns.prompt: the
   session's turn, the recorder writes the user's blocks, the backend sends session/prompt
-  under its own id → the agent's updates arrive in on_agent_notification: recorded as their
+  under its own id → the agent's updates arrive in FromAgent.on_agent_notification
+  (from_agent.py): recorded as their
   bytes, relayed to the editor as the same bytes → the agent's response resolves the
   backend's future → the recorder writes the turn's end to the OS (the fsync follows in a
   group commit) → the endpoint replies under the editor's id.
@@ -16,20 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.jsontext import encode_text
 from acpctl.runner import listing
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.endpoint import Answer, EditorEndpoint
-from acpctl.runner.idmap import ReverseRequest, map_at
+from acpctl.runner.from_agent import FromAgent
 from acpctl.runner.lifecycle import SessionLifecycle
 from acpctl.runner.session import SessionRecord
 from acpctl.runner.turns import Turns
@@ -37,9 +36,6 @@ from acpctl.store.sessions import CorruptSession
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
 SHUTDOWN_GRACE_S = 2.0
-# What the agent may say about a session no one has while a fork is answered (the fork's own
-# replay), held until the answer names it: at most this many messages.
-HELD_WHILE_FORKING = 100_000
 # Methods that name a session that need not be open on the connection (the schema says so):
 # relayed with the agent's id for it, without attaching it.
 DETACHED_METHODS = frozenset(
@@ -54,15 +50,6 @@ SETTINGS_METHODS = frozenset(
         acp.SESSION_SET_TITLE,
     }
 )
-STATE_UPDATES = frozenset({acp.CURRENT_MODE_UPDATE, acp.CONFIG_OPTION_UPDATE})
-# The update kinds the server looks into (everything else is relayed and recorded blind).
-SPECIAL_UPDATES = STATE_UPDATES | {
-    acp.SESSION_INFO_UPDATE,
-    acp.SUBAGENT_UPDATE,
-    acp.SESSION_MESSAGE,
-    acp.SESSION_MESSAGE_CHUNK,
-}
-NESTED_SESSION_IDS = acp.METHODS[acp.SESSION_UPDATE].session_ids[1:]
 # What a client whose credentials make it an observer may send: it sees, never acts.
 OBSERVER_METHODS = frozenset(
     {
@@ -114,7 +101,8 @@ class AcpServer:
         self.attacher = Attacher(conn)
         self.turns = Turns(conn, self.attacher)
         self.lifecycle = SessionLifecycle(conn, self.attacher, self.turns.end)
-        self.lifecycle.route_held = self.on_agent_notification
+        self.from_agent = FromAgent(conn, self.lifecycle)
+        self.lifecycle.route_held = self.from_agent.on_agent_notification
         self._closed = False
         lifecycle = self.lifecycle
         self.handlers: dict[str, Handler] = {
@@ -133,7 +121,7 @@ class AcpServer:
             acp.SESSION_PROMPT: self.prompt,
             **{method: functools.partial(self.setting, method) for method in SETTINGS_METHODS},
         }
-        conn.backend.connect(self, conn.handshake)
+        conn.backend.connect(self.from_agent, conn.handshake)
 
     async def serve(self, client: Client) -> None:
         """Serve `client` until it closes its end; then it leaves the sessions it saw
@@ -425,153 +413,6 @@ class AcpServer:
         if record is not None and record.clients.get(client) == acp.CONTROLLER:
             await self.turns.cancel(record, params)
 
-    # == from the agent (AgentEvents) ==================================================
-
-    def on_agent_notification(self, message: JsonObject, raw: bytes) -> None:
-        """The hot path: every streamed update comes here. It is recorded and relayed as
-        the agent's own bytes; only the kinds in SPECIAL_UPDATES are looked into."""
-        params = message.get("params")
-        if not isinstance(params, dict) or "sessionId" not in params:
-            self._sessionless_notification(message, params, raw)
-            return
-        agent_session = params["sessionId"]
-        record = self.conn.sessions.of_agent(agent_session)
-        if record is None:
-            held = self.lifecycle.unclaimed
-            if self.lifecycle.forking and sum(map(len, held.values())) < HELD_WHILE_FORKING:
-                held.setdefault(str(agent_session), []).append((message, raw))
-                return
-            # A session closed (or never opened) on this connection: what the agent still
-            # says about it has no one to go to, and must not reach the editor under the
-            # agent's raw id.
-            self.conn.log.debug(
-                "dropped %s for session %r, not open here", message.get("method"), agent_session
-            )
-            return
-        if record.suppress_replay:
-            return
-        record.heard = time.monotonic()
-        update = params.get("update")
-        recorded = False
-        if message.get("method") == acp.SESSION_UPDATE and isinstance(update, dict):
-            self.conn.recorder.agent_update(record, raw)
-            recorded = True
-            kind = update.get("sessionUpdate")
-            if kind == acp.AVAILABLE_COMMANDS_UPDATE:
-                record.commands = update
-            if kind in SPECIAL_UPDATES:
-                params = self._special_update(record, params, update, kind)
-        if self.conn.debug:
-            self.conn.log.debug("-> %s session=%s", message.get("method"), record.id)
-        if record.id == agent_session and params is message["params"]:
-            record.write(raw + b"\n", message, recorded)  # decoded already: the line as it is
-            return
-        line = _renamed(raw, agent_session, record.id) if params is message["params"] else None
-        if line is None:
-            line = jsonrpc.encode({**message, "params": {**params, "sessionId": record.id}})[:-1]
-        record.write(line + b"\n")
-
-    def _sessionless_notification(self, message: JsonObject, params: Any, raw: bytes) -> None:
-        if message.get("method") == acp.CANCEL_REQUEST and isinstance(params, dict):
-            editor_id = self.conn.ids.editor_id(params.get("requestId"))
-            request = self.conn.ids.pending(editor_id) if editor_id is not None else None
-            if request is not None:
-                tell(
-                    request.asked,
-                    jsonrpc.notification(acp.CANCEL_REQUEST, {**params, "requestId": editor_id}),
-                )
-            return
-        self.conn.broadcast(raw + b"\n")
-
-    def _special_update(
-        self, record: SessionRecord, params: JsonObject, update: JsonObject, kind: str
-    ) -> JsonObject:
-        """Kept: the title, the mode and options. Mapped: nested session ids. Returns the
-        params to relay (the same object when nothing changed)."""
-        if kind == acp.SESSION_INFO_UPDATE:
-            if isinstance(update.get("title"), str):
-                record.meta.title = update["title"]
-        elif kind in STATE_UPDATES:
-            record.state.on_update(update)
-        else:
-            if kind == acp.SUBAGENT_UPDATE:
-                self.lifecycle.subagent(record, update)
-            return self._map_sessions(params, NESTED_SESSION_IDS)
-        return params
-
-    def _map_sessions(self, params: JsonObject, paths: tuple[str, ...]) -> JsonObject:
-        """`params` with the agent's session ids at `paths` replaced by the editor's, where
-        acpctl knows the session (a subagent's session it never saw keeps its id)."""
-
-        def to_editor(agent_id: Any) -> Any:
-            record = self.conn.sessions.of_agent(agent_id)
-            return record.id if record is not None else agent_id
-
-        for path in paths:
-            params = map_at(params, path, to_editor)
-        return params
-
-    def on_agent_request(self, message: JsonObject, generation: int) -> None:
-        params = message.get("params")
-        agent_session = params.get("sessionId") if isinstance(params, dict) else None
-        record = None
-        method = str(message.get("method"))
-        if isinstance(agent_session, str):
-            record = self.conn.sessions.of_agent(agent_session)
-            if record is None and not acp.is_extension(method):
-                self.conn.backend.send(
-                    jsonrpc.error(
-                        message["id"], acp.RESOURCE_NOT_FOUND, f"unknown session {agent_session}"
-                    )
-                )
-                return
-        if record is not None:
-            record.heard = time.monotonic()  # a question is not silence
-            if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
-                self.conn.recorder.permission(record, params)
-        request = ReverseRequest(message["id"], generation, record, method)
-        editor_id = self.conn.ids.to_editor(request)
-        forwarded = {**message, "id": editor_id}
-        if isinstance(params, dict):
-            rule = acp.METHODS.get(method)
-            for path in rule.request_ids if rule else ():
-                params = map_at(params, path, self.conn.ids.editor_request)
-            if record is not None:
-                params = {**params, "sessionId": record.id}
-            forwarded["params"] = params
-        if self.conn.debug:
-            self.conn.log.debug(
-                "-> %s id=%s%s", method, editor_id, f" session={record.id}" if record else ""
-            )
-        request.message = forwarded
-        # A session's requests go to its controllers (one who attaches later is asked
-        # then); anything else to every client that may act.
-        if record is not None:
-            asked = record.controllers()
-        else:
-            asked = [client for client in self.conn.clients if client.may_control]
-        if record is None and not asked:
-            self.conn.ids.settle(editor_id, {})
-            self.conn.backend.send(
-                jsonrpc.error(message["id"], acp.INTERNAL_ERROR, "no client is connected")
-            )
-            return
-        request.ask(asked)
-
-    async def on_agent_batch_end(self) -> None:
-        self.conn.recorder.batch_end()
-        await self.conn.drain()
-
-    def on_agent_exit(self, description: str, generation: int) -> None:
-        # Requests the dead agent asked the clients are void; tell them.
-        void = jsonrpc.error(None, acp.INTERNAL_ERROR, description)
-        for editor_id in self.conn.ids.waiting(lambda request: request.generation == generation):
-            request = self.conn.ids.settle(editor_id, void)
-            if request is not None:
-                request.withdraw(editor_id)
-        self.conn.log.warning("%s; it will be restarted on the next request", description)
-        self.conn.update_run_record()
-
     # == shutdown ======================================================================
 
     async def shutdown(self) -> None:
@@ -594,20 +435,3 @@ class AcpServer:
         for task in list(self.tasks):
             task.cancel()
         await self.conn.drain()
-
-
-def _renamed(line: bytes, agent_id: str, editor_id: str) -> bytes | None:
-    """The agent's line with its session id replaced by the editor's (the agent's id was
-    taken in the store), as text, without encoding the message again: when the params'
-    first member is the id, written compactly (as the SDKs write them), where the text
-    alone makes it certain (protocol.params_opened); else None."""
-    start = acp.params_opened(line)
-    agent = b'"sessionId":' + encode_text(agent_id).encode()
-    if start < 0 or not line.startswith(agent, start):
-        return None
-    return (
-        line[:start]
-        + b'"sessionId":'
-        + encode_text(editor_id).encode()
-        + line[start + len(agent) :]
-    )

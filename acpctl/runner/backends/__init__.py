@@ -15,7 +15,7 @@ from acpctl.runner.handshake import Handshake
 
 
 class AgentEvents(Protocol):
-    """What a backend tells the server about the agent (implemented by `AcpServer`)."""
+    """What a backend tells the server about the agent (implemented by `FromAgent`)."""
 
     def on_agent_request(self, message: JsonObject, generation: int) -> None: ...
     def on_agent_notification(self, message: JsonObject, raw: bytes) -> None: ...
