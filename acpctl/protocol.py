@@ -91,6 +91,12 @@ HOST_LOG = "_acpctl/log"  # the agent's log lines, to a client that asked (run -
 # To every client when the host is told to stop: {"signal", "graceSeconds"}: running turns
 # get that long to finish, then the host cancels them and closes every connection.
 HOST_STOPPING = "_acpctl/stopping"
+# From the link (run --acp for a remote agent) to an editor that asked for it with
+# `_meta: {"acpctl/linkState": true}` in its initialize's clientCapabilities (acpctl's own
+# terminal client does): {"state": "down", "since": epoch seconds, "reason"} when the link
+# drops, {"state": "up", "after": seconds, "how"} when it is back.
+LINK_STATE = "_acpctl/link"
+LINK_STATE_META = "acpctl/linkState"
 # The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new
 # token, and the connections that came in with the old one are ended.
 HOST_ROTATE_TOKEN = "_acpctl/rotate_token"

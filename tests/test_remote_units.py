@@ -5,6 +5,7 @@ a reload's replay deduplicated, a permission asked again matched), in process.""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 from pathlib import Path
@@ -446,3 +447,43 @@ def test_doctor_flags_a_remote_token_file_others_can_read(tmp_path: Path) -> Non
     assert finding.fix == f"chmod 600 {token}"
     token.chmod(0o600)
     assert _token_file("devbox", remote) == []
+
+
+def test_the_link_tells_an_editor_that_asked_when_it_drops_and_comes_back() -> None:
+    """Issue 40, 7: the terminal's status line says "link down since …, reconnecting"; the
+    link tells acpctl's terminal client, which asks in its initialize, and nobody else."""
+
+    async def scenario(asked: bool) -> list[dict[str, Any]]:
+        editor = Editor()
+        link = link_module.Link("far", None, editor, logging.getLogger("t"), 0)  # type: ignore[arg-type]
+        await link._came_up(FakeTransport())
+        meta = {"_meta": {acp.LINK_STATE_META: True}} if asked else {}
+        initialize = {"protocolVersion": 1, "clientCapabilities": meta}
+        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}
+        await link._from_editor(json.dumps(message).encode())
+        link._went_down("connection reset")
+        link._went_down("refused")  # still down: said once
+        await link._came_up(FakeTransport())
+        return [m for m in editor.messages if m.get("method") == acp.LINK_STATE]
+
+    told = asyncio.run(scenario(asked=True))
+    assert [m["params"]["state"] for m in told] == ["down", "up"]
+    assert told[0]["params"]["reason"] == "connection reset"
+    assert asyncio.run(scenario(asked=False)) == []
+
+
+def test_the_status_line_shows_the_link_down_while_it_is() -> None:
+    from acpctl.terminal.client import RelayConnection
+    from acpctl.terminal.render import Renderer
+    from acpctl.terminal.status_line import StatusLine
+
+    renderer = Renderer(io.StringIO())
+    renderer.status = StatusLine(io.StringIO(), renderer.column)
+    conn = RelayConnection(None, renderer)  # type: ignore[arg-type]
+    down = {"method": acp.LINK_STATE, "params": {"state": "down", "since": 0, "reason": "x"}}
+    conn._route({"jsonrpc": "2.0", **down}, b"")
+    assert renderer.status.facts["link"].startswith("link down since ")
+    assert renderer.status.facts["link"].endswith(", reconnecting")
+    up = {"method": acp.LINK_STATE, "params": {"state": "up", "after": 1.5, "how": "resumed"}}
+    conn._route({"jsonrpc": "2.0", **up}, b"")
+    assert "link" not in renderer.status.facts

@@ -234,6 +234,7 @@ class Link:
                 else f"a new connection, {len(self.sessions)} session(s) reloaded"
             )
             self._log.info("the link to %s is back after %.1f s (%s)", self.describe, took, how)
+            self._tell_state({"state": "up", "after": round(took, 1), "how": how})
         self._down_since = None
         self._given_up = False
         await self._send_held()
@@ -256,7 +257,15 @@ class Link:
         if self._down_since is None:
             self._down_since = time.time()
             self._log.warning("the link to %s dropped: %s; reconnecting", self.describe, reason)
+            self._tell_state({"state": "down", "since": self._down_since, "reason": reason})
         self._down_reason = reason
+
+    def _tell_state(self, state: dict[str, Any]) -> None:
+        """The link's state, to an editor that asked for it (acpctl's terminal client)."""
+        capabilities = (self._initialize or {}).get("clientCapabilities")
+        meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
+        if isinstance(meta, dict) and meta.get(acp.LINK_STATE_META) is True:
+            self._output.send(jsonrpc.notification(acp.LINK_STATE, state))
 
     def _give_up(self, reason: str) -> None:
         """Every waiting request answered with why; what the editor sends next tries

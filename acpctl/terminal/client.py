@@ -175,6 +175,9 @@ class RelayConnection:
             self.host_stopping = True
             self.renderer.notice(f"acpctl: {acp.stopping_notice(params)}")
             return
+        if method == acp.LINK_STATE:
+            self._link_state(params)
+            return
         if "id" in message:
             self.heard = time.monotonic()
             self._spawn(self._answer(message["id"], method, params))
@@ -224,6 +227,28 @@ class RelayConnection:
         if self._prompt_back is not None:
             self._prompt_back.cancel()
             self._prompt_back = None
+
+    def _link_state(self, params: JsonObject) -> None:
+        """A remote agent's link dropped (said on the status line while it lasts) or is
+        back (said once)."""
+        status = self.renderer.status
+        if params.get("state") == "down":
+            since = params.get("since")
+            at = (
+                time.strftime("%H:%M:%S", time.localtime(since))
+                if isinstance(since, (int, float))
+                else "now"
+            )
+            if status is not None:
+                status.fact("link", f"link down since {at}, reconnecting")
+            else:
+                self.renderer.notice(f"acpctl: the link dropped at {at}; reconnecting")
+        elif params.get("state") == "up":
+            if status is not None:
+                status.fact("link", None)
+            after = params.get("after")
+            took = f" after {after:g} s" if isinstance(after, (int, float)) else ""
+            self.renderer.notice(f"acpctl: the link is back{took} ({params.get('how')})")
 
     def host_gone(self) -> str:
         """Why the host's end came: it stopped as it said, or it went away."""

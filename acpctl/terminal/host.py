@@ -57,7 +57,12 @@ class ClientHost:
         self._ids = itertools.count(1)
 
     def capabilities(self) -> JsonObject:
-        return {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+        return {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": True,
+            # a remote agent's link says when it drops and comes back (the status line)
+            "_meta": {acp.LINK_STATE_META: True},
+        }
 
     async def handle(self, method: str, params: JsonObject) -> Any:
         handlers: dict[str, Callable[[JsonObject], Awaitable[Any]]] = {
