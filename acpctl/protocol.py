@@ -136,6 +136,7 @@ SESSION_SCOPED_METHODS = frozenset(
 )
 TURN_STATE_META = "acp/turnState"
 HOST_VERSION_META = "acpctl/version"  # in the host's initialize answer
+HOST_STORE_META = "acpctl/store"  # and which store it records in (SessionStore.identity)
 # A load's replay as recorded, not joined and brought up to date (runner/served.py): what
 # acpctl's remote link asks for, to deduplicate a reload against what the editor has.
 REPLAY_META = "acpctl/replay"

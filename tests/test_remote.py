@@ -29,6 +29,7 @@ import pytest
 
 from acpctl import __version__
 from acpctl import protocol as acp_names
+from acpctl.store.sessions import SessionStore
 from tests.conftest import cli, run_cli
 from tests.fault_proxy import FaultProxy
 from tests.raw_peer import RawEditor, raw_editor
@@ -698,3 +699,17 @@ def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_a_link_to_a_host_on_this_store_records_nothing_twice(
+    remote_host: RemoteHost, tmp_path: Path
+) -> None:
+    """Issue 40, 8: the link records what it relays on this machine (tests/
+    test_remote_history.py), except from a host that records in this very store."""
+    add_remote("far", url=remote_host.url + "/demo", token_file=str(remote_host.token_file))
+    done = run_cli("run", "--agent", "far", "only once", timeout=60)
+    assert done.returncode == 0, done.stderr
+    [listed] = json.loads(cli("sessions", "list", "--json").stdout)
+    events = SessionStore().session_dir(listed["id"]) / "events.jsonl"
+    ends = [line for line in events.read_text().splitlines() if '"turn_end"' in line]
+    assert len(ends) == 1, ends

@@ -148,6 +148,7 @@ class LogicalConnection:
         self.id = connection_id or uuid.uuid4().hex
         self._inbox: asyncio.Queue[list[Message | BadLine] | None] = asyncio.Queue()
         self._sent = SentLog(store)
+        self._store_identity = store.identity() if store is not None else None
         self._cursor = 0
         self._readers: list[Reader] = []
         self._delivered: dict[str | None, int] = {}  # stream -> last cursor a reader got
@@ -231,7 +232,7 @@ class LogicalConnection:
                 msg_id = message.get("id")
                 key = jsonrpc.id_key(msg_id) if jsonrpc.is_id(msg_id) else None
                 if key is not None and self._methods.get(key) == acp.INITIALIZE:
-                    message = _resumable(message)
+                    message = _resumable(message, self._store_identity)
                 if key is not None and key in self._captured:
                     self._methods.pop(key, None)
                     self._routes.pop(key, None)
@@ -423,8 +424,9 @@ def _decoded(line: bytes) -> Any:
     return value
 
 
-def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
-    """The initialize answer with what the resumable-delivery draft has servers advertise."""
+def _resumable(answer: dict[str, Any], store: str | None) -> dict[str, Any]:
+    """The initialize answer with what the resumable-delivery draft has servers advertise,
+    and which acpctl serves it, with which store."""
     result = answer.get("result")
     if not isinstance(result, dict):
         return answer
@@ -433,11 +435,9 @@ def _resumable(answer: dict[str, Any]) -> dict[str, Any]:
     capabilities["transport"] = {
         "resumable": {"retentionMessages": RETENTION_ENTRIES, "retentionSeconds": GRACE_S}
     }
-    # Which acpctl serves it: a remote client's doctor reports it.
+    # Which acpctl serves it (a remote client's doctor reports it), and its store (a link
+    # from this machine records nothing twice).
+    ours = {acp.HOST_VERSION_META: __version__, acp.HOST_STORE_META: store}
     meta = result.get("_meta")
-    meta = (
-        {**meta, acp.HOST_VERSION_META: __version__}
-        if isinstance(meta, dict)
-        else {acp.HOST_VERSION_META: __version__}
-    )
+    meta = {**meta, **ours} if isinstance(meta, dict) else ours
     return {**answer, "result": {**result, "capabilities": capabilities, "_meta": meta}}

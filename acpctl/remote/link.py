@@ -31,7 +31,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from acpctl import cursors_wire, jsonrpc
 from acpctl import protocol as acp
@@ -48,6 +48,17 @@ from acpctl.remote.transports import (
     Transport,
     decoded,
 )
+
+
+class History(Protocol):
+    """What the link tells the history of this machine (runner/remote_history.py)."""
+
+    def request(self, message: dict[str, Any]) -> None: ...
+    def answered_agent(self, answer: dict[str, Any]) -> None: ...
+    def answer(self, request: dict[str, Any], answer: dict[str, Any]) -> None: ...
+    def update(self, message: dict[str, Any], raw: bytes) -> None: ...
+    def asking(self, message: dict[str, Any]) -> None: ...
+
 
 LINK_DOWN = -32010  # acpctl's error code: the remote agent cannot be reached
 FIRST_CONNECT_LIMIT_S = 20.0  # before the link was ever up, the editor is not kept waiting
@@ -134,6 +145,7 @@ class Link:
         self._editor_done = asyncio.Event()
         # Told the open sessions' ids whenever they change (the run record, `acpctl ps`).
         self.on_sessions: Callable[[list[str]], None] = lambda ids: None
+        self.history: History | None = None  # this machine's record of what is relayed
 
     # -- running ----------------------------------------------------------------------
 
@@ -304,6 +316,8 @@ class Link:
             self._own_prompt(params)
         waiting = Waiting(message, line)
         self._waiting[jsonrpc.id_key(message["id"])] = waiting
+        if self.history is not None:
+            self.history.request(message)
         if self._given_up:
             self._given_up = False
             self._wake.set()
@@ -321,6 +335,8 @@ class Link:
             )
 
     async def _editor_answered(self, message: dict[str, Any]) -> None:
+        if self.history is not None:
+            self.history.answered_agent(message)
         msg_id = message.get("id")
         ask = self._asks.get(jsonrpc.id_key(msg_id)) if jsonrpc.is_id(msg_id) else None
         if ask is None:
@@ -510,8 +526,11 @@ class Link:
                 if cancelled is not None:
                     self._output.send(cancelled)
                 return
-            if as_sent is not None:  # the notification's own bytes
-                self._output.write(as_sent.encode() + b"\n")
+            raw = as_sent.encode() if as_sent is not None else None  # the agent's own bytes
+            if self.history is not None:
+                self.history.update(message, raw or jsonrpc.encode(message)[:-1])
+            if raw is not None:
+                self._output.write(raw + b"\n")
             else:
                 self._output.send(message)
 
@@ -528,6 +547,8 @@ class Link:
             )
             return
         self._note_answer(waiting, message)
+        if self.history is not None:
+            self.history.answer(waiting.message, message)
         self._output.send(message)
 
     def _note_answer(self, waiting: Waiting, message: dict[str, Any]) -> None:
@@ -572,7 +593,10 @@ class Link:
         self._asks[jsonrpc.id_key(editor_id)] = Ask(
             editor_id, message["id"], self._connection, fingerprint
         )
-        self._output.send({**message, "id": editor_id})
+        asked = {**message, "id": editor_id}
+        if self.history is not None:
+            self.history.asking(asked)
+        self._output.send(asked)
 
     def _cancelled(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """The remote's `$/cancel_request`, naming the editor's id for its request."""

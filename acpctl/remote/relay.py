@@ -24,21 +24,32 @@ from acpctl.remote.transports import (
 
 
 def relay_remote(
-    remote: Remote, log: logging.Logger, on_sessions: Callable[[list[str]], None]
+    remote: Remote,
+    log: logging.Logger,
+    on_sessions: Callable[[list[str]], None],
+    history: Callable[[], Any] | None = None,
 ) -> int:
-    return asyncio.run(_relay(remote, log, on_sessions))
+    """The editor linked to `remote`; `history()` makes the record of what is relayed
+    (runner/remote_history.py), in the link's event loop."""
+    return asyncio.run(_relay(remote, log, on_sessions, history))
 
 
 async def _relay(
-    remote: Remote, log: logging.Logger, on_sessions: Callable[[list[str]], None]
+    remote: Remote,
+    log: logging.Logger,
+    on_sessions: Callable[[list[str]], None],
+    history: Callable[[], Any] | None,
 ) -> int:
     output = await Output.open(1)
     http = await open_http(remote)
     link = Link(remote.address, make_dial(remote, http), output, log, remote.outage_limit_s)
     link.on_sessions = on_sessions
+    link.history = history() if history is not None else None
     try:
         return await link.run(await open_input(0))
     finally:
+        if link.history is not None:
+            await link.history.close()
         if http is not None:
             await http.close()
         output.close()

@@ -67,14 +67,26 @@ def serve(agent: str | None, history: bool) -> int:
     spec, argv, limits, through_host = resolve(agent)
     if spec.remote is not None:
         from acpctl.remote.relay import relay_remote
+        from acpctl.runner.remote_history import RemoteHistory
         from acpctl.runner.runlog import open_log
         from acpctl.runner.runs import RunRecord
+        from acpctl.store.sessions import SessionStore
 
         log, log_path = open_log(spec.name, "acpctl.remote")
         # `acpctl ps` lists the link as a run, with the sessions it holds open.
         record = RunRecord(spec.name, ["remote", spec.remote.address], log_path)
+        address, name = spec.remote.address, spec.name
+
+        def remote_history() -> RemoteHistory:  # what the link relays, recorded here too
+            return RemoteHistory(SessionStore(), name, address, log)
+
         try:
-            return relay_remote(spec.remote, log, lambda ids: record.update(sessions=ids))
+            return relay_remote(
+                spec.remote,
+                log,
+                lambda ids: record.update(sessions=ids),
+                remote_history if history else None,
+            )
         finally:
             record.remove()
     if through_host:

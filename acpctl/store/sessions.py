@@ -547,6 +547,18 @@ class SessionStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or paths.sessions_dir()
 
+    def identity(self) -> str:
+        """What tells this store from another, on this machine or elsewhere: the machine's
+        name and the root's device and inode (a link to this machine's own host records
+        nothing twice, runner/remote_history.py)."""
+        import socket
+        import zlib
+
+        paths.ensure_private_dir(self.root)
+        info = os.stat(self.root)
+        mark = f"{socket.gethostname()}:{info.st_dev}:{info.st_ino}"
+        return f"{zlib.crc32(mark.encode()):08x}"
+
     def session_dir(self, session_id: str) -> Path:
         """The session's directory; CorruptSession when it is a symbolic link, which
         acpctl never follows (it would put a conversation, and its appends, elsewhere)."""
