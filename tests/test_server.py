@@ -845,3 +845,19 @@ def test_a_subagent_announced_by_an_open_session_is_relayed_both_ways_and_kept(
         assert chunk in stored
 
     run(tmp_path, scenario)
+
+
+def test_an_agent_that_answers_a_newer_version_fails_the_handshake(tmp_path: Path) -> None:
+    """Issue 43, 6: an agent answering `protocolVersion: 2` when asked 1 was relabelled v1,
+    with its v2 traffic then relayed as if it were v1's."""
+
+    async def scenario(h: Harness) -> None:
+        async def v2(params: Any) -> JsonObject:
+            return {"protocolVersion": 2, "capabilities": {}, "info": {"name": "v2-only"}}
+
+        h.agent.handlers[acp.INITIALIZE] = v2
+        answer = await h.request(acp.INITIALIZE, {"protocolVersion": 1})
+        assert answer["error"]["message"] == "acpctl speaks ACP v1; the agent answered 2"
+        assert answer["error"]["data"] == {"agentProtocolVersion": 2}
+
+    run(tmp_path, scenario)

@@ -68,10 +68,21 @@ class Handshake:
         return self.initialize_params
 
     def to_editor(self, response: JsonObject, shared: bool = False) -> JsonObject:
-        """The agent's initialize answer as the editor gets it; its capabilities kept."""
+        """The agent's initialize answer as the editor gets it; its capabilities kept. An
+        agent that answers a newer version than it was asked for speaks another protocol:
+        the handshake fails, rather than its traffic being relayed as v1's."""
         result = response.get("result")
         if not isinstance(result, dict):
             return response
+        asked = (self.initialize_params or {}).get("protocolVersion")
+        answered = result.get("protocolVersion")
+        if isinstance(answered, int) and isinstance(asked, int) and answered > asked:
+            return jsonrpc.error(
+                response.get("id"),
+                acp.INTERNAL_ERROR,
+                f"acpctl speaks ACP v{asked}; the agent answered {answered}",
+                {"agentProtocolVersion": answered},
+            )
         self._absorb(result)
         self.answer = {
             **response,
