@@ -861,3 +861,44 @@ def test_an_agent_that_answers_a_newer_version_fails_the_handshake(tmp_path: Pat
         assert answer["error"]["data"] == {"agentProtocolVersion": 2}
 
     run(tmp_path, scenario)
+
+
+def test_delete_returns_the_agents_result(tmp_path: Path) -> None:
+    """Issue 43, 12: session/delete answered {} instead of the agent's result."""
+    agent = FakeAgent(capabilities={"sessionCapabilities": {"delete": {}}})
+
+    async def scenario(h: Harness) -> None:
+        async def deleted(params: Any) -> JsonObject:
+            return {"_meta": {"vendor/freed": 3}}
+
+        h.agent.handlers[acp.SESSION_DELETE] = deleted
+        sid = await h.session()
+        assert await h.result(acp.SESSION_DELETE, {"sessionId": sid}) == {
+            "_meta": {"vendor/freed": 3}
+        }
+        assert not h.store.exists(sid)
+
+    run(tmp_path, scenario, agent)
+
+
+def test_session_list_passes_the_archived_filter_on(tmp_path: Path) -> None:
+    """Issue 43, 12: the unstable `archived` filter was never passed on."""
+    agent = FakeAgent(capabilities={"sessionCapabilities": {"list": {}}})
+
+    async def scenario(h: Harness) -> None:
+        async def listed(params: Any) -> JsonObject:
+            archived = params.get("archived") is True
+            sid = "old-one" if archived else "live-one"
+            return {"sessions": [{"sessionId": sid, "cwd": "/w"}]}
+
+        h.agent.handlers[acp.SESSION_LIST] = listed
+        await h.session()  # one of acpctl's own
+        plain = await h.result(acp.SESSION_LIST, {})
+        assert len(plain["sessions"]) == 2
+        archived = await h.result(acp.SESSION_LIST, {"archived": True})
+        assert [s["sessionId"] for s in archived["sessions"]] == ["old-one"]
+        assert (acp.SESSION_LIST, {"archived": True}) in h.agent.calls
+        bad = await h.request(acp.SESSION_LIST, {"archived": "yes"})
+        assert bad["error"]["code"] == acp.INVALID_PARAMS
+
+    run(tmp_path, scenario, agent)

@@ -387,12 +387,13 @@ class SessionLifecycle:
         if not isinstance(session_id, str) or not valid_session_id(session_id):
             return jsonrpc.result(None, {})  # unknown sessions: succeed silently (ACP)
         record = self.conn.sessions.get(session_id)
+        result: JsonObject = {}
         if record is not None:
             await self.end_turns(record)
-            await self._agent_session_call(record, "delete", acp.SESSION_DELETE, params)
+            result = await self._agent_session_call(record, "delete", acp.SESSION_DELETE, params)
             self.forget(record)
         self.conn.store.delete(session_id)
-        return jsonrpc.result(None, {})
+        return jsonrpc.result(None, result)  # the agent's, as close returns it
 
     def forget(self, record: SessionRecord) -> None:
         self.conn.sessions.remove(record)

@@ -22,15 +22,19 @@ async def list_sessions(conn: Connection, params: JsonObject) -> JsonObject:
     cwd = params.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise RpcError(acp.INVALID_PARAMS, "cwd must be a string")
+    archived = params.get("archived")  # the unstable filter: passed on to the agent
+    if archived is not None and not isinstance(archived, bool):
+        raise RpcError(acp.INVALID_PARAMS, "archived must be true or false")
     stored = [
         # A session open here is listed as it is now, not as its last commit left it.
         live.meta if (live := conn.sessions.get(meta.id)) is not None else meta
         for meta in served.stored_sessions(conn.store, conn.recorder.agent_name, cwd)
+        if not archived  # acpctl archives nothing: the archived are the agent's alone
     ]
     known = {meta.id for meta in stored} | {
         meta.agent_session_id for meta in stored if meta.agent_session_id
     }
-    agents = await _agent_sessions(conn, cwd)
+    agents = await _agent_sessions(conn, cwd, archived)
     theirs = [info for info in agents if info["sessionId"] not in known]
     # The agent's own title for a session both know wins over acpctl's, which may be
     # only a guess from the first prompt (opencode names its sessions itself).
@@ -49,7 +53,9 @@ async def list_sessions(conn: Connection, params: JsonObject) -> JsonObject:
     return jsonrpc.result(None, served.list_page(stored, theirs, params.get("cursor")))
 
 
-async def _agent_sessions(conn: Connection, cwd: str | None) -> list[JsonObject]:
+async def _agent_sessions(
+    conn: Connection, cwd: str | None, archived: bool | None = None
+) -> list[JsonObject]:
     """The agent's own session/list, every page (bounded); [] when it has none."""
     if not conn.handshake.agent_can("list"):
         return []
@@ -61,6 +67,8 @@ async def _agent_sessions(conn: Connection, cwd: str | None) -> list[JsonObject]
     cursor = None
     for _ in range(AGENT_LIST_PAGES):
         query: JsonObject = {"cwd": cwd} if cwd else {}
+        if archived is not None:
+            query["archived"] = archived
         if cursor:
             query["cursor"] = cursor
         try:
