@@ -440,11 +440,14 @@ def test_a_bug_in_a_handler_is_an_internal_error_not_a_crash(tmp_path: Path) -> 
     async def broken(params: Any) -> dict[str, Any]:
         raise RpcError(acp.INTERNAL_ERROR, "boom")
 
+    working = agent.handlers[acp.INITIALIZE]
     agent.handlers[acp.INITIALIZE] = broken
 
     async def scenario(h: Harness) -> None:
         response = await h.request(acp.INITIALIZE, {"protocolVersion": 1})
         assert response["error"] == {"code": acp.INTERNAL_ERROR, "message": "boom"}
+        agent.handlers[acp.INITIALIZE] = working  # initialized after all: served again
+        assert "result" in await h.request(acp.INITIALIZE, {"protocolVersion": 1})
 
         async def crash(client: Any, params: Any, msg_id: Any) -> JsonObject:
             raise ZeroDivisionError("a bug")
@@ -859,6 +862,10 @@ def test_an_agent_that_answers_a_newer_version_fails_the_handshake(tmp_path: Pat
         answer = await h.request(acp.INITIALIZE, {"protocolVersion": 1})
         assert answer["error"]["message"] == "acpctl speaks ACP v1; the agent answered 2"
         assert answer["error"]["data"] == {"agentProtocolVersion": 2}
+        # And the connection serves nothing else, not even the list of acpctl's store.
+        listed = await h.request(acp.SESSION_LIST, {})
+        assert listed["error"]["code"] == acp.INVALID_REQUEST
+        assert "initialize failed on this connection" in listed["error"]["message"]
 
     run(tmp_path, scenario)
 

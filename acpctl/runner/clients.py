@@ -32,6 +32,9 @@ class Client:
     # It sent session/attach, so it knows the proposal's own update kinds
     # (permission_resolved, client_disconnected); an ACP v1 client would refuse them.
     knows_attach: bool = False
+    # Its initialize was answered with an error: every other request is refused (the
+    # session list of acpctl's store included), until an initialize succeeds.
+    handshake_failed: bool = False
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))

@@ -162,6 +162,10 @@ class AcpServer:
             return jsonrpc.error(
                 msg_id, acp.NOT_AUTHORISED, f"not authorised: an observer cannot send {method}"
             )
+        if client.handshake_failed and method != acp.INITIALIZE:
+            return jsonrpc.error(
+                msg_id, acp.INVALID_REQUEST, f"initialize failed on this connection: no {method}"
+            )
         if (
             not in_order
             and method not in self.handlers
@@ -348,7 +352,13 @@ class AcpServer:
             # session host's later clients get its answer.
             await self.conn.start_agent()
             return handshake.answer
-        return await self.prepare(params)
+        try:
+            answer = await self.prepare(params)
+        except Exception:  # the agent did not start: said in the error answer
+            client.handshake_failed = True
+            raise
+        client.handshake_failed = "error" in answer  # nothing else is served then
+        return answer
 
     async def prepare(self, params: JsonObject) -> JsonObject:
         """The agent started and initialized with `params` (a client's; or, for the session
