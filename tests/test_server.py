@@ -909,3 +909,21 @@ def test_session_list_passes_the_archived_filter_on(tmp_path: Path) -> None:
         assert bad["error"]["code"] == acp.INVALID_PARAMS
 
     run(tmp_path, scenario, agent)
+
+
+def test_a_resume_keeps_the_fields_the_agent_added(tmp_path: Path) -> None:
+    """Issue 43, 12: load and resume results lost fields the agent added."""
+    agent = FakeAgent(capabilities={"sessionCapabilities": {"resume": {}, "close": {}}})
+
+    async def scenario(h: Harness) -> None:
+        async def resumed(params: Any) -> JsonObject:
+            return {"_meta": {"vendor/warm": True}, "sessionId": "agent-raw-id"}
+
+        h.agent.handlers[acp.SESSION_RESUME] = resumed
+        sid = await h.session()
+        await h.result(acp.SESSION_CLOSE, {"sessionId": sid})
+        result = await h.result(acp.SESSION_RESUME, {"sessionId": sid, "cwd": "/w"})
+        assert result["_meta"] == {"vendor/warm": True}
+        assert "sessionId" not in result  # the agent's own id never reaches the editor
+
+    run(tmp_path, scenario, agent)

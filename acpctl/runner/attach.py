@@ -12,6 +12,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.context import Connection
 from acpctl.runner.session import SessionRecord
+from acpctl.runner.state import STATE_KEYS
 
 CONTEXT_LOST_NOTE = "the agent's context for this session could not be restored"
 
@@ -33,12 +34,15 @@ class Attacher:
             if not attached:
                 attached, result = await self._load(record, record.agent_session_id)
         note = None
+        added: JsonObject = {}  # what the agent's result has beyond the state (its _meta...)
         if attached:
             record.state.absorb(result)
+            if isinstance(result, dict):
+                added = {k: v for k, v in result.items() if k not in (*STATE_KEYS, "sessionId")}
         else:
             note = await self._fresh(record)
         record.generation = self.conn.backend.generation
-        return record.state.as_result(), note
+        return {**added, **record.state.as_result()}, note
 
     async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
         if not self.conn.handshake.agent_can("resume"):
