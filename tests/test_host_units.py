@@ -442,3 +442,17 @@ def test_capabilities_are_read_one_way_fork_and_attach_included() -> None:
     assert capabilities.can("fork") and not capabilities.can("close")
     assert capabilities.queues_prompts()
     assert AgentCapabilities(None).offered() == [] and not AgentCapabilities("x").can("load")
+
+
+def test_a_resume_says_running_while_another_clients_turn_runs() -> None:
+    """Issue 43, 12: stream/resume said idle while another client's turn ran."""
+
+    async def scenario() -> None:
+        running = {"s1"}
+        connection = LogicalConnection(turn_running=lambda session: session in running)
+        connection.sessions.add("s1")
+        assert connection.turn_state() == {"state": "running", "sessionId": "s1"}
+        running.clear()
+        assert connection.turn_state() == {"state": "idle"}
+
+    run(scenario())

@@ -140,11 +140,13 @@ class LogicalConnection:
         on_idle: Callable[[LogicalConnection], None] | None = None,
         store: SessionStore | None = None,
         grace_s: Callable[[], float] = lambda: GRACE_S,
+        turn_running: Callable[[str], bool] = lambda session: False,
     ) -> None:
         """`store`: the history the host records in, which holds what the connection
         need not keep itself (host/cursors.py). `grace_s`: how long it outlives its last
         transport, asked each time it goes idle."""
         self._grace_s = grace_s
+        self._turn_running = turn_running  # in a session, whoever's turn it is
         self.id = connection_id or uuid.uuid4().hex
         self._inbox: asyncio.Queue[list[Message | BadLine] | None] = asyncio.Queue()
         self._sent = SentLog(store)
@@ -354,11 +356,15 @@ class LogicalConnection:
                 self._on_idle(self)
 
     def turn_state(self) -> dict[str, Any]:
-        """`_meta["acp/turnState"]` for a resume (the draft's v1 form)."""
-        if not self.turn_requests:
-            return {"state": "idle"}
-        session, request = next(iter(self.turn_requests.items()))
-        return {"state": "running", "promptRequestId": request, "sessionId": session}
+        """`_meta["acp/turnState"]` for a resume (the draft's v1 form): running with this
+        client's prompt, or running with another client's in one of its sessions."""
+        if self.turn_requests:
+            session, request = next(iter(self.turn_requests.items()))
+            return {"state": "running", "promptRequestId": request, "sessionId": session}
+        others = next((s for s in sorted(self.sessions) if self._turn_running(s)), None)
+        if others is not None:
+            return {"state": "running", "sessionId": others}
+        return {"state": "idle"}
 
 
 def resume(

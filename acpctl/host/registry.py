@@ -43,8 +43,13 @@ class Connections:
             raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
         self._make_room(role)
         hosted = await self.pool.get(agent)
+        turns = hosted.server.turns
         connection = LogicalConnection(
-            connection_id, on_idle=self._forget, store=self.pool.store, grace_s=self._grace_s
+            connection_id,
+            on_idle=self._forget,
+            store=self.pool.store,
+            grace_s=self._grace_s,
+            turn_running=lambda session: any(r.id == session for r in turns.running.values()),
         )
         self.by_id[connection.id] = (connection, role)
         client = Client(connection, may_control=role == acp.CONTROLLER)
