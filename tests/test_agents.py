@@ -279,3 +279,49 @@ def test_a_bare_interpreter_in_an_agents_command_is_the_users_on_path(
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     missing = discovery.resolve(config.load(), "mine")
     assert missing.argv is None and missing.reason == "python3 not found on PATH"
+
+
+def test_a_package_that_names_its_command_runs_that_command(home: Path, tmp_path: Path) -> None:
+    """Issue 43, 7: registry npx and uvx entries may name the command inside their package
+    (`npx --package PKG CMD`, `uvx --from PKG CMD`): resolved, installed and run."""
+    from acpctl.agents import catalog, discovery, installer, registry
+    from acpctl.agents.catalog import Distribution
+    from acpctl.errors import AcpctlError
+
+    npx = Distribution("npx", "@x/agents@1.0.0", None, "x-acp", None, ("--acp",), {})
+    uvx = Distribution("uvx", "x-agents==1.0.0", None, "x-acp", None, (), {})
+    assert discovery._package_runner("npx", "/bin/npx", npx) == [
+        "/bin/npx",
+        "--yes",
+        "--package",
+        "@x/agents@1.0.0",
+        "x-acp",
+    ]
+    assert discovery._package_runner("uvx", "/bin/uvx", uvx) == [
+        "/bin/uvx",
+        "--from",
+        "x-agents==1.0.0",
+        "x-acp",
+    ]
+    plain = npx._replace(cmd=None)
+    assert discovery._package_runner("npx", "/bin/npx", plain) == [
+        "/bin/npx",
+        "--yes",
+        "@x/agents@1.0.0",
+    ]
+    # The registry's schema takes the field (it refused it before).
+    document, _ = registry.load()
+    agent = dict(document["agents"][0])
+    agent["distribution"] = {"npx": {"package": "@x/agents@1.0.0", "cmd": "x-acp"}}
+    registry.validate({**document, "agents": [agent]})
+    # An npm install runs the bin the registry names, which must be the package's.
+    package = tmp_path / "agents"
+    package.mkdir()
+    (package / "package.json").write_text(
+        json.dumps({"name": "@x/agents", "bin": {"x-cli": "cli.js", "x-acp": "acp.js"}})
+    )
+    entry = catalog.lookup("claude")
+    assert entry is not None
+    assert installer.bin_name(package, entry, "x-acp") == "x-acp"
+    with pytest.raises(AcpctlError, match="has no executable 'x-gone'"):
+        installer.bin_name(package, entry, "x-gone")

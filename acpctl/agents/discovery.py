@@ -18,7 +18,14 @@ from pathlib import Path
 
 from acpctl import __version__, processes
 from acpctl.agents import installed
-from acpctl.agents.catalog import DEMO_AGENT, CatalogEntry, demo_argv, entries, lookup
+from acpctl.agents.catalog import (
+    DEMO_AGENT,
+    CatalogEntry,
+    Distribution,
+    demo_argv,
+    entries,
+    lookup,
+)
 from acpctl.config import AgentSpec, Config, Remote
 from acpctl.errors import UsageError
 
@@ -168,8 +175,7 @@ def _from_catalog(entry: CatalogEntry, package_runners: bool) -> ResolvedAgent:
         distribution = entry.distributions.get(kind)
         runner = shutil.which(kind) if package_runners and distribution else None
         if runner and distribution and distribution.package:
-            prefix = [runner, "--yes"] if kind == "npx" else [runner]
-            agent.argv = [*prefix, distribution.package, *distribution.args]
+            agent.argv = [*_package_runner(kind, runner, distribution), *distribution.args]
             agent.env = {**distribution.env, **entry.env}
             agent.reason, agent.origin = f"through {kind}", kind
             return agent
@@ -201,6 +207,19 @@ def all_agents(config: Config) -> list[ResolvedAgent]:
     if DEMO_AGENT not in config.agents:
         result.append(_demo())
     return result
+
+
+def _package_runner(kind: str, runner: str, distribution: Distribution) -> list[str]:
+    """npx or uvx running the package's command: the one named as the package, or the
+    registry's `cmd` inside it (npx --package PKG CMD, uvx --from PKG CMD)."""
+    assert distribution.package is not None
+    if kind == "npx":
+        if distribution.cmd:
+            return [runner, "--yes", "--package", distribution.package, distribution.cmd]
+        return [runner, "--yes", distribution.package]
+    if distribution.cmd:
+        return [runner, "--from", distribution.package, distribution.cmd]
+    return [runner, distribution.package]
 
 
 def did_you_mean(name: str, names: Iterable[str]) -> str:

@@ -103,9 +103,9 @@ def install(
     target.mkdir(mode=paths.PRIVATE_DIR_MODE)
     try:
         if distribution.kind == "npx":
-            command = _install_npm(chosen.source, target, entry, echo)
+            command = _install_npm(chosen.source, target, entry, echo, distribution.cmd)
         elif distribution.kind == "uvx":
-            command = _install_pypi(chosen.source, target, entry, echo)
+            command = _install_pypi(chosen.source, target, entry, echo, distribution.cmd)
         else:
             command = _install_archive(distribution, target, progress, limits)
     except BaseException:
@@ -173,7 +173,9 @@ def _run(argv: list[str], what: str) -> None:
         )
 
 
-def _install_npm(spec: str, target: Path, entry: CatalogEntry, echo: Echo) -> Path:
+def _install_npm(
+    spec: str, target: Path, entry: CatalogEntry, echo: Echo, cmd: str | None = None
+) -> Path:
     npm = which("npm")
     if npm is None:
         raise AcpctlError("npm is not installed")
@@ -181,15 +183,16 @@ def _install_npm(spec: str, target: Path, entry: CatalogEntry, echo: Echo) -> Pa
     argv = [npm, "install", "--prefix", str(target), "--no-audit", "--no-fund"]
     _run([*argv, "--loglevel=error", spec], f"npm install {spec}")
     modules = target / "node_modules"
-    executable = modules / ".bin" / bin_name(modules / package_name(spec), entry)
+    executable = modules / ".bin" / bin_name(modules / package_name(spec), entry, cmd)
     if not executable.exists():
         raise AcpctlError(f"npm installed {spec} without its executable {executable}")
     return executable
 
 
-def bin_name(package: Path, entry: CatalogEntry) -> str:
-    """The executable an npm package gives: its only bin, else the one acpctl knows, else
-    the one named as the package."""
+def bin_name(package: Path, entry: CatalogEntry, cmd: str | None = None) -> str:
+    """The executable an npm package gives: the registry's `cmd` when it names one (which
+    must be a bin of the package), else its only bin, else the one acpctl knows, else the
+    one named as the package."""
     import json
 
     try:
@@ -201,11 +204,19 @@ def bin_name(package: Path, entry: CatalogEntry) -> str:
         bins = {str(data.get("name", package.name)).split("/")[-1]: bins}
     if not isinstance(bins, dict) or not bins:
         raise AcpctlError(f"{data.get('name')} has no executable (no bin in its package.json)")
+    if cmd is not None:
+        if cmd not in bins:
+            raise AcpctlError(
+                f"{data.get('name')} has no executable {cmd!r} (its bins: {', '.join(bins)})"
+            )
+        return cmd
     preferred = [b for b in entry.binaries if b in bins] + [package.name] + list(bins)
     return str(next(b for b in preferred if b in bins))
 
 
-def _install_pypi(spec: str, target: Path, entry: CatalogEntry, echo: Echo) -> Path:
+def _install_pypi(
+    spec: str, target: Path, entry: CatalogEntry, echo: Echo, cmd: str | None = None
+) -> Path:
     venv = target / "venv"
     python = venv / ("Scripts" if sys.platform == "win32" else "bin") / "python"
     uv = which("uv")
@@ -221,12 +232,14 @@ def _install_pypi(spec: str, target: Path, entry: CatalogEntry, echo: Echo) -> P
         _run([sys.executable, "-m", "venv", str(venv)], "python -m venv")
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         _run([*pip, spec], f"pip install {spec}")
-    # uvx runs the command named as the package; acpctl's overlay may know better.
-    for name in [package_name(spec), *entry.binaries]:
+    # uvx runs the command named as the package, or the registry's `cmd`; acpctl's overlay
+    # may know better.
+    names = [cmd] if cmd else [package_name(spec), *entry.binaries]
+    for name in names:
         executable = python.parent / name
         if executable.is_file():
             return executable
-    raise AcpctlError(f"{spec} installed no command named {package_name(spec)}")
+    raise AcpctlError(f"{spec} installed no command named {names[0]}")
 
 
 # -- archives -----------------------------------------------------------------------------
