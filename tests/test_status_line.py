@@ -398,3 +398,22 @@ def test_sessions_attach_shows_the_whole_answer(way: str, home: Path, tmp_path: 
     assert terminal.ended() == 0
     rows = terminal.rows()
     assert_whole(rows[next(i for i, row in enumerate(rows) if "you> hello" in row) :])
+
+
+def test_the_context_windows_fill_is_a_fact_of_the_status_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 43, 4: the fill a usage_update reports (used of size) on the status line; an
+    update with only a cost says nothing of it."""
+    shown = Shown(monkeypatch, columns=60)
+    usage = {"sessionUpdate": acp.USAGE_UPDATE, "used": 82_000, "size": 200_000}
+    shown.renderer.update(usage)
+    shown.play(["partial", PAUSE])
+    assert shown.rows()[1].endswith("· context 41% of 200k")
+    shown.renderer.update({"sessionUpdate": acp.USAGE_UPDATE, "cost": {"amount": 1}})
+    shown.play([PAUSE])
+    assert shown.rows()[1].endswith("· context 41% of 200k")  # the cost alone changes nothing
+    cost_only = Shown(monkeypatch, columns=60)
+    cost_only.renderer.update({"sessionUpdate": acp.USAGE_UPDATE, "cost": {"amount": 1}})
+    cost_only.play(["partial", PAUSE])
+    assert "context" not in cost_only.rows()[1]

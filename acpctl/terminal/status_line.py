@@ -37,6 +37,16 @@ def fitted(text: str, columns: int) -> str:
     return text
 
 
+def context_fill(update: dict[str, Any]) -> str | None:
+    """A usage_update's context window, as the status line says it: "context 41% of 200k"
+    (None when it says no `used` of a `size`)."""
+    used, size = update.get("used"), update.get("size")
+    if not isinstance(used, (int, float)) or not isinstance(size, (int, float)) or size <= 0:
+        return None
+    shown = f"{size / 1000:g}k" if size >= 1000 else f"{size:g}"
+    return f"context {min(used / size, 1.0):.0%} of {shown}"
+
+
 class StatusLine:
     """Drawn on stderr, when stderr is a terminal, whenever the agent has been quiet for
     QUIET_S; `facts` are shown after the activity, in the order they were set."""
@@ -91,6 +101,8 @@ class StatusLine:
                 self.activity = f"running: {printable(title).splitlines()[0][:60]}"
         elif kind == acp.AGENT_MESSAGE_CHUNK:
             self.activity = "working"
+        elif kind == acp.USAGE_UPDATE and (fill := context_fill(update)):
+            self.fact("context", fill)  # an update of the cost alone leaves the fill as it was
 
     def text(self, frame: str) -> str:
         parts = [f"{frame} {self.activity}... {time.monotonic() - self.began:.1f}s"]
