@@ -275,3 +275,19 @@ def test_agents_host_turns_the_host_on_and_off(home: Path) -> None:
     refused = cli("agents", "host", "on", "claude")  # not in config.toml: no table to set
     assert refused.returncode == 2 and "without a name it applies to every agent" in refused.stderr
     assert cli("agents", "host", "maybe").returncode == 2
+
+
+def test_sessions_show_says_the_context_windows_fill_at_each_turns_end(home: Path) -> None:
+    """Issue 43, 4: the fill a usage_update reports (used of size), in `sessions show`."""
+    from acpctl.store.sessions import SessionMeta, SessionStore
+
+    store = SessionStore()
+    writer = store.create(SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp"))
+    writer.update(
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    )
+    writer.update({"sessionUpdate": "usage_update", "used": 50_000, "size": 200_000})
+    writer.turn_end("end_turn", None)
+    writer.close()
+    shown = cli("sessions", "show", "s1").stdout
+    assert "[end_turn] · context 25% of 200k" in shown, shown

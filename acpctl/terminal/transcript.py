@@ -8,6 +8,7 @@ from typing import Any, TextIO
 from acpctl import protocol as acp
 from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
 from acpctl.terminal.render import DIM, YELLOW, Renderer, content_text, diff_lines
+from acpctl.terminal.status_line import context_fill
 
 
 class EventView:
@@ -18,6 +19,7 @@ class EventView:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.renderer = Renderer(out)
+        self.fill: str | None = None  # the context window's, as the last usage_update said
 
     def header(self, meta: SessionMeta) -> None:
         label = meta.name or meta.title or "(untitled)"
@@ -28,11 +30,14 @@ class EventView:
         kind = event.get("type")
         style = self.renderer.style
         if update is not None:
+            if update.get("sessionUpdate") == acp.USAGE_UPDATE:
+                self.fill = context_fill(update) or self.fill
             self.renderer.update(update)
         elif kind in TURN_ENDS:
             self.renderer.finish(None)
             detail = event.get("stopReason") or f"error: {event.get('message')}"
-            self.out.write(style(f"[{detail}]", DIM) + "\n\n")
+            fill = f" · {self.fill}" if self.fill else ""
+            self.out.write(style(f"[{detail}]{fill}", DIM) + "\n\n")
         elif kind == "permission":
             self.renderer.finish(None)
             tool = event.get("toolCall") or {}
