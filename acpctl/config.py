@@ -162,21 +162,28 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address (no port, no brackets) is this machine's loopback:
+    localhost, 127.0.0.0/8, ::1."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # another name
+        return False
+
+
 def clear_text_problem(url: str) -> str | None:
     """ws:// and http:// carry the token in clear text: what is wrong with that here (the
     host is not this machine), or None."""
-    import ipaddress
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.scheme.lower() in ("wss", "https") or host == "localhost":
+    if parts.scheme.lower() in ("wss", "https") or is_loopback(host):
         return None
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:  # a name
-        pass
     return (
         f"{shown_url(url)} is not encrypted and {host} is not this machine: use wss:// or "
         "https:// (the token would cross the network in clear text)"

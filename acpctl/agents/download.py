@@ -4,7 +4,6 @@ document and agents' archives both come through here."""
 
 from __future__ import annotations
 
-import ipaddress
 import time
 import urllib.error
 import urllib.parse
@@ -15,12 +14,12 @@ from typing import IO
 
 from acpctl import __version__
 from acpctl.agents.limits import DEFAULT_LIMITS, RATE_WINDOW_S
+from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError
 
 CHUNK = 1 << 16
 # One read may wait this long for a byte (the overall deadline bounds them all).
 READ_TIMEOUT_S = 30.0
-LOOPBACK_NAMES = ("localhost",)
 
 
 def check_url(url: str) -> None:
@@ -29,18 +28,9 @@ def check_url(url: str) -> None:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return
-    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return
     raise AcpctlError(f"{url}: only https URLs (and http to this machine) are fetched; refused")
-
-
-def _loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Response:

@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
+from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError
 from acpctl.host import streamable
 from acpctl.host.agents import AgentChanged, AgentPool
@@ -48,8 +49,6 @@ BODY_TIMEOUT_FACTOR = 3  # and its body within three times that
 def is_loopback_name(host: str) -> bool:
     """Whether a Host header (a name, and a port or none) names this machine's loopback:
     localhost, 127.0.0.0/8 or [::1]."""
-    import ipaddress
-
     name = host
     if host.startswith("["):
         name, _, _ = host[1:].partition("]")
@@ -57,12 +56,7 @@ def is_loopback_name(host: str) -> bool:
         name, _, port = host.partition(":")
         if not port.isdigit():
             return False
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(name)
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from aiohttp import web
 
 from acpctl import jsonrpc, paths
 from acpctl import protocol as acp
+from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError, UsageError
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
@@ -86,15 +86,6 @@ def parse_listen(listen: str) -> tuple[str, int]:
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
         raise UsageError(f"--listen takes HOST:PORT, not {listen!r}")
     return host.strip("[]"), int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_options(options: HostOptions) -> None:
