@@ -24,6 +24,7 @@ from acpctl import jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError, UsageError
+from acpctl.files import atomic_write
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.http import ENDPOINT, HEADER_TIMEOUT_S, Door, SlowHeadersGuard, make_app
@@ -32,7 +33,7 @@ from acpctl.host.tokens import ROLES, load_or_create
 from acpctl.host.tokens import rotate as rotate_token
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.runlog import open_log
-from acpctl.runner.through_host import host_request, read_status
+from acpctl.runner.through_host import ask_host, read_status
 from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -133,7 +134,7 @@ def one_host(replace: bool) -> Iterator[None]:
                 "`acpctl serve --replace` with the options you want restarts it with "
                 "them (its sessions stay, and reopen from the store)"
             ) from None
-        _stop_running_host(directory, running)
+        _stop_running_host(directory)
         try:
             lock.acquire(timeout=REPLACE_WAIT_S)
         except Timeout:
@@ -151,12 +152,17 @@ def one_host(replace: bool) -> Iterator[None]:
         lock.release()
 
 
+def _host_pid(directory: Path) -> int | None:
+    """The pid the running host wrote beside its socket, if it has (yet)."""
+    try:
+        return int((directory / HOST_PID).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _running_host(directory: Path) -> str:
     """The running host, as a person can find it: its pid and where it listens."""
-    try:
-        pid = int((directory / HOST_PID).read_text())
-    except (OSError, ValueError):
-        pid = None
+    pid = _host_pid(directory)
     status = asyncio.run(read_status())
     if status is not None:
         pid = status.get("pid", pid)
@@ -166,11 +172,13 @@ def _running_host(directory: Path) -> str:
     return f"pid {pid}, starting" if pid else "starting"
 
 
-def _stop_running_host(directory: Path, running: str) -> None:
+def _stop_running_host(directory: Path) -> None:
     import psutil
 
+    pid = _host_pid(directory)
+    if pid is None:
+        return  # gone meanwhile: waiting for the lock says the rest
     try:
-        pid = int((directory / HOST_PID).read_text())
         host = psutil.Process(pid)
         is_host = "serve" in host.cmdline() and any("acpctl" in part for part in host.cmdline())
     except (OSError, ValueError, psutil.Error):
@@ -337,19 +345,11 @@ def show_token(observer: bool, token_file: Path | None = None) -> int:
     if token_file is None:
         sys.stdout.write(token + "\n")
         return 0
-    _write_private(token_file, token + "\n")
+    atomic_write(token_file, (token + "\n").encode())
     sys.stderr.write(
         f"acpctl: the {'observer' if observer else 'controller'} token is in {token_file} (0600)\n"
     )
     return 0
-
-
-def _write_private(path: Path, text: str) -> None:
-    """`text` in `path`, readable by this user alone, however the file was before."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(text)
 
 
 def rotate(observer: bool) -> int:
@@ -361,13 +361,10 @@ def rotate(observer: bool) -> int:
         rotate_token(role)
         sys.stderr.write(f"acpctl: a new {role} token (no session host runs: the next takes it)\n")
         return 0
-    answer = asyncio.run(_ask_host(acp.HOST_ROTATE_TOKEN, {"role": role}))
-    if "result" not in answer:
-        said = (
-            answer.get("error", {}).get("message")
-            if isinstance(answer.get("error"), dict)
-            else answer
-        )
+    answer = asyncio.run(ask_host(acp.HOST_ROTATE_TOKEN, {"role": role}))
+    if not isinstance(answer, dict) or "result" not in answer:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        said = error.get("message") if isinstance(error, dict) else answer or "no answer"
         raise AcpctlError(
             f"the session host (pid {running['pid']}) did not take a new token: {said}",
             hint="a host older than this acpctl: restart it (acpctl serve --replace)",
@@ -380,12 +377,6 @@ def rotate(observer: bool) -> int:
         + "` prints it)\n"
     )
     return 0
-
-
-async def _ask_host(method: str, params: JsonObject) -> JsonObject:
-    answer, _, writer = await host_request(method, params)
-    writer.close()
-    return answer if isinstance(answer, dict) else {}
 
 
 def show_status(as_json: bool) -> int:

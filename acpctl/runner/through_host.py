@@ -84,14 +84,21 @@ async def host_request(
     return json.loads(line), reader, writer
 
 
-async def read_status(timeout: float = 10) -> dict[str, Any] | None:
-    """The running host's status (`acpctl serve --status`, doctor, ps), over its unix
-    socket; None when no host answers."""
+async def ask_host(method: str, params: dict[str, Any], timeout: float = 10) -> Any | None:
+    """One request to the running host over its unix socket, and its answer (the whole
+    JSON-RPC response); None when no host answers within `timeout`."""
     try:
-        answer, _, writer = await asyncio.wait_for(host_request(acp.HOST_STATUS, {}), timeout)
+        answer, _, writer = await asyncio.wait_for(host_request(method, params), timeout)
     except (OSError, ValueError, asyncio.TimeoutError):
         return None
     writer.close()
+    return answer
+
+
+async def read_status(timeout: float = 10) -> dict[str, Any] | None:
+    """The running host's status (`acpctl serve --status`, doctor, ps); None when no host
+    answers."""
+    answer = await ask_host(acp.HOST_STATUS, {}, timeout)
     result = answer.get("result") if isinstance(answer, dict) else None
     return result if isinstance(result, dict) else None
 
