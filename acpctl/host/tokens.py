@@ -40,6 +40,10 @@ def rotate(role: str, path: Path | None = None) -> Tokens:
     path = path or paths.host_tokens()
     tokens = dict(load_or_create(path).by_role)
     tokens[role] = secrets.token_urlsafe(TOKEN_BYTES)
+    return _write(path, tokens)
+
+
+def _write(path: Path, tokens: dict[str, str]) -> Tokens:
     atomic_write(path, (json.dumps(tokens, indent=2) + "\n").encode())
     return Tokens(tokens)
 
@@ -53,8 +57,7 @@ def load_or_create(path: Path | None = None) -> Tokens:
             raise AcpctlError(f"{path} is not a regular file; remove it to make new tokens")
         tokens = {role: secrets.token_urlsafe(TOKEN_BYTES) for role in ROLES}
         paths.ensure_private_dir(path.parent)
-        atomic_write(path, (json.dumps(tokens, indent=2) + "\n").encode())
-        return Tokens(tokens)
+        return _write(path, tokens)
     if path.stat().st_mode & 0o077:
         raise AcpctlError(
             f"{path} can be read by other users; `chmod 600 {path}`, or remove it for new tokens"
