@@ -66,20 +66,21 @@ class Peer(Generic[IdT]):
         `on_response` runs in the read loop as the response is read, before the peer's next
         message is routed."""
         msg_id, future = self.pending.register(method, on_response)
-        if self._ended is not None:
-            self.pending.fail_all(self._ended)
-        else:
-            self._write(encode(request(msg_id, method, params)))
+        self._send_request(request(msg_id, method, params))
         return future
 
     def command(self, kind: str, fields: JsonObject) -> asyncio.Future[JsonObject]:
         """A request in a message shape of the peer's own (pi's `{"id", "type", ...}`)."""
         msg_id, future = self.pending.register(kind)
+        self._send_request({"id": msg_id, "type": kind, **fields})
+        return future
+
+    def _send_request(self, message: JsonObject) -> None:
+        """Sent, or (the stream has ended) answered at once with the ended answer."""
         if self._ended is not None:
             self.pending.fail_all(self._ended)
         else:
-            self._write(encode({"id": msg_id, "type": kind, **fields}))
-        return future
+            self._write(encode(message))
 
     def notify(self, method: str, params: Any = None) -> None:
         self._write(encode(notification(method, params)))
