@@ -213,7 +213,6 @@ async def _downstream(
             if HOST_STOPPING_MARK in line and (notice := _stopping_line(line)):
                 stopping = True
                 _say(notice)  # and on to the editor: acpctl's terminal client says it too
-
             if waiting:
                 for message in _messages(line):
                     if "method" not in message:  # a response: one request less waits

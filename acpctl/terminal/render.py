@@ -144,13 +144,12 @@ class Renderer:
         self.column.line_broken()
         print(text, file=sys.stderr)
 
-    def new_turn(self) -> StatusLine | None:
-        """The status line of a turn that starts, on a terminal's stderr; None when this
-        format or stderr shows none."""
+    def new_turn(self) -> None:
+        """A turn starts: its status line on a terminal's stderr, unless this format or
+        stderr shows none."""
         self.status = StatusLine(sys.stderr, self.column) if self.shows_status else None
         if self.status is not None:
             self.status.start()
-        return self.status
 
     def end_turn(self) -> None:
         if self.status is not None:
