@@ -7,6 +7,7 @@ Layout:
     silence_warning_s = 30         # a prompt this long without a word is logged (0: never)
     request_timeout_s = 300        # a request other than a prompt fails after this (0: never)
     host = false                   # run --acp through the session host (acpctl serve)
+    outage_limit_s = 300           # the link to the session host gives up after this down
 
     [agents.claude]
     command = "claude-agent-acp"
@@ -119,6 +120,7 @@ class Config:
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         host: bool = False,
         agents_host: dict[str, bool] | None = None,
+        outage_limit_s: float = OUTAGE_LIMIT_S,
     ) -> None:
         self.path = path
         self.text = text
@@ -129,6 +131,7 @@ class Config:
         self.request_timeout_s = request_timeout_s
         self.host = host
         self.agents_host = agents_host or {}  # [agents.NAME] host = ..., where it is set
+        self.outage_limit_s = outage_limit_s  # of the link to this machine's session host
         self._document: TOMLDocument | None = None
 
     def through_host(self, agent: str) -> bool:
@@ -277,6 +280,7 @@ def load(path: Path | None = None) -> Config:
     package_runners = _flag(path, plain, "package_runners")
     silence = _seconds(path, plain, "silence_warning_s", SILENCE_WARNING_S, "never warn")
     request_timeout = _seconds(path, plain, "request_timeout_s", REQUEST_TIMEOUT_S, "never")
+    outage_limit = _seconds(path, plain, "outage_limit_s", OUTAGE_LIMIT_S, "never give up")
     agents_table = plain.get("agents", {})
     if not isinstance(agents_table, dict):
         raise _fail(path, "[agents] must be a table")
@@ -297,6 +301,7 @@ def load(path: Path | None = None) -> Config:
         request_timeout,
         host,
         agents_host,
+        outage_limit,
     )
 
 

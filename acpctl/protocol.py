@@ -141,6 +141,9 @@ HOST_STORE_META = "acpctl/store"  # and which store it records in (SessionStore.
 # acpctl's remote link asks for, to deduplicate a reload against what the editor has.
 REPLAY_META = "acpctl/replay"
 REPLAY_AS_RECORDED = "as-recorded"
+# In a load's or attach's answer `_meta`: how many stored updates its replay covered (a
+# joined replay sends fewer lines). The link leaves that many out of a reload's replay.
+REPLAYED_META = "acpctl/replayed"
 
 # session/update discriminators (`update.sessionUpdate`)
 USER_MESSAGE_CHUNK = "user_message_chunk"

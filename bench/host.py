@@ -75,7 +75,7 @@ def host(*args: str) -> Iterator[subprocess.Popen[bytes]]:
 
 
 async def host_agents() -> list[dict[str, Any]]:
-    from acpctl.runner.through_host import read_status
+    from acpctl.remote.host_socket import read_status
 
     status = await read_status()
     return list(status["agents"]) if status else []

@@ -69,7 +69,7 @@ def stop_running_host() -> None:
 
     import psutil
 
-    from acpctl.runner.through_host import read_status
+    from acpctl.remote.host_socket import read_status
 
     status = asyncio.run(read_status())
     if status is not None:

@@ -26,9 +26,10 @@ import psutil
 import pytest
 from acp.ws import create_websocket_stream
 
+from acpctl import jsonrpc
 from acpctl import protocol as acp_names
 from tests.acp_peer import RecordingClient
-from tests.conftest import cli, run
+from tests.conftest import cli, run, stop_running_host
 
 pytestmark = pytest.mark.e2e
 
@@ -172,13 +173,16 @@ class RawClient:
 @asynccontextmanager
 async def unix_client(agent: str | None = None) -> AsyncIterator[RawClient]:
     """A client on the host's unix socket (its state directory from the environment)."""
-    from acpctl.runner.through_host import host_request
+    from acpctl.remote.host_socket import open_host_socket
 
-    answer, reader, writer = await host_request(acp_names.HOST_CONNECT, {"agent": agent})
+    reader, writer = await open_host_socket(start=False)
+    writer.write(jsonrpc.encode(jsonrpc.request(0, acp_names.HOST_CONNECT, {"agent": agent})))
+    answer = json.loads(await reader.readline())
     assert "result" in answer, answer
     try:
         yield RawClient(None, (reader, writer))
-    finally:
+    finally:  # leaving, not dropped: the host keeps no connection for it to come back to
+        writer.write(jsonrpc.encode(jsonrpc.notification(acp_names.HOST_LEAVE, {})))
         writer.close()
 
 
@@ -532,7 +536,7 @@ def test_editors_through_the_host_keep_the_agent_and_join_the_live_session(
                 assert session in [s.session_id for s in listed.sessions]
                 await conn.load_session(cwd="/tmp", session_id=session)
                 assert "hello" in client.text(session)
-                from acpctl.runner.through_host import read_status
+                from acpctl.remote.host_socket import read_status
 
                 live = await read_status()
                 assert live is not None
@@ -545,13 +549,22 @@ def test_editors_through_the_host_keep_the_agent_and_join_the_live_session(
                 )
                 await holding.permission_asked.wait()
                 os.kill(host_pid, signal.SIGKILL)
-                with pytest.raises(acp.RequestError, match="session host went away"):
+                # The turn may have run there: not sent again, failed with why.
+                with pytest.raises(acp.RequestError, match="the link to the session host dropped"):
                     await asyncio.wait_for(turn, 20)
+                # The link started a host again and reloaded the session: the editor goes on.
+                holding.default_answer = "allow"
+                again = conn.prompt(session_id=session, prompt=[acp.text_block("again")])
+                assert (await asyncio.wait_for(again, 30)).stop_reason == "end_turn"
+                assert "again" in client.text(session)
+                restarted = await read_status()
+                assert restarted is not None and restarted["pid"] != host_pid
 
         run(second_editor())
     finally:
         if host_pid is not None and psutil.pid_exists(host_pid):
             os.kill(host_pid, signal.SIGKILL)
+        stop_running_host()
         shutil.rmtree(state, ignore_errors=True)
 
 
@@ -818,7 +831,7 @@ def test_acpctls_own_link_gets_frames_of_lines_and_every_other_client_a_message_
 def test_an_agent_used_recently_gets_an_initialized_spare(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from acpctl.runner.through_host import read_status
+    from acpctl.remote.host_socket import read_status
 
     async def agents() -> list[dict[str, Any]]:
         status = await read_status()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from acpctl import paths
+from acpctl import cursors_wire, paths
 from tests.conftest import acpctl_argv, cli, run
 from tests.test_host import stop_host
 
@@ -126,25 +126,65 @@ def test_a_second_serve_with_listen_is_refused_then_replace_adds_it(state: Path)
         stop_host(first)
 
 
-# Issue 40, 7: attach never waits forever for a host that went away.
+# Issue 40, 1 and 7: attach goes through the link, as an editor's run --acp does: it says
+# when the host goes and comes back, and never waits forever.
 
 
 @pytest.mark.parametrize("observe", [False, True], ids=["controller", "observer"])
-def test_attach_says_the_host_went_away_and_exits_1(state: Path, observe: bool) -> None:
+def test_attach_outlives_a_killed_host_and_takes_its_session_up_again(
+    state: Path, observe: bool
+) -> None:
+    from tests.conftest import stop_running_host
     from tests.test_status_line import PseudoTerminal
 
     host = serve()
     try:
         until_status()
-
         session = run(open_session(prompt="hello"))
         argv = acpctl_argv("sessions", "attach", session, *(["--observe"] if observe else []))
         terminal = PseudoTerminal(argv, state)
         terminal.until(b"you> " if not observe else b"Ctrl-C leaves")
-        host.kill()
+        host.kill()  # no word to its clients: as a crash
         host.wait(10)
-        terminal.until(b"the session host went away")
-        assert terminal.ended(timeout=10) == 1
+        terminal.until(b"the link dropped at")
+        # The link started a host again, which took the session up from the store.
+        terminal.until(b"the link is back after")
+        terminal.until(b"1 session(s) reloaded)")
+        assert until_status()["pid"] != host.pid
+        if observe:
+            terminal.process.send_signal(signal.SIGINT)  # the pty is not its controlling tty
+        else:
+            terminal.type(b"after the outage\r")
+            terminal.until(b"You said: after the outage")
+            terminal.type(b"\x04")  # Ctrl-D leaves
+        assert terminal.ended(timeout=20) == 0
+    finally:
+        stop_host(host)
+        stop_running_host()
+
+
+@pytest.mark.parametrize("observe", [False, True], ids=["controller", "observer"])
+def test_attach_says_the_host_stopped_and_exits_1_past_the_outage_limit(
+    state: Path, home: Path, observe: bool
+) -> None:
+    from tests.test_status_line import PseudoTerminal
+
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("outage_limit_s = 1\n")
+    host = serve()
+    try:
+        until_status()
+        session = run(open_session(prompt="hello"))
+        argv = acpctl_argv("sessions", "attach", session, *(["--observe"] if observe else []))
+        terminal = PseudoTerminal(argv, state)
+        terminal.until(b"you> " if not observe else b"Ctrl-C leaves")
+        host.send_signal(signal.SIGTERM)
+        terminal.until(b"the session host is stopping (SIGTERM)")
+        assert host.wait(20) == 0
+        terminal.until(b"the session host stopped")
+        assert terminal.ended(timeout=20) == 1
+        assert status() is None  # the link started no host after a stop
     finally:
         stop_host(host)
 
@@ -181,7 +221,10 @@ def test_sigterm_lets_a_running_turn_finish_within_the_grace(state: Path) -> Non
         answer, messages = run(_prompt_while_the_host_stops(host, "slow: finish me"))
         assert answer["result"]["stopReason"] == "end_turn"  # not cancelled
         told = [m for m in messages if m.get("method") == "_acpctl/stopping"]
-        assert told and told[0]["params"] == {"signal": "SIGTERM", "graceSeconds": 20}
+        assert told and cursors_wire.without(told[0])["params"] == {
+            "signal": "SIGTERM",
+            "graceSeconds": 20,
+        }
         assert host.wait(20) == 0
         assert host.stderr is not None
         said = host.stderr.read()

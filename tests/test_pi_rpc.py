@@ -321,7 +321,7 @@ def test_the_hosts_spare_starts_pi_ahead_and_its_session_reads_the_context_afres
     it. The session starts afresh in it (pi's new_session), so a context file written after
     pi started is in the first turn's system prompt; a session/new elsewhere starts its own."""
     from acpctl import protocol as acp_names
-    from acpctl.runner.through_host import read_status
+    from acpctl.remote.host_socket import read_status
     from acpctl.store.index import SessionIndex
     from acpctl.store.sessions import SessionStore
     from tests.conftest import run

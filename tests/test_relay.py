@@ -167,7 +167,7 @@ def test_agent_crash_fails_prompt_then_restarts(way: str, home: Path, tmp_path: 
             if way == "direct":
                 agent_before = psutil.Process(process.pid).children()[0]
             else:
-                from acpctl.runner.through_host import read_status
+                from acpctl.remote.host_socket import read_status
 
                 status = await read_status()
                 assert status is not None

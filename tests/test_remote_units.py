@@ -19,16 +19,10 @@ from acpctl import config, cursors_wire
 from acpctl import protocol as acp
 from acpctl.config import Remote
 from acpctl.errors import UsageError
-from acpctl.remote import link as link_module
+from acpctl.remote.lines import _ssh_failure, ssh_argv
+from acpctl.remote.link_state import LinkState
 from acpctl.remote.relay import check_clear_text
-from acpctl.remote.transports import (
-    LinkDown,
-    LinkRefused,
-    NoSuchHost,
-    ResumePoint,
-    _ssh_failure,
-    ssh_argv,
-)
+from acpctl.remote.transport import LinkDown, LinkRefused, NoSuchHost, ResumePoint
 from tests.conftest import cli
 
 
@@ -245,82 +239,6 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def test_a_reload_shows_only_what_the_editor_has_not_seen() -> None:
-    """A new connection after the remote lost the old one: initialize and session/load are
-    the link's own; the replay's updates the editor has are left out, a new one is not, and
-    a permission request asked again on the new connection is the one the editor holds."""
-
-    async def scenario() -> None:
-        editor = Editor()
-        link = link_module.Link("far", None, editor, logging.getLogger("t"), 0)  # type: ignore[arg-type]
-        first = FakeTransport()
-        await link._came_up(first)
-        await link._from_editor(
-            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode()
-        )
-        await first.inbox.put(
-            json.dumps(
-                {"jsonrpc": "2.0", "id": 1, "result": {"agentCapabilities": {"loadSession": True}}}
-            )
-        )
-        await link._from_editor(
-            json.dumps(
-                {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/w"}}
-            ).encode()
-        )
-        await first.inbox.put(json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s"}}))
-        for text in ("a", "b", "a"):
-            await first.inbox.put(json.dumps(update(text)))
-        ask = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": acp.REQUEST_PERMISSION,
-            "params": {"sessionId": "s", "toolCall": {"toolCallId": "t1"}, "options": []},
-        }
-        await first.inbox.put(json.dumps(ask))
-        await first.close(False)
-        await link._carrying  # type: ignore[misc]
-        link._live = False
-        editor_ask = editor.messages[-1]
-        assert editor_ask["method"] == acp.REQUEST_PERMISSION
-        seen = len(editor.messages)
-
-        second = FakeTransport()
-        reopening = asyncio.ensure_future(link._came_up(second))
-        await settle()
-        assert second.sent[0]["method"] == "initialize"
-        await second.inbox.put(
-            json.dumps({"jsonrpc": "2.0", "id": second.sent[0]["id"], "result": {}})
-        )
-        await settle()
-        load = second.sent[1]
-        assert load["method"] == "session/load" and load["params"]["cwd"] == "/w"
-        for text in ("a", "b", "a", "c"):
-            await second.inbox.put(json.dumps(update(text)))
-        await second.inbox.put(json.dumps({**ask, "id": 5}))
-        await second.inbox.put(json.dumps({"jsonrpc": "2.0", "id": load["id"], "result": {}}))
-        assert await reopening
-        await settle()
-        after = editor.messages[seen:]
-        assert [m["params"]["update"]["content"]["text"] for m in after] == ["c"]
-        await link._from_editor(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": editor_ask["id"],
-                    "result": {"outcome": {"outcome": "cancelled"}},
-                }
-            ).encode()
-        )
-        assert second.sent[-1] == {
-            "jsonrpc": "2.0",
-            "id": 5,
-            "result": {"outcome": {"outcome": "cancelled"}},
-        }
-
-    asyncio.run(scenario())
-
-
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
@@ -449,29 +367,6 @@ def test_doctor_flags_a_remote_token_file_others_can_read(tmp_path: Path) -> Non
     assert _token_file("devbox", remote) == []
 
 
-def test_the_link_tells_an_editor_that_asked_when_it_drops_and_comes_back() -> None:
-    """Issue 40, 7: the terminal's status line says "link down since …, reconnecting"; the
-    link tells acpctl's terminal client, which asks in its initialize, and nobody else."""
-
-    async def scenario(asked: bool) -> list[dict[str, Any]]:
-        editor = Editor()
-        link = link_module.Link("far", None, editor, logging.getLogger("t"), 0)  # type: ignore[arg-type]
-        await link._came_up(FakeTransport())
-        meta = {"_meta": {acp.LINK_STATE_META: True}} if asked else {}
-        initialize = {"protocolVersion": 1, "clientCapabilities": meta}
-        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}
-        await link._from_editor(json.dumps(message).encode())
-        link._went_down("connection reset")
-        link._went_down("refused")  # still down: said once
-        await link._came_up(FakeTransport())
-        return [m for m in editor.messages if m.get("method") == acp.LINK_STATE]
-
-    told = asyncio.run(scenario(asked=True))
-    assert [m["params"]["state"] for m in told] == ["down", "up"]
-    assert told[0]["params"]["reason"] == "connection reset"
-    assert asyncio.run(scenario(asked=False)) == []
-
-
 def test_the_status_line_shows_the_link_down_while_it_is() -> None:
     from acpctl.terminal.client import RelayConnection
     from acpctl.terminal.render import Renderer
@@ -487,3 +382,113 @@ def test_the_status_line_shows_the_link_down_while_it_is() -> None:
     up = {"method": acp.LINK_STATE, "params": {"state": "up", "after": 1.5, "how": "resumed"}}
     conn._route({"jsonrpc": "2.0", **up}, b"")
     assert "link" not in renderer.status.facts
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", **message}).encode()
+
+
+def _shown(state: LinkState) -> list[dict[str, Any]]:
+    shown = [json.loads(line) for line in state.to_editor]
+    state.to_editor.clear()
+    return shown
+
+
+def _texts(shown: list[dict[str, Any]]) -> list[str]:
+    return [m["params"]["update"]["content"]["text"] for m in shown if "method" in m]
+
+
+def test_a_reload_shows_only_what_the_editor_has_not_seen() -> None:
+    """A new connection after the host lost the old one: initialize and session/load are
+    the link's own; the replay's updates the editor has are left out, a new one is not, and
+    a permission request asked again on the new connection is the one the editor holds.
+    The link's state is a plain object: no event loop, no transport."""
+    state = LinkState("far", logging.getLogger("t"))
+    state.came_up(resumed=False)
+    state.set_up()
+    state.editor_sent(_line({"id": 1, "method": "initialize", "params": {}}))
+    state.host_sent(json.dumps({"id": 1, "result": {"agentCapabilities": {"loadSession": True}}}))
+    state.editor_sent(_line({"id": 2, "method": "session/new", "params": {"cwd": "/w"}}))
+    state.host_sent(json.dumps({"id": 2, "result": {"sessionId": "s"}}))
+    for text in ("a", "b", "a"):
+        state.host_sent(json.dumps(update(text)))
+    ask = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": acp.REQUEST_PERMISSION,
+        "params": {"sessionId": "s", "toolCall": {"toolCallId": "t1"}, "options": []},
+    }
+    state.host_sent(json.dumps(ask))
+    editor_ask = _shown(state)[-1]
+    assert editor_ask["method"] == acp.REQUEST_PERMISSION
+    state.went_down("dropped")
+
+    reloads = state.came_up(resumed=False)
+    assert [step.method for step in reloads] == ["initialize", "session/load"]
+    assert reloads[1].params["cwd"] == "/w"
+    for step in reloads:
+        state.reloading(step)
+        if step.method == "session/load":
+            for text in ("a", "b", "a", "c"):
+                state.host_sent(json.dumps(update(text)))
+            state.host_sent(json.dumps({**ask, "id": 5}))  # asked again: the editor has it
+        state.reloaded(step, {"result": {}})
+    state.set_up()
+    assert _texts(_shown(state)) == ["c"]
+    answer = {"id": editor_ask["id"], "result": {"outcome": {"outcome": "cancelled"}}}
+    state.editor_sent(_line(answer))
+    assert json.loads(state.to_host[-1]) == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "result": {"outcome": {"outcome": "cancelled"}},
+    }
+
+
+def test_a_reload_leaves_out_what_a_joined_replay_gave_the_editor() -> None:
+    """The editor loaded the session: acpctl serve's replay joined three stored fragments
+    into one line, and said it covered three. A reload's replay, as recorded, has them as
+    three lines: those three are left out, what follows them is shown."""
+    state = LinkState("the session host", logging.getLogger("t"))
+    state.came_up(resumed=False)
+    state.set_up()
+    state.editor_sent(_line({"id": 0, "method": "initialize", "params": {}}))
+    state.host_sent(json.dumps({"id": 0, "result": {"agentCapabilities": {"loadSession": True}}}))
+    state.editor_sent(_line({"id": 1, "method": "session/load", "params": {"sessionId": "s"}}))
+    state.host_sent(json.dumps(update("abc")))  # the joined replay
+    meta = {acp.REPLAYED_META: 3}
+    state.host_sent(json.dumps({"id": 1, "result": {"_meta": meta}}))
+    assert _texts(_shown(state)) == ["abc"]
+    state.went_down("killed")
+    [initialize, load] = state.came_up(resumed=False)
+    assert initialize.method == acp.INITIALIZE
+    state.reloading(load)
+    for text in ("a", "b", "c", "d"):
+        state.host_sent(json.dumps(update(text)))
+    state.reloaded(load, {"result": {"_meta": {acp.REPLAYED_META: 4}}})
+    state.set_up()
+    assert _texts(_shown(state)) == ["d"]
+    assert state.sessions["s"].replayed == 4  # a second reload leaves out all four
+
+
+def test_the_link_tells_an_editor_that_asked_when_it_drops_and_comes_back() -> None:
+    """Issue 40, 7: the terminal's status line says "link down since …, reconnecting"; the
+    link tells acpctl's terminal client, which asks in its initialize, and nobody else."""
+
+    def told(asked: bool) -> list[dict[str, Any]]:
+        state = LinkState("far", logging.getLogger("t"))
+        state.came_up(resumed=False)
+        state.set_up()
+        meta = {"_meta": {acp.LINK_STATE_META: True}} if asked else {}
+        initialize = {"protocolVersion": 1, "clientCapabilities": meta}
+        state.editor_sent(_line({"id": 1, "method": "initialize", "params": initialize}))
+        state.went_down("connection reset")
+        state.went_down("refused")  # still down: said once
+        state.came_up(resumed=True)
+        state.set_up()
+        return [m for m in _shown(state) if m.get("method") == acp.LINK_STATE]
+
+    said = told(asked=True)
+    assert [m["params"]["state"] for m in said] == ["down", "up"]
+    assert said[0]["params"]["reason"] == "connection reset"
+    assert said[1]["params"]["how"] == "resumed"
+    assert told(asked=False) == []

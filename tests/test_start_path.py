@@ -52,10 +52,18 @@ def test_an_option_that_does_not_apply_with_acp_is_refused_on_both_paths(
 
 
 def test_the_options_that_apply_with_acp_are_read_by_the_fast_parser() -> None:
-    assert {o.name for o in RUN_OPTIONS if o.with_acp} == {"acp_mode", "agent", "no_history"}
+    assert {o.name for o in RUN_OPTIONS if o.with_acp} == {
+        "acp_mode",
+        "agent",
+        "no_history",
+        "through_host",
+    }
     parsed = parse_serve_args(["--acp", "--agent", "claude", "--no-history"])
     assert parsed is not None
     assert (parsed.agent, parsed.history, parsed.agent_args) == ("claude", False, [])
+    assert not parsed.through_host
+    through = parse_serve_args(["--through-host", "--acp"])
+    assert through is not None and through.through_host and through.history
     parsed = parse_serve_args(["-a=x", "--acp"])  # only long options take =VALUE
     assert parsed is not None and parsed.agent_args == ["-a=x"]
     login = parse_serve_args(["--acp", "--agent=claude", "--cli", "--", "--format", "x"])
@@ -367,3 +375,15 @@ def test_a_restarted_agent_that_never_answers_the_handshake_fails_at_the_deadlin
             assert "did not answer initialize within 1 s" in stuck["error"]["message"], stuck
 
     asyncio.run(scenario())
+
+
+@pytest.mark.e2e
+def test_run_acp_through_the_host_imports_no_http_library() -> None:
+    """Issue 40, 1: the link to this machine's host is the remote agents' link, and still
+    the thin client's start imports no HTTP library (aiohttp is for URL agents only)."""
+    code = (
+        "import sys, acpctl.runner.main, acpctl.remote.relay, acpctl.remote.lines\n"
+        "print([m for m in ('aiohttp', 'yarl', 'multidict') if m in sys.modules])"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "[]"

@@ -115,12 +115,12 @@ def test_the_scan_finds_the_suggestions_it_should() -> None:
 def test_the_host_gone_hint_prints_the_hosts_log(home: Path) -> None:
     """The hint when the host dies said `acpctl logs serve`, which exited 2."""
     from acpctl import paths
-    from acpctl.runner.through_host import HOST_GONE
+    from acpctl.remote.lines import HOST_CLOSED
 
     logs = paths.ensure_private_dir(paths.logs_dir())
     (logs / "demo-20261204T100000-11.log").write_text("the agent's line\n")
     (logs / "serve-20261204T100000-12.log").write_text("session host: listening\n")
-    hinted = re.search(r"acpctl (logs \w+)", HOST_GONE)
+    hinted = re.search(r"acpctl (logs \w+)", HOST_CLOSED)
     assert hinted is not None
     shown = cli(*hinted.group(1).split())
     assert shown.returncode == 0 and shown.stdout == "session host: listening\n"

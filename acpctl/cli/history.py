@@ -134,8 +134,8 @@ def watch(
     """
     import sys
 
+    from acpctl.remote.host_socket import held_sessions
     from acpctl.runner.runs import live_runs
-    from acpctl.runner.through_host import held_sessions
     from acpctl.store.index import SessionIndex
     from acpctl.store.sessions import SessionStore
     from acpctl.terminal.watch import follow

@@ -12,8 +12,8 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
     (agent tree included), sessions."""
     import asyncio
 
+    from acpctl.remote.host_socket import read_status
     from acpctl.runner import runs
-    from acpctl.runner.through_host import read_status
 
     live = runs.live_runs()
     status = asyncio.run(read_status())

@@ -57,7 +57,9 @@ def run(prompt: list[str] | None, **values: Any) -> None:
                 raise refuse_outside_acp(option)
         if prompt:
             raise typer.Exit(runner.login(values["agent"], prompt))
-        raise typer.Exit(runner.serve(values["agent"], history=not values["no_history"]))
+        raise typer.Exit(
+            runner.serve(values["agent"], not values["no_history"], values["through_host"])
+        )
     raise typer.Exit(_terminal(prompt, **values))
 
 
@@ -103,6 +105,7 @@ def _terminal(
     output_format: str,
     timeout: float | None,
     no_history: bool,
+    through_host: bool,
     acp_mode: bool,
 ) -> int:
     from acpctl.terminal.client import Options, main
@@ -162,5 +165,6 @@ def _terminal(
             name=name,
             fork=fork,
             history=not no_history,
+            through_host=through_host,
         )
     )

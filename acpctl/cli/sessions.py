@@ -136,7 +136,7 @@ def list_sessions(
 
     import json
 
-    from acpctl.runner.through_host import held_sessions
+    from acpctl.remote.host_socket import held_sessions
     from acpctl.store.index import SessionIndex
 
     if limit is None:

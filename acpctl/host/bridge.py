@@ -9,7 +9,7 @@ import contextlib
 import sys
 
 from acpctl.jsonrpc.streams import Output, open_input
-from acpctl.runner.through_host import HostRefused, open_host_socket
+from acpctl.remote.host_socket import open_host_socket
 
 CHUNK = 1 << 16
 
@@ -21,7 +21,7 @@ def bridge() -> int:
 async def _bridge() -> int:
     try:
         reader, writer = await open_host_socket()
-    except HostRefused as exc:
+    except OSError as exc:  # NoHost, said as what to do
         sys.stderr.write(f"acpctl: {exc}\n")
         return 1
     output = await Output.open(1)

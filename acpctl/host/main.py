@@ -32,8 +32,8 @@ from acpctl.host.registry import Connections
 from acpctl.host.tokens import ROLES, load_or_create
 from acpctl.host.tokens import rotate as rotate_token
 from acpctl.jsonrpc import JsonObject
+from acpctl.remote.host_socket import ask_host, read_status
 from acpctl.runner.runlog import open_log
-from acpctl.runner.through_host import ask_host, read_status
 from acpctl.store.sessions import SessionStore
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -380,7 +380,7 @@ def rotate(observer: bool) -> int:
 
 
 def show_status(as_json: bool) -> int:
-    status = asyncio.run(read_status())  # acpctl.runner.through_host
+    status = asyncio.run(read_status())  # acpctl.remote.host_socket
     if status is None:
         sys.stderr.write(f"acpctl: no session host answers on {paths.host_socket()}\n")
         return 1

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 
+from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentPool, HostedAgent
@@ -36,9 +37,17 @@ class Connections:
         self._made_room = 0  # idle connections ended for new ones, since it was last said
         self._said_room = -ROOM_SAID_EVERY_S
 
-    async def open(self, agent: str | None, role: str, connection_id: str) -> LogicalConnection:
-        """A new connection on `agent`, served from now on. Raises AgentChanged and
-        AcpctlError (unknown agent) before anything is made."""
+    async def open(
+        self,
+        agent: str | None,
+        role: str,
+        connection_id: str,
+        forward_log: bool = False,
+        link: bool = False,
+    ) -> LogicalConnection:
+        """A new connection on `agent`, served from now on; with `forward_log`, the agent's
+        log is sent on it too. Raises AgentChanged and AcpctlError (unknown agent) before
+        anything is made."""
         if connection_id in self.by_id:
             raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
         self._make_room(role)
@@ -52,18 +61,23 @@ class Connections:
             turn_running=lambda session: any(r.id == session for r in turns.running.values()),
         )
         self.by_id[connection.id] = (connection, role)
-        client = Client(connection, may_control=role == acp.CONTROLLER)
-        task = asyncio.ensure_future(self._serve(hosted, client, connection))
+        client = Client(connection, may_control=role == acp.CONTROLLER, link=link)
+        task = asyncio.ensure_future(self._serve(hosted, client, connection, forward_log))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return connection
 
     async def _serve(
-        self, hosted: HostedAgent, client: Client, connection: LogicalConnection
+        self, hosted: HostedAgent, client: Client, connection: LogicalConnection, log: bool
     ) -> None:
+        forward = _LogLines(connection) if log else None
+        if forward is not None:
+            hosted.log.addHandler(forward)
         try:
             await self.pool.serve(hosted, client)
         finally:
+            if forward is not None:
+                hosted.log.removeHandler(forward)
             connection.end()
             self.by_id.pop(connection.id, None)
 
@@ -117,3 +131,17 @@ class Connections:
             connection.end()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5)
+
+
+class _LogLines(logging.Handler):
+    """The agent's log, as the client's `_acpctl/log` notifications: `run --acp` through the
+    host writes them to its stderr, where the editor's agent log shows them, as it shows a
+    direct run's."""
+
+    def __init__(self, connection: LogicalConnection) -> None:
+        super().__init__(logging.INFO)
+        self.connection = connection
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = {"message": record.getMessage()}
+        self.connection.send(jsonrpc.notification(acp.HOST_LOG, message))

@@ -6,14 +6,16 @@ check, so no token is asked. The first line of a connection says what it is for:
     {"jsonrpc": "2.0", "id": 0, "method": "_acpctl/status"}
     {"jsonrpc": "2.0", "id": 0, "method": "stream/resume", "params": {"connectionId": …}}
 
-Each is answered; after a connect's answer the connection is an ACP client's (`agent`
-null: the default agent) until it closes. A connect with `"resumable": true` (what a remote
-acpctl asks for through `serve --bridge`) makes a logical connection, as the WebSocket
-does: its id is in the answer, every line the host sends carries a cursor, an end without
-`_acpctl/leave` first is a drop, and a later connection whose first line is `stream/resume`
-(with the connection's id and the last `cursor` the client holds) takes it up where it
-dropped. No HTTP here: the thin client of `run --acp` starts without
-importing an HTTP library."""
+Each is answered. After a connect's answer (`agent` null: the default agent) the
+connection is an ACP client's, and a logical connection, as a WebSocket's is: its id is in
+the answer, every line the host sends carries a cursor, an end without `_acpctl/leave`
+first is a drop, and a later connection whose first line is `stream/resume` (with the
+connection's id and the last `cursor` the client holds) takes it up where it dropped. The
+connect may ask for the agent's log (`"log": true`, sent as `_acpctl/log` notifications)
+and carry a digest of the client's environment (`environment`: the answer's
+`environmentDiffers` names the variables the host's differs in). Every client on this
+machine comes in this way: `run --acp` through the host and `sessions attach`
+(remote/lines.py), and a remote acpctl through `serve --bridge`."""
 
 from __future__ import annotations
 
@@ -41,10 +43,8 @@ from acpctl.host.connection import (
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
 from acpctl.host.registry import Connections
 from acpctl.jsonrpc import JsonObject
-from acpctl.jsonrpc.channel import StreamChannel
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.jsontext import encode_text
-from acpctl.runner.clients import Client
 
 T = TypeVar("T")
 UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
@@ -138,33 +138,12 @@ async def _client(
     if method != acp.HOST_CONNECT:
         _answer(writer, jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: not a host method"))
         return
-    agent = params.get("agent")
-    if params.get("resumable") is True:
-        await _open(msg_id, agent, reader, writer, connections, log)
-        return
-    hosted = await _or_refused(writer, msg_id, pool.get(agent if isinstance(agent, str) else None))
-    if hosted is None:
-        return
-    # The agent runs with this host's environment, whichever client reaches it: a client
-    # whose own differs is told in which variables (environ.py), never silently.
-    differs = environ.differing(params.get("environment"), environ.digest(os.environ))
-    _answer(writer, jsonrpc.result(msg_id, {"agent": hosted.name, "environmentDiffers": differs}))
-    channel = StreamChannel.on_socket(reader, writer)
-    forward = _LogLines(channel) if params.get("log") is True else None
-    if forward is not None:
-        hosted.log.addHandler(forward)
-    try:
-        with contextlib.suppress(ConnectionError):
-            await pool.serve(hosted, Client(channel))
-            await channel.drain()
-    finally:
-        if forward is not None:
-            hosted.log.removeHandler(forward)
+    await _open(msg_id, params, reader, writer, connections, log)
 
 
 async def _open(
     msg_id: Any,
-    agent: Any,
+    params: JsonObject,
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     connections: Connections,
@@ -172,13 +151,28 @@ async def _open(
 ) -> None:
     import uuid
 
+    agent = params.get("agent")
     name = agent if isinstance(agent, str) else None
-    opening = connections.open(name, acp.CONTROLLER, uuid.uuid4().hex)
+    opening = connections.open(
+        name,
+        acp.CONTROLLER,
+        uuid.uuid4().hex,
+        forward_log=params.get("log") is True,
+        link=params.get("link") is True,
+    )
     connection = await _or_refused(writer, msg_id, opening)
     if connection is None:
         return
     outbox = Outbox(log)
-    answer = {"agent": agent, "version": __version__, "connectionId": connection.id}
+    # The agent runs with this host's environment, whichever client reaches it: a client
+    # whose own differs is told in which variables (environ.py), never silently.
+    differs = environ.differing(params.get("environment"), environ.digest(os.environ))
+    answer = {
+        "agent": agent,
+        "version": __version__,
+        "connectionId": connection.id,
+        "environmentDiffers": differs,
+    }
     outbox.push(0, encode_text(jsonrpc.result(msg_id, answer)))
     attached = outbox.reader(ALL_STREAMS)
     connection.attach(attached, connection.backlog(ALL_STREAMS, None))
@@ -259,19 +253,6 @@ def _is_leave(line: bytes) -> bool:
         message = json.loads(line)
         return isinstance(message, dict) and message.get("method") == acp.HOST_LEAVE
     return False
-
-
-class _LogLines(logging.Handler):
-    """The agent's log, as the client's `_acpctl/log` notifications: `run --acp` through the
-    host writes them to its stderr, where the editor's agent log shows them, as it shows a
-    direct run's."""
-
-    def __init__(self, channel: StreamChannel) -> None:
-        super().__init__(logging.INFO)
-        self.channel = channel
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.channel.send(jsonrpc.notification(acp.HOST_LOG, {"message": record.getMessage()}))
 
 
 def _answer(writer: asyncio.StreamWriter, message: Any) -> None:

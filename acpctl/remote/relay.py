@@ -1,26 +1,88 @@
-"""`run --acp` for a remote agent (config.toml's `url` or `ssh`): the editor's stdio linked
-to the remote (remote/link.py) over the transport its address names."""
+"""`run --acp` through a session host: the editor's stdio linked (remote/link.py) to this
+machine's host (config.toml's `host = true`, and `sessions attach`) over its unix socket, or
+to a remote agent (`url` or `ssh`) over the transport its address names. One link, whichever
+host: resume, reload, the outage limit and its messages hold for each."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import ssl
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from acpctl import environ
 from acpctl.config import Remote, clear_text_problem
 from acpctl.jsonrpc.streams import Output, open_input
+from acpctl.remote.lines import LinesTransport, open_local, open_ssh
 from acpctl.remote.link import Dial, Link
-from acpctl.remote.transports import (
-    LinkRefused,
-    ResumePoint,
-    Transport,
-    open_ssh,
-    open_websocket,
-    read_token,
-    tls_context,
-)
+from acpctl.remote.transport import LinkDown, LinkRefused, ResumePoint, Transport
+
+NOTE = "note: "  # a line for the person, which acpctl's terminal client shows too
+LOCAL_HOST = "the session host"
+
+
+def relay_local(agent: str, outage_limit_s: float, fallback: bool) -> int | None:
+    """The editor linked to `agent` on this machine's session host (started when none
+    answers), until the editor goes; the exit status. None: with `fallback`, the host
+    could not serve the agent (the reason is on stderr), so the caller serves directly."""
+    return asyncio.run(_relay_local(agent, outage_limit_s, fallback))
+
+
+async def _relay_local(agent: str, outage_limit_s: float, fallback: bool) -> int | None:
+    log = _stderr_log()
+    try:
+        opened = await open_local(agent, start=True, resume_from=None)
+    except (LinkDown, LinkRefused) as exc:
+        log.warning("%s%s", exc, "; serving directly" if fallback else "")
+        return None if fallback else 1
+    note = environment_note(agent, opened.connected)
+    if note:
+        log.warning("%s", note)
+    output = await Output.open(1)
+    first: LinesTransport | None = opened
+
+    async def dial(point: ResumePoint | None) -> Transport:
+        nonlocal first
+        if first is not None:
+            transport, first = first, None
+            return transport
+        # A host that went away is started again, unless it said it was stopping: then
+        # only one started by somebody else (`serve --replace`) is taken up.
+        return await open_local(agent, start=link.state.stopping is None, resume_from=point)
+
+    link = Link(LOCAL_HOST, dial, output, log, outage_limit_s)
+    try:
+        return await link.run(await open_input(0))
+    finally:
+        output.close()
+
+
+def _stderr_log() -> logging.Logger:
+    """The link's log, on stderr: an editor's agent log shows it, as it shows a direct
+    run's (the host keeps the agent's own run log)."""
+    log = logging.getLogger("acpctl.link")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("acpctl: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+def environment_note(agent: str, connected: Any) -> str | None:
+    """What to say when the host runs `agent` with an environment other than ours."""
+    differs = connected.get("environmentDiffers") if isinstance(connected, dict) else None
+    if not differs or not isinstance(differs, list):
+        return None
+    return (
+        f"{NOTE}{agent} runs in the session host, with the host's environment, which differs "
+        f"from this one in {environ.said([str(name) for name in differs])}: to run it with "
+        "this one, restart the host from here (acpctl serve --replace), or set the "
+        "variables in config.toml for the agent (docs/remote.md)"
+    )
 
 
 def relay_remote(
@@ -43,13 +105,14 @@ async def _relay(
     output = await Output.open(1)
     http = await open_http(remote)
     link = Link(remote.address, make_dial(remote, http), output, log, remote.outage_limit_s)
-    link.on_sessions = on_sessions
-    link.history = history() if history is not None else None
+    recorded = history() if history is not None else None
+    link.state.on_sessions = on_sessions
+    link.state.history = recorded
     try:
         return await link.run(await open_input(0))
     finally:
-        if link.history is not None:
-            await link.history.close()
+        if recorded is not None:
+            await recorded.close()
         if http is not None:
             await http.close()
         output.close()
@@ -83,6 +146,8 @@ def make_dial(remote: Remote, http: Any) -> Dial:
         check_clear_text(url)
         # Loading the CAs takes tens of milliseconds: once, not at every reconnect. (The
         # token file is read at every dial: it may have been replaced.)
+        from acpctl.remote.websocket import open_websocket, read_token, tls_context
+
         if context is None and url.startswith(("wss:", "https:")):
             context = tls_context(remote)
         if url.startswith(("http:", "https:")):

@@ -15,9 +15,7 @@ from typing import Any
 
 from acpctl import protocol as acp
 from acpctl.config import shown_url
-from acpctl.remote.transports import (
-    CONNECTION_ID_HEADER,
-    MAX_MESSAGE_BYTES,
+from acpctl.remote.transport import (
     NOTHING_YET,
     OPEN_TIMEOUT_S,
     LinkDown,
@@ -26,8 +24,8 @@ from acpctl.remote.transports import (
     ResumePoint,
     ResumeRefused,
     json_object,
-    refusal,
 )
+from acpctl.remote.websocket import CONNECTION_ID_HEADER, MAX_MESSAGE_BYTES, refusal
 
 SESSION_ID_HEADER = "Acp-Session-Id"
 SSE = "text/event-stream"

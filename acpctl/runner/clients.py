@@ -35,6 +35,9 @@ class Client:
     # Its initialize was answered with an error: every other request is refused (the
     # session list of acpctl's store included), until an initialize succeeds.
     handshake_failed: bool = False
+    # acpctl's link (remote/link.py), which asked in its `_acpctl/connect`: its load and
+    # attach answers say how many stored updates the replay covered (REPLAYED_META).
+    link: bool = False
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))

@@ -213,7 +213,7 @@ class SessionLifecycle:
         live = self.conn.sessions.get(session_id)
         if live is None and not self.conn.store.exists(session_id):
             return await self._adopt(client, session_id, params, replay)
-        record, _ = await self._join(client, params, acp.CONTROLLER, replay)
+        record, _, replayed = await self._join(client, params, acp.CONTROLLER, replay)
         async with record.lock:
             result, note = await self.attacher.attach(record)
         if live is not None and not replay and record.commands is not None:
@@ -221,7 +221,8 @@ class SessionLifecycle:
             # it now gets them again, right behind the answer (written in this turn).
             line = served.update_line(record.id, record.commands)
             asyncio.get_running_loop().call_soon(client.channel.write, line)
-        return jsonrpc.result(None, with_note(result, note))
+        counted = replayed if client.link else None
+        return jsonrpc.result(None, served.with_replayed(with_note(result, note), counted))
 
     async def attach(self, client: Client, params: JsonObject) -> JsonObject:
         """session/attach (the multi-client proposal): the session, open or stored, joined
@@ -238,38 +239,37 @@ class SessionLifecycle:
             client.info = info
         client.knows_attach = True
         role = attach_role(client, params.get("role"))
-        record, others = await self._join(client, params, role, replay=policy == "full")
+        record, others, replayed = await self._join(client, params, role, policy == "full")
         async with record.lock:
             result, note = await self.attacher.attach(record)
-        return jsonrpc.result(
-            None,
-            {
-                **with_note(result, note),
-                "sessionId": record.id,
-                "role": role,
-                "connectedClients": others,
-            },
-        )
+        answer = {
+            **with_note(result, note),
+            "sessionId": record.id,
+            "role": role,
+            "connectedClients": others,
+        }
+        return jsonrpc.result(None, served.with_replayed(answer, replayed if client.link else None))
 
     async def _join(
         self, client: Client, params: JsonObject, role: str, replay: bool
-    ) -> tuple[SessionRecord, list[JsonObject]]:
+    ) -> tuple[SessionRecord, list[JsonObject], int | None]:
         """`client` sees the session from now on (after its replay, when asked for), in
-        `role`; and the other clients that see it."""
+        `role`; the other clients that see it; how many stored updates the replay covered."""
         live = self.conn.sessions.get(params.get("sessionId"))
         record = await self._open(params)
         if live is None or not live.clients:
             record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
         await self.conn.ensure_agent()
+        replayed = None
         if replay:
             recorded = served.wants_recorded(params)
             if live is None:
-                await served.replay(self.conn.store, record.id, client.channel, recorded)
+                replayed = await served.replay(self.conn.store, record.id, client.channel, recorded)
             else:
                 # The session is live: its history up to now goes out in this turn of the
                 # event loop, so that no update falls between the replay and the live ones.
                 self.conn.recorder.batch_end()
-                served.replay_now(self.conn.store, record.id, client.channel, recorded)
+                replayed = served.replay_now(self.conn.store, record.id, client.channel, recorded)
         others = [c.label(r) for c, r in record.clients.items() if c is not client]
         record.clients[client] = role
         if role == acp.CONTROLLER:
@@ -277,7 +277,7 @@ class SessionLifecycle:
                 request = self.conn.ids.pending(editor_id)
                 if request is not None:
                     request.ask([client])
-        return record, others
+        return record, others, replayed
 
     async def detach(self, client: Client, params: JsonObject) -> JsonObject:
         session_id = params.get("sessionId")

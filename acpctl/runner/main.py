@@ -57,14 +57,15 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     return 128 - code if code < 0 else code
 
 
-def serve(agent: str | None, history: bool) -> int:
-    """Run the ACP server on stdio until the editor goes away. Returns the exit code."""
+def serve(agent: str | None, history: bool, through_host: bool = False) -> int:
+    """Run the ACP server on stdio until the editor goes away. Returns the exit code.
+    `through_host`: through the session host whatever config.toml says, never directly."""
     if sys.stdin.isatty():
         sys.stderr.write(f"acpctl: {TTY_HINT}\n")
         return 2
     from acpctl import processes
 
-    spec, argv, limits, through_host = resolve(agent)
+    spec, argv, limits, configured_host = resolve(agent)
     if spec.remote is not None:
         from acpctl.remote.relay import relay_remote
         from acpctl.runner.remote_history import RemoteHistory
@@ -89,13 +90,19 @@ def serve(agent: str | None, history: bool) -> int:
             )
         finally:
             record.remove()
-    if through_host:
-        from acpctl.runner.through_host import relay_through_host
+    if through_host or configured_host:
+        from acpctl.remote.relay import relay_local
 
-        code = relay_through_host(spec.name, history)
-        if code is not None:
-            return code
-        # None: the host cannot serve this agent as resolved here; served directly.
+        if not history:
+            if through_host:
+                raise AcpctlError("--no-history is not served through the session host")
+            sys.stderr.write("acpctl: --no-history is not served through the session host; ")
+            sys.stderr.write("serving directly\n")
+        else:
+            code = relay_local(spec.name, limits.outage_limit_s, fallback=not through_host)
+            if code is not None:
+                return code
+            # None: the host cannot serve this agent as resolved here; served directly.
     spawned = None
     if spec.kind == "acp":
         with contextlib.suppress(OSError):  # tried again, and reported, at initialize
@@ -121,7 +128,7 @@ def resolve(agent: str | None) -> Resolved:
     return Resolved(
         spec,
         [spec.command, *spec.args],
-        RunLimits(cfg.silence_warning_s, cfg.request_timeout_s),
+        RunLimits(cfg.silence_warning_s, cfg.request_timeout_s, cfg.outage_limit_s),
         cfg.through_host(spec.name),
     )
 
@@ -134,7 +141,7 @@ def fast_main(args: list[str]) -> int | None:
             return None
         if parsed.agent_args:
             return login(parsed.agent, parsed.agent_args)
-        return serve(parsed.agent, parsed.history)
+        return serve(parsed.agent, parsed.history, parsed.through_host)
     except AcpctlError as exc:
         if os.environ.get("ACPCTL_DEBUG"):
             raise

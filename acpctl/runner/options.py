@@ -104,6 +104,14 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "timeout", ("--timeout",), VALUE, "Cancel the turn after SECONDS (exit 3).", type="float"
     ),
     RunOption("no_history", ("--no-history",), FLAG, "Do not record new sessions.", with_acp=True),
+    RunOption(
+        "through_host",
+        ("--through-host",),
+        FLAG,
+        "Through the session host (acpctl serve, started when none runs), as config.toml's "
+        "host = true does.",
+        with_acp=True,
+    ),
 )
 
 BY_FLAG = {flag: option for option in RUN_OPTIONS for flag in option.flags}
@@ -111,11 +119,12 @@ HELP_FLAGS = ("-h", "--help")
 
 
 class RunLimits(NamedTuple):
-    """The limits a `run --acp` connection keeps (config.toml's silence_warning_s and
-    request_timeout_s; 0 turns either off)."""
+    """The limits a `run --acp` connection keeps (config.toml's silence_warning_s,
+    request_timeout_s and, through the session host, outage_limit_s; 0 turns each off)."""
 
     silence_s: float
     request_timeout_s: float
+    outage_limit_s: float = 0
 
 
 class ServeArgs:
@@ -126,6 +135,7 @@ class ServeArgs:
     def __init__(self) -> None:
         self.agent: str | None = None
         self.history = True
+        self.through_host = False
         self.agent_args: list[str] = []
 
 
@@ -159,6 +169,8 @@ def parse_serve_args(args: list[str]) -> ServeArgs | None:
                 raise UsageError(f"{flag} takes no value")
             if option.name == "acp_mode":
                 seen_acp = True
+            elif option.name == "through_host":
+                parsed.through_host = True
             else:  # --no-history
                 parsed.history = False
             continue

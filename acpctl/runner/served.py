@@ -21,24 +21,39 @@ REPLAY_DRAIN_EVERY = 512
 
 async def replay(
     store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
-) -> None:
+) -> int:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read. Stored agent notifications go
     out as their own bytes; `as_recorded`: every one as it came, else as the agent would
-    replay them (_replayed)."""
-    for sent, line in enumerate(_lines(store, session_id, as_recorded), 1):
+    replay them (_replayed). How many stored updates it covered (REPLAYED_META)."""
+    items = _Counted(store.replay_items(session_id))
+    for sent, line in enumerate(_lines(items, session_id, as_recorded), 1):
         out.write(line)
         if sent == 1 or sent % REPLAY_DRAIN_EVERY == 0:  # the first at once
             await out.drain()
     await out.drain()
+    return items.count
 
 
 def replay_now(
     store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
-) -> None:
+) -> int:
     """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
-    for line in _lines(store, session_id, as_recorded):
+    items = _Counted(store.replay_items(session_id))
+    for line in _lines(items, session_id, as_recorded):
         out.write(line)
+    return items.count
+
+
+def with_replayed(result: JsonObject, replayed: int | None) -> JsonObject:
+    """`result` with how many stored updates its replay covered (REPLAYED_META)."""
+    if replayed is None:
+        return result
+    meta = result.get("_meta")
+    return {
+        **result,
+        "_meta": {**(meta if isinstance(meta, dict) else {}), acp.REPLAYED_META: replayed},
+    }
 
 
 def wants_recorded(params: JsonObject) -> bool:
@@ -48,10 +63,27 @@ def wants_recorded(params: JsonObject) -> bool:
     return isinstance(meta, dict) and meta.get(acp.REPLAY_META) == acp.REPLAY_AS_RECORDED
 
 
-def _lines(store: SessionStore, session_id: str, as_recorded: bool) -> Iterator[bytes]:
+Item = tuple[JsonObject, JsonObject, bytes]
+
+
+class _Counted:
+    """The stored updates a replay reads, counted: a joined replay sends fewer lines than
+    it covers, and acpctl's link needs the count to leave a reload's first ones out."""
+
+    def __init__(self, items: Iterator[Item]) -> None:
+        self._items = items
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Item]:
+        for item in self._items:
+            self.count += 1
+            yield item
+
+
+def _lines(items: _Counted, session_id: str, as_recorded: bool) -> Iterator[bytes]:
     if not as_recorded:
-        return _replayed(store, session_id)
-    return (_line(stored, session_id) for stored in store.iter_replay(session_id))
+        return _replayed(items, session_id)
+    return (_line(StoredUpdate(*item, session_id), session_id) for item in items)
 
 
 # What a replay leaves out or moves (issue 32, 9): the load's answer says the mode and the
@@ -63,13 +95,13 @@ CHUNKS = frozenset({acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK, acp.USER_M
 PLAIN_CHUNK_KEYS = frozenset({"sessionUpdate", "content", "messageId"})
 
 
-def _replayed(store: SessionStore, session_id: str) -> Iterator[bytes]:
+def _replayed(items: _Counted, session_id: str) -> Iterator[bytes]:
     """The session's lines as the agent would replay them: the stream's fragments of one
     message joined into one update, state as it is now."""
     first: StoredUpdate | None = None  # the first plain text chunk of a message, not yet sent
     texts: list[str] = []  # the texts of its run, to be joined
     newest: dict[str, StoredUpdate] = {}
-    for update, event, line in store.replay_items(session_id):
+    for update, event, line in items:
         kind = update.get("sessionUpdate")
         if kind in STATE_NOW:
             continue

@@ -20,22 +20,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from acpctl import __version__, config, environ, jsonrpc, paths
+from acpctl import __version__, config, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.agents import discovery, transcripts
 from acpctl.errors import UsageError
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
+from acpctl.remote.link_state import HOST_STOPPED
+from acpctl.remote.relay import NOTE
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
-from acpctl.runner.through_host import (
-    HOST_GONE,
-    HOST_STOPPED,
-    NOTE,
-    environment_note,
-    host_request,
-)
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -68,11 +63,12 @@ class Options:
     name: str | None = None  # for a new (or forked) session
     fork: bool = False  # --session continues in a fork of the session
     history: bool = True  # False: the child `run --acp` records no new session
+    through_host: bool = False  # the child goes through the session host, whatever config says
 
 
 class RelayConnection:
-    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its), or the
-    session host's unix socket (`start_on_host`)."""
+    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its): the agent
+    directly, or through the session host as an editor's is (its link)."""
 
     def __init__(self, host: ClientHost, renderer: Renderer) -> None:
         self.host = host
@@ -94,12 +90,16 @@ class RelayConnection:
         self.prompt_up = False  # the chat waits at its prompt (another client may be prompting)
         self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
 
-    async def start(self, agent: str | None, history: bool = True) -> None:
+    async def start(
+        self, agent: str | None, history: bool = True, through_host: bool = False
+    ) -> None:
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
         if agent:
             argv += ["--agent", agent]
         if not history:
             argv.append("--no-history")
+        if through_host:
+            argv.append("--through-host")
         self.process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -112,16 +112,6 @@ class RelayConnection:
         self._in, self._out = self.process.stdout, self.process.stdin
         self._spawn(self._read())
         self._spawn(self._read_stderr())
-
-    async def start_on_host(self, agent: str) -> None:
-        """Connected to `agent` on the session host. Raises OSError when no host runs,
-        RpcError when it refuses."""
-        params = {"agent": agent, "environment": environ.digest(os.environ)}
-        answer, self._in, self._out = await host_request(acp.HOST_CONNECT, params)
-        note = environment_note(agent, jsonrpc.unwrap(answer))
-        if note:
-            print(f"acpctl: {note}", file=sys.stderr)
-        self._spawn(self._read())
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -144,10 +134,7 @@ class RelayConnection:
         await self.peer.read(jsonrpc.read_messages(self._in), self._route, closed=self._exited)
 
     async def _exited(self) -> Callable[[Pending], JsonObject]:
-        if self.process is None:
-            why = self.host_gone()
-        else:
-            why = f"acpctl run --acp exited ({'; '.join(self.stderr_tail) or 'no output'})"
+        why = self.ended()
 
         def failed(entry: Pending) -> JsonObject:
             return jsonrpc.error(None, acp.INTERNAL_ERROR, why)
@@ -250,9 +237,12 @@ class RelayConnection:
             took = f" after {after:g} s" if isinstance(after, (int, float)) else ""
             self.renderer.notice(f"acpctl: the link is back{took} ({params.get('how')})")
 
-    def host_gone(self) -> str:
-        """Why the host's end came: it stopped as it said, or it went away."""
-        return HOST_STOPPED if self.host_stopping else HOST_GONE
+    def ended(self) -> str:
+        """Why the child `run --acp` ended: the host it linked to stopped, as it said, or
+        what the child said last."""
+        if self.host_stopping:
+            return HOST_STOPPED
+        return f"acpctl run --acp exited ({'; '.join(self.stderr_tail) or 'no output'})"
 
     def log_path(self) -> str:
         """The run log of the child `run --acp`, from its run record."""
@@ -292,10 +282,6 @@ class RelayConnection:
         self.closing = True
         await self.host.close()
         if self.process is None:
-            if self._out is not None:
-                self._out.close()
-            for task in list(self.tasks):
-                task.cancel()
             return
         if self.process.stdin is not None:
             self.process.stdin.close()
@@ -503,7 +489,7 @@ async def run_terminal(
         else:  # at the chat prompt: leave, ending the relay cleanly first
             conn._spawn(_leave(conn))
 
-    await conn.start(agent_name, options.history)
+    await conn.start(agent_name, options.history, options.through_host)
     try:
         with status(f"starting {agent_name}..."):  # claude-agent-acp takes 5-10 s here
             await _initialize(conn, host)
@@ -707,11 +693,9 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
     host = ClientHost([meta.cwd], "ask", ask_on_terminal)
     conn = RelayConnection(host, renderer)
     conn.session_id = meta.id  # the replay that answers the attach is ours to show
-    try:
-        await conn.start_on_host(meta.agent)
-    except (OSError, ValueError):
-        print("acpctl: no session host runs (acpctl serve)", file=sys.stderr)
-        return EXIT_ERROR
+    # Through the host as an editor's `run --acp` goes (one started when none runs, which
+    # takes the session up from the store): the link says when the host goes and comes back.
+    await conn.start(meta.agent, through_host=True)
     try:
         await _initialize(conn, host)
         role = acp.OBSERVER if observe else acp.CONTROLLER
@@ -772,7 +756,7 @@ async def _until_gone(conn: RelayConnection, banner: str) -> int:
     loop.remove_signal_handler(signal.SIGINT)
     if stop.is_set():
         return EXIT_OK
-    print(f"\nacpctl: {conn.host_gone()}", file=sys.stderr)
+    print(f"\nacpctl: {conn.ended()}", file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -782,6 +766,6 @@ async def _left_when_the_host_goes(conn: RelayConnection, reading: list[asyncio.
     await asyncio.wait(reading)
     if conn.closing or conn.turn is not None:  # we left; or the turn's failure says it
         return
-    print(f"\nacpctl: {conn.host_gone()}", file=sys.stderr)
+    print(f"\nacpctl: {conn.ended()}", file=sys.stderr)
     _restore_terminal(conn.saved_terminal)
     os._exit(EXIT_ERROR)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from acpctl import __version__, paths
 from acpctl.doctor.findings import Finding, ok
-from acpctl.runner.through_host import read_status
+from acpctl.remote.host_socket import read_status
 
 
 def check_host() -> list[Finding]:

@@ -18,7 +18,7 @@ from acpctl.agents.discovery import ResolvedAgent
 from acpctl.config import Remote
 from acpctl.doctor.findings import Finding, ok
 from acpctl.remote.relay import make_dial, open_http
-from acpctl.remote.transports import LinkDown, LinkRefused, Transport
+from acpctl.remote.transport import LinkDown, LinkRefused, Transport
 from acpctl.runner import runlog
 
 CERTIFICATE_WARN_DAYS = 14

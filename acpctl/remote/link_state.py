@@ -1,0 +1,594 @@
+"""The link's protocol state, apart from its I/O, as the websockets library keeps a sans-I/O
+protocol object beside its asyncio connection (remote/link.py is the I/O). It knows what
+the editor asked and waits for, what the host asked and the editor holds, the sessions open
+and what of them the editor has seen, what to send again after a drop, and what waits while
+the link is down. Events go in (the editor sent, the host sent, a transport came up or
+dropped); what to write comes out, in `to_host` and `to_editor`, for the I/O to write.
+
+- After a resume (the same logical connection), the requests unanswered on it are sent
+  again (acpctl serve runs a request id it has seen once only, so nothing runs twice), and
+  so are the answers and notifications the editor sent (a repeated answer is dropped there).
+- After a new connection (the host no longer held the old one), the editor's initialize is
+  sent again, then each open session is loaded (or attached) again, its replay deduplicated
+  against what the editor has. A request that went out on the lost connection may have run
+  there, so it is never sent again: the editor gets an error for it. A permission request
+  the host asks again (it does, of a client that joins) is matched to the one the editor
+  holds, so the editor's one answer reaches it.
+- While down, the editor's messages are held (within MAX_HELD); past the outage limit every
+  waiting request fails with an error that says since when the link is down and why.
+
+What the host sends reaches the editor unchanged but for the transport's
+`_meta["acp/cursor"]` and the ids of the host's requests (numbered here: a new connection
+numbers its own from the start again)."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from acpctl import cursors_wire, jsonrpc
+from acpctl import protocol as acp
+from acpctl.capabilities import AgentCapabilities
+from acpctl.jsonrpc.pending import PendingRequests
+from acpctl.jsontext import encode_text
+from acpctl.remote.transport import decoded
+
+LINK_DOWN = -32010  # acpctl's error code: the agent's host cannot be reached
+HOST_STOPPED = "the session host stopped"
+MAX_HELD = 1000  # messages from the editor held while the link is down
+MAX_HELD_BYTES = 16 << 20
+MAX_RESENT = 10_000  # answers and notifications kept to send again after a resume
+ESTABLISHING = frozenset(
+    {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
+)
+# Requests that change nothing at the host: sent again on a new connection when the one
+# they went out on was lost before their answer.
+SAFE_TO_REPEAT = frozenset({acp.INITIALIZE, acp.SESSION_LIST})
+
+
+class History(Protocol):
+    """What the link tells the history of this machine (runner/remote_history.py)."""
+
+    def request(self, message: dict[str, Any]) -> None: ...
+    def answered_agent(self, answer: dict[str, Any]) -> None: ...
+    def answer(self, request: dict[str, Any], answer: dict[str, Any]) -> None: ...
+    def update(self, message: dict[str, Any], raw: bytes) -> None: ...
+    def asking(self, message: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Waiting:
+    """An editor's request not answered yet."""
+
+    message: dict[str, Any]
+    line: bytes
+    connection: int | None = None  # the logical connection it went out on; None: held
+
+
+@dataclass
+class Ask:
+    """A request of the host's, as the editor holds it."""
+
+    editor_id: int
+    host_id: Any
+    connection: int
+    fingerprint: tuple[Any, ...] | None
+    answer: dict[str, Any] | None = None  # the editor's, until a transport takes it
+
+
+@dataclass
+class OpenSession:
+    """A session the editor has open: how it opened it, and what updates of it it has."""
+
+    method: str
+    params: dict[str, Any]
+    seen: collections.Counter[int] = field(default_factory=collections.Counter)
+    replaying: collections.Counter[int] | None = None  # while reloading: what to skip
+    # How many stored updates the editor has had by a replay (acpctl serve says, in the
+    # answer: its replay joins a message's fragments, so the lines do not match a reload's
+    # as recorded); a reload leaves out that many first.
+    replayed: int = 0
+    skipping: int = 0
+
+
+@dataclass
+class Reload:
+    """One request of a new connection's setup: the editor's initialize again, or a
+    session opened again (`session` set: its replay is deduplicated)."""
+
+    method: str
+    params: dict[str, Any]
+    session: OpenSession | None = None
+
+
+class LinkState:
+    def __init__(self, describe: str, log: logging.Logger) -> None:
+        self.describe = describe  # where the host is, for the log and errors
+        self._log = log
+        self.to_host: list[str] = []  # for the transport up now
+        self.to_editor: list[bytes] = []
+        self.connection = 0  # logical connections opened so far
+        self.open = False  # a transport is up (maybe still setting up a new connection)
+        self.live = False  # ... and it takes the editor's messages
+        # Whether the host resumes a dropped connection: it says so at initialize (the
+        # resumable-delivery draft). One that does not (the SDKs' servers) gets a new one.
+        self.resumable = False
+        self.waiting: dict[tuple[bool, Any], Waiting] = {}
+        self.held: collections.deque[bytes] = collections.deque()
+        self._held_bytes = 0
+        self._resend: collections.deque[str] = collections.deque(maxlen=MAX_RESENT)
+        self._asks: dict[tuple[bool, Any], Ask] = {}  # by the id the editor sees
+        self._ask_ids = itertools.count(1)
+        # The link's own requests (a new connection's setup), in the one pending table.
+        self.own: PendingRequests[str] = PendingRequests(_own_ids())
+        self._initialize: dict[str, Any] | None = None  # the editor's params
+        self._capabilities = AgentCapabilities()  # the agent's, from initialize
+        self.sessions: dict[str, OpenSession] = {}
+        self.down_since: float | None = None  # time.time() when the link went down
+        self.down_reason = ""
+        self._how = ""  # how the transport up now came: said when the link is back
+        self.given_up = False
+        # What the host said when it told its clients it stops: after that, a link given up
+        # ends (the exit status says so), not waiting for the editor's next message.
+        self.stopping: str | None = None
+        # Told the open sessions' ids whenever they change (the run record, `acpctl ps`).
+        self.on_sessions: Callable[[list[str]], None] = lambda ids: None
+        self.history: History | None = None  # this machine's record of what is relayed
+
+    # -- the transports ---------------------------------------------------------------
+
+    def came_up(self, resumed: bool) -> list[Reload]:
+        """A transport is up; what the new connection needs first (nothing when it
+        resumed: what may have been lost in flight is in `to_host`)."""
+        self.open = True
+        if resumed:
+            self._how = "resumed"
+            self._resend_after_resume()
+            return []
+        self._how = f"a new connection, {len(self.sessions)} session(s) reloaded"
+        previous, self.connection = self.connection, self.connection + 1
+        return self._reopen() if previous else []
+
+    def set_up(self) -> None:
+        """The connection is set up: the editor's messages flow again."""
+        self.live = True
+        if self.down_since is not None:
+            took, how = time.time() - self.down_since, self._how
+            self._log.info("the link to %s is back after %.1f s (%s)", self.describe, took, how)
+            self._tell_state({"state": "up", "after": round(took, 1), "how": how})
+        self.down_since = None
+        self.given_up = False
+        self.stopping = None
+        self._send_held()
+
+    def went_down(self, reason: str) -> None:
+        self.open = self.live = False
+        if self.stopping is not None:
+            reason = HOST_STOPPED
+        if self.down_since is None:
+            self.down_since = time.time()
+            self._log.warning("the link to %s dropped: %s; reconnecting", self.describe, reason)
+            self._tell_state({"state": "down", "since": self.down_since, "reason": reason})
+        self.down_reason = reason
+
+    def past(self, limit_s: float, first_limit_s: float) -> bool:
+        """Whether the link has been down longer than it may be (`first_limit_s` before it
+        was ever up)."""
+        if self.down_since is None or limit_s == 0:
+            return False
+        limit = limit_s if self.connection else min(limit_s, first_limit_s)
+        return time.time() - self.down_since > limit
+
+    def give_up(self, reason: str) -> None:
+        """Every waiting request answered with why; what the editor sends next tries
+        again."""
+        if self.given_up:
+            return
+        self.given_up = True
+        since = time.strftime("%H:%M:%S", time.localtime(self.down_since or time.time()))
+        why = f"the link to {self.describe} is down since {since}: {reason}"
+        self._log.warning("%s; waiting requests fail, the next one reconnects", why)
+        for waiting in self.waiting.values():
+            self._to_editor(jsonrpc.error(waiting.message["id"], LINK_DOWN, why))
+        self.waiting.clear()
+        self.held.clear()
+        self._held_bytes = 0
+
+    def _tell_state(self, state: dict[str, Any]) -> None:
+        """The link's state, to an editor that asked for it (acpctl's terminal client)."""
+        if self._wants_link_state():
+            self._to_editor(jsonrpc.notification(acp.LINK_STATE, state))
+
+    def _wants_link_state(self) -> bool:
+        capabilities = (self._initialize or {}).get("clientCapabilities")
+        meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
+        return isinstance(meta, dict) and meta.get(acp.LINK_STATE_META) is True
+
+    # -- from the editor ----------------------------------------------------------------
+
+    def editor_sent(self, line: bytes) -> bool:
+        """A line from the editor; whether the link, given up, should try again."""
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:  # the transports carry text: said here, as the
+            # host would say it
+            why = f"parse error: invalid UTF-8 at byte {exc.start}"
+            self._to_editor(jsonrpc.error(None, acp.PARSE_ERROR, why))
+            return False
+        message = decoded(line)
+        if message is None:  # not one JSON-RPC object: the host answers it
+            self._send_or_hold(line)
+            return False
+        if "method" not in message and ("result" in message or "error" in message):
+            self._editor_answered(message)
+            return False
+        if "id" not in message or not jsonrpc.is_id(message["id"]):
+            self._send_or_hold(line, resend=True)
+            return False
+        method = message.get("method")  # not a string in a bad request: the host says so
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method == acp.INITIALIZE:
+            self._initialize = params
+        elif method == acp.SESSION_PROMPT:
+            self._own_prompt(params)
+        key = jsonrpc.id_key(message["id"])
+        waiting = self.waiting[key] = Waiting(message, line)
+        if self.history is not None:
+            self.history.request(message)
+        wake, self.given_up = self.given_up, False
+        if self.live:
+            waiting.connection = self.connection
+            self._to_host(line.decode("utf-8", "replace"))
+        elif not self._hold(line):
+            del self.waiting[key]
+            why = f"the link to {self.describe} is down and {MAX_HELD} messages wait already"
+            self._to_editor(jsonrpc.error(message["id"], LINK_DOWN, why))
+        return wake
+
+    def _editor_answered(self, message: dict[str, Any]) -> None:
+        if self.history is not None:
+            self.history.answered_agent(message)
+        msg_id = message.get("id")
+        ask = self._asks.get(jsonrpc.id_key(msg_id)) if jsonrpc.is_id(msg_id) else None
+        if ask is None:
+            self._log.debug("the editor answered %r, which the host no longer asks", msg_id)
+            return
+        answer = {**message, "id": ask.host_id}
+        if self.live and ask.connection == self.connection:
+            del self._asks[jsonrpc.id_key(msg_id)]
+            self._to_host(json.dumps(answer), resend=True)
+        else:  # sent once the host holds the request again
+            ask.answer = answer
+
+    def _send_or_hold(self, line: bytes, resend: bool = False) -> None:
+        if self.live:
+            self._to_host(line.decode("utf-8", "replace"), resend)
+        elif not self._hold(line):
+            self._log.warning("the link is down and the held messages are full: one dropped")
+
+    def _hold(self, line: bytes) -> bool:
+        if len(self.held) >= MAX_HELD or self._held_bytes + len(line) > MAX_HELD_BYTES:
+            return False
+        self.held.append(line)
+        self._held_bytes += len(line)
+        return True
+
+    def _to_host(self, text: str, resend: bool = False) -> None:
+        if not self.open:
+            return  # the I/O sees the drop and reconnects
+        if resend:
+            self._resend.append(text)
+        self.to_host.append(text)
+
+    def _to_editor(self, message: Any) -> None:
+        self.to_editor.append(jsonrpc.encode(message))
+
+    def _send_held(self) -> None:
+        held, self.held = self.held, collections.deque()
+        self._held_bytes = 0
+        for line in held:
+            message = decoded(line)
+            if message is not None and "method" in message and jsonrpc.is_id(message.get("id")):
+                waiting = self.waiting.get(jsonrpc.id_key(message["id"]))
+                if waiting is None:
+                    continue  # answered while held (the outage limit)
+                waiting.connection = self.connection
+                self._to_host(line.decode("utf-8", "replace"))
+            else:
+                self._to_host(line.decode("utf-8", "replace"), resend=True)
+
+    def _own_prompt(self, params: dict[str, Any]) -> None:
+        """The prompt's text comes back in a reload's replay as user_message_chunk updates,
+        which the editor never got live: counted as seen."""
+        session = self.sessions.get(str(params.get("sessionId")))
+        blocks = params.get("prompt")
+        if session is None or not isinstance(blocks, list):
+            return
+        for block in blocks:
+            update = {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block}
+            # As acpctl serve replays a prompt it recorded: encoded by acpctl, whose text
+            # the cursor leaves as it was.
+            replayed = {"sessionId": params["sessionId"], "update": update}
+            try:
+                text = encode_text(jsonrpc.notification(acp.SESSION_UPDATE, replayed))
+            except ValueError:
+                continue
+            session.seen[hash(text)] += 1
+
+    # -- after a drop -------------------------------------------------------------------
+
+    def _resend_after_resume(self) -> None:
+        """The same connection, resumed: what may have been lost in flight goes again, in
+        the order it went first. Requests are run once there whatever comes twice; a
+        repeated answer is dropped there."""
+        requests = [
+            w.line.decode("utf-8", "replace")
+            for w in self.waiting.values()
+            if w.connection == self.connection
+        ]
+        others = list(self._resend)
+        self._resend.clear()
+        for key, ask in list(self._asks.items()):
+            if ask.answer is not None and ask.connection == self.connection:
+                del self._asks[key]
+                others.append(json.dumps(ask.answer))
+        self.to_host.extend(requests)
+        for text in others:
+            self._to_host(text, resend=True)
+
+    def _reopen(self) -> list[Reload]:
+        """A new connection where the old one was lost: what sets it up as the editor had
+        it. Requests that went out on the lost one fail, but for those that change nothing
+        (SAFE_TO_REPEAT), which go again."""
+        lost = [w for w in self.waiting.values() if w.connection is not None]
+        again = [w for w in lost if w.message.get("method") in SAFE_TO_REPEAT]
+        for waiting in reversed(again):  # first, before what was held, in their order
+            waiting.connection = None
+            self.held.appendleft(waiting.line)
+            self._held_bytes += len(waiting.line)
+        for waiting in lost:
+            if waiting in again:
+                continue
+            del self.waiting[jsonrpc.id_key(waiting.message["id"])]
+            self._to_editor(
+                jsonrpc.error(
+                    waiting.message["id"],
+                    LINK_DOWN,
+                    f"the link to {self.describe} dropped before the answer came, and the "
+                    "host no longer held the connection: not sent again, since it may have "
+                    "run there (a prompt's output is in the session's history)",
+                )
+            )
+        self._resend.clear()
+        if any(w.message.get("method") == acp.INITIALIZE for w in again):
+            return []  # the editor's own initialize goes again; it had no session yet
+        initialize = self._initialize
+        steps = [Reload(acp.INITIALIZE, initialize)] if initialize is not None else []
+        can_load = self._capabilities.can("load")
+        for session_id, session in self.sessions.items():
+            params = {
+                "sessionId": session_id,
+                "cwd": session.params.get("cwd", "/"),
+                "mcpServers": session.params.get("mcpServers", []),
+                # acpctl serve replays it as recorded, update for update, so that what the
+                # editor has can be left out; other servers ignore it.
+                "_meta": {acp.REPLAY_META: acp.REPLAY_AS_RECORDED},
+            }
+            if session.method == acp.SESSION_ATTACH:  # joined again in the role it had
+                steps.append(Reload(acp.SESSION_ATTACH, {**session.params, **params}, session))
+            elif can_load:
+                steps.append(Reload(acp.SESSION_LOAD, params, session))
+            else:
+                steps.append(Reload(acp.SESSION_RESUME, params))
+        return steps
+
+    def reloading(self, step: Reload) -> None:
+        """`step`'s request goes out: its replay is deduplicated until `reloaded`."""
+        session = step.session
+        if session is not None:
+            session.replaying = collections.Counter(session.seen)
+            session.skipping = session.replayed
+
+    def reloaded(self, step: Reload, answer: dict[str, Any] | None) -> None:
+        session = step.session
+        if answer is not None and "error" in answer:
+            self._log.warning("%s on reconnect failed: %s", step.method, answer["error"])
+        if session is None:
+            return
+        session.replaying = None
+        session.skipping = 0
+        result = answer.get("result") if answer is not None else None
+        if isinstance(result, dict) and _replayed(result) is not None:
+            session.replayed = _replayed(result) or 0  # the editor has all of it now
+
+    # -- from the host ------------------------------------------------------------------
+
+    def host_sent(self, text: str) -> str | None:
+        """A message from the host; the cursor it carried, if any (a resume starts after
+        it)."""
+        message = decoded(text)
+        if message is None:  # a batch's answers (or garbage): the editor's, as they came
+            self.to_editor.append(text.encode() + b"\n")
+            return None
+        cursor = cursors_wire.cursor_of(message)
+        as_sent = cursors_wire.line_without(text, cursor) if cursor is not None else text
+        if as_sent is None or message.get("method") != acp.SESSION_UPDATE or "id" in message:
+            message = cursors_wire.without(message)  # what the editor gets is encoded again
+        method = message.get("method")
+        if method == acp.HOST_STOPPING:  # the host's, not the agent's
+            self._host_stopping(message)
+        elif method is None:
+            self._answered(message)
+        elif "id" in message:
+            self._asked(message)
+        elif method == acp.CANCEL_REQUEST:
+            self._cancelled(message)
+        elif method != acp.SESSION_UPDATE or not self._skip_replayed(message, as_sent):
+            raw = as_sent.encode() if as_sent is not None else None  # the agent's own bytes
+            if self.history is not None:
+                self.history.update(message, raw or jsonrpc.encode(message)[:-1])
+            self.to_editor.append(raw + b"\n" if raw is not None else jsonrpc.encode(message))
+        return cursor
+
+    def _host_stopping(self, message: dict[str, Any]) -> None:
+        self.stopping = acp.stopping_notice(message.get("params"))
+        self._log.warning("%s", self.stopping)
+        if self._wants_link_state():  # acpctl's terminal client says it too
+            self._to_editor(message)
+
+    def _answered(self, message: dict[str, Any]) -> None:
+        msg_id = message.get("id")
+        if isinstance(msg_id, str) and self.own.resolve(msg_id, message) is not None:
+            return
+        key = jsonrpc.id_key(msg_id) if jsonrpc.is_id(msg_id) else None
+        waiting = self.waiting.pop(key, None) if key is not None else None
+        if waiting is None and _unreadable(message):
+            self._to_editor(message)  # the host's answer to a line the link could not read
+            return
+        if waiting is None:  # never asked, or answered already: the editor is not told twice
+            self._log.warning(
+                "dropped an answer from the host to no waiting request: id %r", msg_id
+            )
+            return
+        self._note_answer(waiting, message)
+        message = _without_replayed(message)  # the link's own: not the editor's
+        if self.history is not None:
+            self.history.answer(waiting.message, message)
+        self._to_editor(message)
+
+    def _note_answer(self, waiting: Waiting, message: dict[str, Any]) -> None:
+        method = waiting.message.get("method")
+        params = waiting.message.get("params")
+        params = params if isinstance(params, dict) else {}
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return
+        if method == acp.INITIALIZE:
+            self._capabilities = AgentCapabilities(result)
+            transport = result.get("capabilities")
+            self.resumable = (
+                isinstance(transport, dict)
+                and isinstance(transport.get("transport"), dict)
+                and "resumable" in transport["transport"]
+            )
+        elif method in ESTABLISHING:
+            session_id = result.get("sessionId", params.get("sessionId"))
+            if not isinstance(session_id, str):
+                return
+            if session_id not in self.sessions:
+                self.sessions[session_id] = OpenSession(method, params)
+                self.on_sessions(list(self.sessions))
+            self.sessions[session_id].replayed = _replayed(result) or 0
+        elif (
+            method == acp.SESSION_CLOSE
+            and self.sessions.pop(str(params.get("sessionId")), None) is not None
+        ):
+            self.on_sessions(list(self.sessions))
+
+    def _asked(self, message: dict[str, Any]) -> None:
+        fingerprint = _ask_fingerprint(message)
+        if fingerprint is not None:
+            for key, ask in self._asks.items():
+                if ask.fingerprint == fingerprint and ask.connection != self.connection:
+                    # Asked again on the new connection: the editor holds it already.
+                    ask.host_id, ask.connection = message["id"], self.connection
+                    if ask.answer is not None:
+                        del self._asks[key]
+                        self._to_host(json.dumps({**ask.answer, "id": message["id"]}), True)
+                    return
+        editor_id = next(self._ask_ids)
+        self._asks[jsonrpc.id_key(editor_id)] = Ask(
+            editor_id, message["id"], self.connection, fingerprint
+        )
+        asked = {**message, "id": editor_id}
+        if self.history is not None:
+            self.history.asking(asked)
+        self._to_editor(asked)
+
+    def _cancelled(self, message: dict[str, Any]) -> None:
+        """The host's `$/cancel_request`, to the editor under its id for the request."""
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return
+        host_id = params.get("requestId")
+        for key, ask in list(self._asks.items()):
+            if ask.host_id == host_id and ask.connection == self.connection:
+                del self._asks[key]
+                self._to_editor({**message, "params": {**params, "requestId": ask.editor_id}})
+                return
+
+    def _skip_replayed(self, message: dict[str, Any], text: str | None) -> bool:
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return False
+        session = self.sessions.get(str(params.get("sessionId")))
+        if session is None:
+            return False
+        if session.replaying is not None and session.skipping > 0:
+            session.skipping -= 1
+            return True
+        mark = hash(text) if text is not None else _fingerprint(params.get("update"))
+        if session.replaying is not None and session.replaying[mark] > 0:
+            session.replaying[mark] -= 1
+            return True
+        seen = session.seen
+        seen[mark] = seen.get(mark, 0) + 1  # not Counter's __missing__, a Python call
+        return False
+
+
+def _own_ids() -> Iterator[str]:
+    return (f"acpctl-link-{n}" for n in itertools.count(1))
+
+
+def _replayed(result: dict[str, Any]) -> int | None:
+    meta = result.get("_meta")
+    count = meta.get(acp.REPLAYED_META) if isinstance(meta, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def _unreadable(message: dict[str, Any]) -> bool:
+    error = message.get("error")
+    return isinstance(error, dict) and error.get("code") in (acp.PARSE_ERROR, acp.INVALID_REQUEST)
+
+
+def _without_replayed(message: dict[str, Any]) -> dict[str, Any]:
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return message
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or acp.REPLAYED_META not in meta:
+        return message
+    rest = {k: v for k, v in meta.items() if k != acp.REPLAYED_META}
+    inner = {k: v for k, v in result.items() if k != "_meta"}
+    return {**message, "result": {**inner, **({"_meta": rest} if rest else {})}}
+
+
+def _fingerprint(update: Any) -> int:
+    """What tells one update from another when its text was encoded again (a slow path on
+    both sides, live and in the replay alike): its JSON, keys in the order they came (the
+    store keeps the agent's order). Otherwise the text itself, as the agent wrote it, tells
+    (acpctl serve replays a recorded agent line as its own bytes)."""
+    try:
+        return hash(encode_text(update))
+    except ValueError:
+        return 0
+
+
+def _ask_fingerprint(message: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What identifies a permission request across connections: its session and tool
+    call. Other requests of the host's are not asked again."""
+    if message.get("method") != acp.REQUEST_PERMISSION:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    tool = params.get("toolCall")
+    tool_id = tool.get("toolCallId") if isinstance(tool, dict) else None
+    return (params.get("sessionId"), tool_id)
