@@ -9,10 +9,8 @@ import asyncio
 import contextlib
 import json
 import os
-import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl import __version__, environ, jsonrpc, paths
@@ -35,23 +33,29 @@ HOST_LOG_MARK = acp.HOST_LOG.encode()
 HOST_CLOSED = "the session host closed the connection (its log: acpctl logs serve)"
 
 
-@dataclass
 class LinesTransport:
     """One connection to a host's unix socket: its own (`process` None) or through ssh's
-    stdio."""
+    stdio. (A plain class: the thin client's start imports this module.)"""
 
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    process: asyncio.subprocess.Process | None = None
-    log_prefix: str = ""  # what the host's log lines are said with on stderr
-    connection_id: str = ""
-    resumed: bool = False
-    remote_version: str | None = None
-    connected: dict[str, Any] = field(default_factory=dict)  # the connect's answer
-    _cursor: str | None = None
-    _errors: list[str] = field(default_factory=list)  # ssh's stderr, its last lines
-    _stderr_task: asyncio.Task[None] | None = None
-    _first: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        process: asyncio.subprocess.Process | None = None,
+        log_prefix: str = "",
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.process = process
+        self.log_prefix = log_prefix  # what the host's log lines are said with on stderr
+        self.connection_id = ""
+        self.resumed = False
+        self.remote_version: str | None = None
+        self.connected: dict[str, Any] = {}  # the connect's answer
+        self._cursor: str | None = None
+        self._errors: list[str] = []  # ssh's stderr, its last lines
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._first: list[str] = []
 
     async def send(self, text: str) -> None:
         try:
@@ -224,6 +228,8 @@ def ssh_argv(remote: Remote) -> list[str]:
     never asking for a password on the editor's pipe, and with keepalives that tell a dead
     link within about 15 s. The remote command is one word list, quoted for the remote
     shell."""
+    import shlex  # here: the thin client to this machine's host never needs it
+
     assert remote.ssh is not None
     remote_command = [*shlex.split(remote.remote_acpctl), "serve", "--bridge"]
     return [

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -138,6 +137,8 @@ class Link:
             if self.state.past(self._limit, FIRST_CONNECT_LIMIT_S):
                 self._give_up(self.state.down_reason)
                 return None
+            import random  # here: a link that never drops never needs it
+
             delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**attempt) * random.uniform(0.5, 1.5)
             attempt += 1
             with contextlib.suppress(asyncio.TimeoutError):

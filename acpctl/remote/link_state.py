@@ -29,7 +29,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acpctl import cursors_wire, jsonrpc
@@ -62,49 +61,65 @@ class History(Protocol):
     def asking(self, message: dict[str, Any]) -> None: ...
 
 
-@dataclass
+# Plain classes, not dataclasses: the thin client's start imports this module, and a
+# dataclass costs a third of a millisecond to make.
+
+
 class Waiting:
     """An editor's request not answered yet."""
 
-    message: dict[str, Any]
-    line: bytes
-    connection: int | None = None  # the logical connection it went out on; None: held
+    __slots__ = ("connection", "line", "message")
+
+    def __init__(self, message: dict[str, Any], line: bytes) -> None:
+        self.message = message
+        self.line = line
+        self.connection: int | None = None  # the logical connection it went out on; None: held
 
 
-@dataclass
 class Ask:
     """A request of the host's, as the editor holds it."""
 
-    editor_id: int
-    host_id: Any
-    connection: int
-    fingerprint: tuple[Any, ...] | None
-    answer: dict[str, Any] | None = None  # the editor's, until a transport takes it
+    __slots__ = ("answer", "connection", "editor_id", "fingerprint", "host_id")
+
+    def __init__(
+        self, editor_id: int, host_id: Any, connection: int, fingerprint: tuple[Any, ...] | None
+    ) -> None:
+        self.editor_id = editor_id
+        self.host_id = host_id
+        self.connection = connection
+        self.fingerprint = fingerprint
+        self.answer: dict[str, Any] | None = None  # the editor's, until a transport takes it
 
 
-@dataclass
 class OpenSession:
     """A session the editor has open: how it opened it, and what updates of it it has."""
 
-    method: str
-    params: dict[str, Any]
-    seen: collections.Counter[int] = field(default_factory=collections.Counter)
-    replaying: collections.Counter[int] | None = None  # while reloading: what to skip
-    # How many stored updates the editor has had by a replay (acpctl serve says, in the
-    # answer: its replay joins a message's fragments, so the lines do not match a reload's
-    # as recorded); a reload leaves out that many first.
-    replayed: int = 0
-    skipping: int = 0
+    __slots__ = ("method", "params", "replayed", "replaying", "seen", "skipping")
+
+    def __init__(self, method: str, params: dict[str, Any]) -> None:
+        self.method = method
+        self.params = params
+        self.seen: collections.Counter[int] = collections.Counter()
+        self.replaying: collections.Counter[int] | None = None  # reloading: what to skip
+        # How many stored updates the editor has had by a replay (acpctl serve says, in
+        # the answer: its replay joins a message's fragments, so the lines do not match a
+        # reload's as recorded); a reload leaves out that many first.
+        self.replayed = 0
+        self.skipping = 0
 
 
-@dataclass
 class Reload:
     """One request of a new connection's setup: the editor's initialize again, or a
     session opened again (`session` set: its replay is deduplicated)."""
 
-    method: str
-    params: dict[str, Any]
-    session: OpenSession | None = None
+    __slots__ = ("method", "params", "session")
+
+    def __init__(
+        self, method: str, params: dict[str, Any], session: OpenSession | None = None
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.session = session
 
 
 class LinkState:

@@ -11,7 +11,6 @@ the remote), and ResumeRefused when the host no longer holds the connection."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from acpctl.jsontext import decode_text
@@ -37,11 +36,18 @@ class ResumeRefused(Exception):
     """The remote no longer holds the connection (or never could resume it)."""
 
 
-@dataclass
 class ResumePoint:
-    connection_id: str
-    cursors: dict[str, str]  # stream -> the last cursor received on it ("": all of them)
-    streams: list[str] | None = None  # the streams to resume (Streamable HTTP's)
+    """Where a later transport resumes a connection from. (A plain class: the thin
+    client's start imports this module.)"""
+
+    __slots__ = ("connection_id", "cursors", "streams")
+
+    def __init__(
+        self, connection_id: str, cursors: dict[str, str], streams: list[str] | None = None
+    ) -> None:
+        self.connection_id = connection_id
+        self.cursors = cursors  # stream -> the last cursor received on it ("": all of them)
+        self.streams = streams  # the streams to resume (Streamable HTTP's)
 
 
 class Transport(Protocol):
