@@ -388,6 +388,21 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", **message}).encode()
 
 
+def _live(describe: str) -> LinkState:
+    """A link's state with its first transport up."""
+    state = LinkState(describe, logging.getLogger("t"))
+    state.came_up(resumed=False)
+    state.set_up()
+    return state
+
+
+def _initialized(state: LinkState) -> LinkState:
+    """`state` after the editor's initialize, answered by an agent that can load."""
+    state.editor_sent(_line({"id": 0, "method": "initialize", "params": {}}))
+    state.host_sent(json.dumps({"id": 0, "result": {"agentCapabilities": {"loadSession": True}}}))
+    return state
+
+
 def _shown(state: LinkState) -> list[dict[str, Any]]:
     shown = [json.loads(line) for line in state.to_editor]
     state.to_editor.clear()
@@ -403,11 +418,7 @@ def test_a_reload_shows_only_what_the_editor_has_not_seen() -> None:
     the link's own; the replay's updates the editor has are left out, a new one is not, and
     a permission request asked again on the new connection is the one the editor holds.
     The link's state is a plain object: no event loop, no transport."""
-    state = LinkState("far", logging.getLogger("t"))
-    state.came_up(resumed=False)
-    state.set_up()
-    state.editor_sent(_line({"id": 1, "method": "initialize", "params": {}}))
-    state.host_sent(json.dumps({"id": 1, "result": {"agentCapabilities": {"loadSession": True}}}))
+    state = _initialized(_live("far"))
     state.editor_sent(_line({"id": 2, "method": "session/new", "params": {"cwd": "/w"}}))
     state.host_sent(json.dumps({"id": 2, "result": {"sessionId": "s"}}))
     for text in ("a", "b", "a"):
@@ -448,11 +459,7 @@ def test_a_reload_leaves_out_what_a_joined_replay_gave_the_editor() -> None:
     """The editor loaded the session: acpctl serve's replay joined three stored fragments
     into one line, and said it covered three. A reload's replay, as recorded, has them as
     three lines: those three are left out, what follows them is shown."""
-    state = LinkState("the session host", logging.getLogger("t"))
-    state.came_up(resumed=False)
-    state.set_up()
-    state.editor_sent(_line({"id": 0, "method": "initialize", "params": {}}))
-    state.host_sent(json.dumps({"id": 0, "result": {"agentCapabilities": {"loadSession": True}}}))
+    state = _initialized(_live("the session host"))
     state.editor_sent(_line({"id": 1, "method": "session/load", "params": {"sessionId": "s"}}))
     state.host_sent(json.dumps(update("abc")))  # the joined replay
     meta = {acp.REPLAYED_META: 3}
@@ -475,9 +482,7 @@ def test_the_link_tells_an_editor_that_asked_when_it_drops_and_comes_back() -> N
     link tells acpctl's terminal client, which asks in its initialize, and nobody else."""
 
     def told(asked: bool) -> list[dict[str, Any]]:
-        state = LinkState("far", logging.getLogger("t"))
-        state.came_up(resumed=False)
-        state.set_up()
+        state = _live("far")
         meta = {"_meta": {acp.LINK_STATE_META: True}} if asked else {}
         initialize = {"protocolVersion": 1, "clientCapabilities": meta}
         state.editor_sent(_line({"id": 1, "method": "initialize", "params": initialize}))

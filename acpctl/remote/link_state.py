@@ -420,8 +420,8 @@ class LinkState:
         session.replaying = None
         session.skipping = 0
         result = answer.get("result") if answer is not None else None
-        if isinstance(result, dict) and _replayed(result) is not None:
-            session.replayed = _replayed(result) or 0  # the editor has all of it now
+        if isinstance(result, dict):
+            session.replayed = _replayed(result)  # the editor has all of it now
 
     # -- from the host ------------------------------------------------------------------
 
@@ -500,7 +500,7 @@ class LinkState:
             if session_id not in self.sessions:
                 self.sessions[session_id] = OpenSession(method, params)
                 self.on_sessions(list(self.sessions))
-            self.sessions[session_id].replayed = _replayed(result) or 0
+            self.sessions[session_id].replayed = _replayed(result)
         elif (
             method == acp.SESSION_CLOSE
             and self.sessions.pop(str(params.get("sessionId")), None) is not None
@@ -562,10 +562,11 @@ def _own_ids() -> Iterator[str]:
     return (f"acpctl-link-{n}" for n in itertools.count(1))
 
 
-def _replayed(result: dict[str, Any]) -> int | None:
+def _replayed(result: dict[str, Any]) -> int:
+    """How many stored updates the answer's replay covered (0: the host did not say)."""
     meta = result.get("_meta")
     count = meta.get(acp.REPLAYED_META) if isinstance(meta, dict) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
 
 def _unreadable(message: dict[str, Any]) -> bool:

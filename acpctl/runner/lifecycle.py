@@ -221,8 +221,7 @@ class SessionLifecycle:
             # it now gets them again, right behind the answer (written in this turn).
             line = served.update_line(record.id, record.commands)
             asyncio.get_running_loop().call_soon(client.channel.write, line)
-        counted = replayed if client.link else None
-        return jsonrpc.result(None, served.with_replayed(with_note(result, note), counted))
+        return jsonrpc.result(None, served.with_replayed(with_note(result, note), replayed))
 
     async def attach(self, client: Client, params: JsonObject) -> JsonObject:
         """session/attach (the multi-client proposal): the session, open or stored, joined
@@ -248,13 +247,14 @@ class SessionLifecycle:
             "role": role,
             "connectedClients": others,
         }
-        return jsonrpc.result(None, served.with_replayed(answer, replayed if client.link else None))
+        return jsonrpc.result(None, served.with_replayed(answer, replayed))
 
     async def _join(
         self, client: Client, params: JsonObject, role: str, replay: bool
     ) -> tuple[SessionRecord, list[JsonObject], int | None]:
         """`client` sees the session from now on (after its replay, when asked for), in
-        `role`; the other clients that see it; how many stored updates the replay covered."""
+        `role`; the other clients that see it; how many stored updates the replay covered,
+        for acpctl's link (Client.link), which asks."""
         live = self.conn.sessions.get(params.get("sessionId"))
         record = await self._open(params)
         if live is None or not live.clients:
@@ -277,7 +277,7 @@ class SessionLifecycle:
                 request = self.conn.ids.pending(editor_id)
                 if request is not None:
                     request.ask([client])
-        return record, others, replayed
+        return record, others, replayed if client.link else None
 
     async def detach(self, client: Client, params: JsonObject) -> JsonObject:
         session_id = params.get("sessionId")

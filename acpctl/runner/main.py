@@ -96,8 +96,9 @@ def serve(agent: str | None, history: bool, through_host: bool = False) -> int:
         if not history:
             if through_host:
                 raise AcpctlError("--no-history is not served through the session host")
-            sys.stderr.write("acpctl: --no-history is not served through the session host; ")
-            sys.stderr.write("serving directly\n")
+            sys.stderr.write(
+                "acpctl: --no-history is not served through the session host; serving directly\n"
+            )
         else:
             code = relay_local(spec.name, limits.outage_limit_s, fallback=not through_host)
             if code is not None:
