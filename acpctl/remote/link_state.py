@@ -230,13 +230,13 @@ class LinkState:
     def editor_sent(self, line: bytes) -> bool:
         """A line from the editor; whether the link, given up, should try again."""
         try:
-            line.decode("utf-8")
+            text = line.decode("utf-8")
         except UnicodeDecodeError as exc:  # the transports carry text: said here, as the
             # host would say it
             why = f"parse error: invalid UTF-8 at byte {exc.start}"
             self._to_editor(jsonrpc.error(None, acp.PARSE_ERROR, why))
             return False
-        message = decoded(line)
+        message = decoded(text)
         if message is None:  # not one JSON-RPC object: the host answers it
             self._send_or_hold(line)
             return False
@@ -260,7 +260,7 @@ class LinkState:
         wake, self.given_up = self.given_up, False
         if self.live:
             waiting.connection = self.connection
-            self._to_host(line.decode("utf-8", "replace"))
+            self._to_host(text)
         elif not self._hold(line):
             del self.waiting[key]
             why = f"the link to {self.describe} is down and {MAX_HELD} messages wait already"

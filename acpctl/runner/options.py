@@ -124,7 +124,7 @@ class RunLimits(NamedTuple):
 
     silence_s: float
     request_timeout_s: float
-    outage_limit_s: float = 0
+    outage_limit_s: float
 
 
 class ServeArgs:
