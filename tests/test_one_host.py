@@ -156,6 +156,7 @@ def test_attach_outlives_a_killed_host_and_takes_its_session_up_again(
         else:
             terminal.type(b"after the outage\r")
             terminal.until(b"You said: after the outage")
+            terminal.until(b"you> ")  # the turn is over: the prompt reads the Ctrl-D
             terminal.type(b"\x04")  # Ctrl-D leaves
         assert terminal.ended(timeout=20) == 0
     finally:
