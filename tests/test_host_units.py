@@ -337,6 +337,37 @@ def test_an_outbox_bounds_how_far_a_transport_may_fall_behind() -> None:
     run(scenario())
 
 
+def test_the_unix_socket_is_written_as_sent_and_cut_off_past_max_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host's unix socket has no outbox task: a line goes out as the connection sends
+    it, and a client that stops reading is cut off past MAX_BEHIND (its connection can
+    resume), not buffered without bound."""
+    import asyncio
+    import logging
+
+    from acpctl.host.connection import Outbox
+    from acpctl.host.unix import UnixSender
+
+    monkeypatch.setattr(Outbox, "MAX_BEHIND", 1 << 20)
+
+    async def scenario() -> None:
+        host_end, client_end = socket.socketpair()
+        _, writer = await asyncio.open_unix_connection(sock=host_end)
+        reader, client_writer = await asyncio.open_unix_connection(sock=client_end)
+        sender = UnixSender(writer, logging.getLogger("tests.host"))
+        sender.push(1, "first")
+        assert await reader.readline() == b"first\n"  # no task between: at once
+        for cursor in range(2, 6):  # the client reads no more
+            sender.push(cursor, "x" * (1 << 19))
+        assert writer.transport.is_closing()
+        sender.push(6, "late")  # after the cut: dropped, no error
+        await sender.drain()
+        client_writer.close()
+
+    run(scenario())
+
+
 @pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
 def test_a_batch_of_frames_is_written_corked_and_the_socket_uncorked_after() -> None:
     """Issue 29: a batch's frames leave in full segments (TCP_CORK while they are written);

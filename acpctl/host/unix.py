@@ -163,7 +163,7 @@ async def _open(
     connection = await _or_refused(writer, msg_id, opening)
     if connection is None:
         return
-    outbox = Outbox(log)
+    sender = UnixSender(writer, log)
     # The agent runs with this host's environment, whichever client reaches it: a client
     # whose own differs is told in which variables (environ.py), never silently.
     differs = environ.differing(params.get("environment"), environ.digest(os.environ))
@@ -173,10 +173,10 @@ async def _open(
         "connectionId": connection.id,
         "environmentDiffers": differs,
     }
-    outbox.push(0, encode_text(jsonrpc.result(msg_id, answer)))
-    attached = outbox.reader(ALL_STREAMS)
+    sender.push(0, encode_text(jsonrpc.result(msg_id, answer)))
+    attached = sender.reader()
     connection.attach(attached, connection.backlog(ALL_STREAMS, None))
-    await _carry(connection, outbox, attached, reader, writer)
+    await _carry(connection, attached, reader)
 
 
 async def _or_refused(writer: asyncio.StreamWriter, msg_id: Any, opening: Awaitable[T]) -> T | None:
@@ -198,8 +198,7 @@ async def _resume(
     connections: Connections,
     log: logging.Logger,
 ) -> None:
-    outbox = Outbox(log)
-    attached = outbox.reader(ALL_STREAMS)
+    attached = UnixSender(writer, log).reader()
     try:
         connection = resume(
             request, lambda wanted: connections.find(wanted, acp.CONTROLLER), attached
@@ -208,26 +207,45 @@ async def _resume(
         writer.write("".join(text + "\n" for text in resume_failed(request, str(exc))).encode())
         await writer.drain()
         return
-    await _carry(connection, outbox, attached, reader, writer)
+    await _carry(connection, attached, reader)
+
+
+class UnixSender:
+    """What the connection sends, written to the socket as it is sent: the socket's own
+    buffer is the outbox (no task between the agent's line and the client, a wait a turn
+    less). Past Outbox.HIGH_WATER the server's drain waits (the agent is read no faster
+    than the client takes it); past Outbox.MAX_BEHIND the socket is cut off (its
+    connection can resume) rather than buffered without bound."""
+
+    def __init__(self, writer: asyncio.StreamWriter, log: logging.Logger) -> None:
+        self._writer = writer
+        self._log = log
+        writer.transport.set_write_buffer_limits(high=Outbox.HIGH_WATER)
+
+    def reader(self) -> Reader:
+        return Reader(ALL_STREAMS, self.push, self.drain)
+
+    def push(self, cursor: int, text: str) -> None:
+        transport = self._writer.transport
+        if transport.is_closing():
+            return
+        transport.write(text.encode() + b"\n")
+        if transport.get_write_buffer_size() > Outbox.MAX_BEHIND:
+            self._log.warning(
+                "a client fell %d MiB behind; cutting its socket off", Outbox.MAX_BEHIND >> 20
+            )
+            transport.abort()
+
+    async def drain(self) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self._writer.drain()
 
 
 async def _carry(
-    connection: LogicalConnection,
-    outbox: Outbox,
-    attached: Reader,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
+    connection: LogicalConnection, attached: Reader, reader: asyncio.StreamReader
 ) -> None:
     """The connection's lines both ways until the client's end closes: a drop, unless the
     client said `_acpctl/leave` first."""
-
-    async def send_all() -> None:
-        with contextlib.suppress(ConnectionError):
-            while (items := await outbox.take()) is not None:
-                writer.write("".join(text + "\n" for _, text in items).encode())
-                await writer.drain()
-
-    sender = asyncio.ensure_future(send_all())
     left = False
     try:
         with contextlib.suppress(ConnectionError):
@@ -243,9 +261,6 @@ async def _carry(
         connection.detach(attached)
         if left:
             connection.end()
-        outbox.close()
-        with contextlib.suppress(Exception):
-            await sender
 
 
 def _is_leave(line: bytes) -> bool:

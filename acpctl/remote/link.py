@@ -222,7 +222,9 @@ class Link:
                 continue
             if cursor is not None:
                 transport.took(cursor)
-            await self._flush()
+            self._write_editor()
+            if self.state.to_host:
+                await self._flush()
             await self._output.room()
 
 
