@@ -15,6 +15,21 @@ Layout:
     env = { ANTHROPIC_API_KEY = "..." }
     kind = "acp"                    # or "pi-rpc"
     host = true                     # this agent through the host (overrides the default)
+    sandbox = true                  # in a sandbox (docs/sandbox.md; overrides the default)
+    sandbox_roots = ["~/shared"]    # more it may write, beside the project it starts for
+    sandbox_writable = []           # more state directories (the catalog names its own)
+    sandbox_hidden = []             # more paths it may not read
+    sandbox_network = false         # no network (default: on)
+
+    [agents.codex]                  # a catalog agent's settings alone: no command
+    sandbox = true
+
+    [sandbox]                       # for every agent
+    default = false
+    roots = []
+    writable = []
+    hidden = []
+    network = true
 
     [agents.devbox]                 # a remote agent, by URL (docs/remote.md)
     url = "wss://devbox:8765/acp/claude"
@@ -39,6 +54,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from acpctl import paths
 from acpctl.errors import UsageError
 from acpctl.files import read_regular
+from acpctl.sandbox import SandboxSettings
 
 if TYPE_CHECKING:
     from tomlkit.toml_document import TOMLDocument
@@ -121,6 +137,8 @@ class Config:
         host: bool = False,
         agents_host: dict[str, bool] | None = None,
         outage_limit_s: float = OUTAGE_LIMIT_S,
+        sandbox: dict[str, SandboxSettings | None] | None = None,
+        sandbox_default: SandboxSettings | None = None,
     ) -> None:
         self.path = path
         self.text = text
@@ -132,11 +150,23 @@ class Config:
         self.host = host
         self.agents_host = agents_host or {}  # [agents.NAME] host = ..., where it is set
         self.outage_limit_s = outage_limit_s  # of the link to this machine's session host
+        # [agents.NAME]'s sandbox, where its table says (None: off), and [sandbox]'s
+        # settings for the others (None: default = false).
+        self.sandbox = sandbox or {}
+        self.sandbox_default = sandbox_default
         self._document: TOMLDocument | None = None
 
     def through_host(self, agent: str) -> bool:
         """Whether `run --acp` serves `agent` through the session host."""
         return self.agents_host.get(agent, self.host)
+
+    def sandbox_for(self, agent: str) -> SandboxSettings | None:
+        """The sandbox `agent` runs in, or None: not sandboxed (a remote agent is its
+        host's business)."""
+        spec = self.agents.get(agent)
+        if spec is not None and spec.remote is not None:
+            return None
+        return self.sandbox.get(agent, self.sandbox_default)
 
     @property
     def document(self) -> TOMLDocument:
@@ -284,7 +314,28 @@ def load(path: Path | None = None) -> Config:
     agents_table = plain.get("agents", {})
     if not isinstance(agents_table, dict):
         raise _fail(path, "[agents] must be a table")
-    agents = {name: _agent_from_table(path, name, t) for name, t in agents_table.items()}
+    agents = {
+        name: _agent_from_table(path, name, t)
+        for name, t in agents_table.items()
+        if not _settings_only(t)
+    }
+    sandbox_table = plain.get("sandbox", {})
+    if not isinstance(sandbox_table, dict):
+        raise _fail(path, "[sandbox] must be a table")
+    base = _sandbox_settings(path, sandbox_table, "[sandbox] ", "", SandboxSettings())
+    sandbox: dict[str, SandboxSettings | None] = {}
+    for name, table in agents_table.items():
+        if not isinstance(table, dict) or "sandbox" not in table:
+            continue
+        where = f"[agents.{name}] "
+        on = _flag(path, table, "sandbox", where)
+        if on and name in agents and agents[name].remote is not None:
+            raise _fail(
+                path,
+                f"{where}sandbox: a remote agent is sandboxed by the acpctl serve that runs "
+                "it, not here (set sandbox there)",
+            )
+        sandbox[name] = _sandbox_settings(path, table, where, "sandbox_", base) if on else None
     host = _flag(path, plain, "host")
     agents_host = {
         name: _flag(path, table, "host", f"[agents.{name}] ")
@@ -302,7 +353,35 @@ def load(path: Path | None = None) -> Config:
         host,
         agents_host,
         outage_limit,
+        sandbox,
+        base if _flag(path, sandbox_table, "default", "[sandbox] ") else None,
     )
+
+
+SETTINGS_KEYS = frozenset(
+    {"host", "sandbox", "sandbox_roots", "sandbox_writable", "sandbox_hidden", "sandbox_network"}
+)
+
+
+def _settings_only(table: object) -> bool:
+    """A table of a catalog agent's settings (host, sandbox), with no command of its own."""
+    return isinstance(table, dict) and bool(table) and set(table) <= SETTINGS_KEYS
+
+
+def _sandbox_settings(
+    path: Path, table: dict[str, Any], where: str, prefix: str, base: SandboxSettings
+) -> SandboxSettings:
+    """[sandbox]'s keys (prefix "") or an agent's sandbox_ keys, on top of `base`."""
+    lists = {}
+    for key in ("roots", "writable", "hidden"):
+        value = table.get(prefix + key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise _fail(path, f"{where}{prefix}{key} must be a list of directories")
+        lists[key] = (*getattr(base, key), *value)
+    network = table.get(prefix + "network", base.network)
+    if not isinstance(network, bool):
+        raise _fail(path, f"{where}{prefix}network must be true or false")
+    return SandboxSettings(lists["roots"], lists["writable"], lists["hidden"], network)
 
 
 def _flag(path: Path, table: dict[str, Any], key: str, where: str = "") -> bool:
@@ -356,7 +435,8 @@ def save(config: Config) -> None:
     atomic_write(config.path, tomlkit.dumps(config.document).encode("utf-8"))
 
 
-def set_agent(config: Config, spec: AgentSpec) -> None:
+def set_agent(config: Config, spec: AgentSpec, sandbox: bool = False) -> None:
+    """[agents.NAME] written anew for `spec` (in a sandbox, with `sandbox`)."""
     import tomlkit
 
     agents = config.document.get("agents")
@@ -380,6 +460,8 @@ def set_agent(config: Config, spec: AgentSpec) -> None:
     table["kind"] = spec.kind
     agents[spec.name] = table
     config.agents[spec.name] = spec
+    if sandbox:
+        set_sandbox(config, spec.name, True)
 
 
 def remove_agent(config: Config, name: str) -> None:
@@ -400,6 +482,19 @@ def set_through_host(config: Config, on: bool, agent: str | None = None) -> None
     else:
         config.document["agents"][agent]["host"] = on
         config.agents_host[agent] = on
+
+
+def set_sandbox(config: Config, agent: str, on: bool) -> None:
+    """sandbox = ON in [agents.AGENT] (a table of its settings alone for a catalog agent)."""
+    import tomlkit
+
+    agents = config.document.get("agents")
+    if agents is None:
+        agents = config.document["agents"] = tomlkit.table(is_super_table=True)
+    if agent not in agents:
+        agents[agent] = tomlkit.table()
+    agents[agent]["sandbox"] = on
+    config.sandbox[agent] = (config.sandbox_default or SandboxSettings()) if on else None
 
 
 def set_default_agent(config: Config, name: str) -> None:

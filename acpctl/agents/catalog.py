@@ -50,6 +50,8 @@ class CatalogEntry(NamedTuple):
     # On a node older than its package's engines.node, what the corpus saw it do: "runs"
     # (unsupported, yet it starts and answers) or "fails"; None: not known.
     older_node: str | None = None
+    # Where it keeps its own state and credentials: writable in its sandbox (sandbox.py).
+    state_dirs: tuple[str, ...] = ()
 
     @property
     def install_hint(self) -> str:
@@ -132,6 +134,7 @@ def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
         website=printable(str(agent.get("website") or agent.get("repository") or "")) or None,
         endpoint=tuple(overlay["endpoint"]) if "endpoint" in overlay else None,
         older_node=overlay.get("older_node"),
+        state_dirs=tuple(overlay.get("state", ())),
     )
 
 

@@ -52,7 +52,7 @@ def list_agents(
     if not no_probe:
         versions.fill_versions(agents, refresh=refresh)
     default = cfg.default_agent or "demo"
-    records = [_record(a, default) for a in agents]
+    records = [_record(a, default, cfg.sandbox_for(a.name) is not None) for a in agents]
     if as_json:
         import json
 
@@ -80,7 +80,8 @@ def list_agents(
         if a.remote is not None:
             status, detail = "[green]remote[/]", escape(a.remote.address)
         elif a.found and a.argv:
-            status, detail = f"[green]{a.origin}[/]", escape(" ".join(a.argv))
+            sandboxed = "[sandbox] " if record["sandbox"] else ""
+            status, detail = f"[green]{a.origin}[/]", escape(sandboxed + " ".join(a.argv))
         else:  # installable ones say what they are; the rest how to get them
             about = a.entry.description if a.entry and a.entry.distributions else a.install
             status, detail = "[dim]no[/]", f"[dim]{escape(about or a.reason)}[/]"
@@ -114,6 +115,7 @@ def _compact(
             continue
         update = f" ({record['registry_version']} available)" if record["update_available"] else ""
         where = agent.remote.address if agent.remote is not None else " ".join(agent.argv or [])
+        where = f"[sandbox] {where}" if record["sandbox"] else where
         name = f"{agent.name} *" if agent.name == default else agent.name
         rows.append((name, agent.origin or "", agent.version or "", update, where))
     name_width = max((len(row[0]) for row in rows), default=0)
@@ -142,7 +144,49 @@ def _compact(
     )
 
 
-def _record(agent: discovery.ResolvedAgent, default: str) -> dict[str, Any]:
+REMOTE_SANDBOX = (
+    "a remote agent is sandboxed by the acpctl serve that runs it, not here: set its "
+    "sandbox on that machine (acpctl agents sandbox NAME on)"
+)
+
+
+@app.command("sandbox")
+def sandbox(
+    name: str = typer.Argument(..., help="An agent.", autocompletion=agent_names),
+    state: str = typer.Argument(
+        ..., click_type=click.Choice(["on", "off"]), help="on or off.", show_default=False
+    ),
+) -> None:
+    """Run an agent in a sandbox (bubblewrap): it may write only the project it is started
+    for, its own state directories and a private /tmp; its home's secret stores are
+    hidden (docs/sandbox.md)."""
+    from acpctl import config
+    from acpctl.agents import discovery
+
+    cfg = config.load()
+    agent = discovery.resolve(cfg, name)  # an unknown name is refused here
+    if agent.remote is not None:
+        raise UsageError(REMOTE_SANDBOX)
+    config.set_sandbox(cfg, agent.name, state == "on")
+    config.save(cfg)
+    _say_sandbox(agent.name, state == "on")
+
+
+def _say_sandbox(name: str, on: bool) -> None:
+    from acpctl import sandbox
+
+    if not on:
+        typer.echo(f"{name}: runs without a sandbox (from its next start)")
+        return
+    typer.echo(f"{name}: runs in a sandbox from its next start; it writes only its project")
+    problem = sandbox.engine_problem()
+    if problem is not None:
+        typer.echo(f"acpctl: warning: {problem}; until then {name} does not start", err=True)
+
+
+def _record(
+    agent: discovery.ResolvedAgent, default: str, sandboxed: bool = False
+) -> dict[str, Any]:
     from acpctl.agents import runtimes
 
     entry = agent.entry
@@ -166,6 +210,7 @@ def _record(agent: discovery.ResolvedAgent, default: str) -> dict[str, Any]:
         "distributions": sorted(entry.distributions) if entry else [],
         "source": agent.source,
         "default": agent.name == default,
+        "sandbox": sandboxed,
         "reason": agent.reason or None,
         "install": agent.install or None,
     }
@@ -392,6 +437,9 @@ def add(
     remote_acpctl: str | None = typer.Option(
         None, "--remote-acpctl", help="With --ssh: how to run acpctl there (default: acpctl)."
     ),
+    sandbox: bool = typer.Option(
+        False, "--sandbox", help="Run it in a sandbox: it writes only its project (bubblewrap)."
+    ),
 ) -> None:
     """Add (or replace) an agent in config.toml: acpctl agents add NAME -- CMD [ARGS...],
     or a remote one: --url URL or --ssh HOST."""
@@ -403,6 +451,8 @@ def add(
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise UsageError(f"agent name {name!r} may use only letters, digits, '-', '_' and '.'")
     if url is not None or ssh is not None:
+        if sandbox:
+            raise UsageError(REMOTE_SANDBOX)
         _add_remote(name, bool(command), url, token_file, ca_file, ssh, remote_agent, remote_acpctl)
         return
     if not command:
@@ -426,9 +476,12 @@ def add(
 
     cfg = config.load()
     replaced = name in cfg.agents
-    config.set_agent(cfg, AgentSpec(name, command[0], tuple(command[1:]), pairs, kind))
+    spec = AgentSpec(name, command[0], tuple(command[1:]), pairs, kind)
+    config.set_agent(cfg, spec, sandbox=sandbox)
     config.save(cfg)
     typer.echo(f"{'updated' if replaced else 'added'} agent {name} in {cfg.path}")
+    if sandbox:
+        _say_sandbox(name, True)
     if discovery.which(command[0]) is None:
         typer.echo(
             f"acpctl: warning: {command[0]} is not found (on PATH, beside acpctl, or as a "
@@ -464,7 +517,7 @@ def show(
     cfg = config.load()
     agent = discovery.resolve(cfg, name)
     versions.fill_versions([agent])
-    record = _record(agent, cfg.default_agent or "demo")
+    record = _record(agent, cfg.default_agent or "demo", cfg.sandbox_for(agent.name) is not None)
     if agent.entry is not None:
         record["description"] = agent.entry.description or None
     record["env"] = sorted(agent.env)  # values may be secrets: only the names

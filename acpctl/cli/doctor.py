@@ -60,6 +60,7 @@ def doctor(
         if prompt:
             findings += _turn(cfg, agent, timeout or TURN_TIMEOUT_S)
         findings += checks.check_editors(cfg)
+        findings += checks.check_sandbox(cfg)
     findings += checks.check_storage()
     findings += checks.check_processes(fix, confirm)
     findings += checks.check_host()

@@ -9,7 +9,7 @@ import typer
 
 def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")) -> None:
     """List live acpctl runs and the session host's agents: pid, agent, uptime, memory
-    (agent tree included), sessions."""
+    (agent tree included), sessions, and a sandboxed agent's roots."""
     import asyncio
 
     from acpctl.remote.host_socket import read_status
@@ -24,6 +24,7 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
                 "agent": agent["agent"],
                 "host": True,
                 "spare": agent["spare"],
+                "sandbox": agent.get("sandbox"),
                 "started": agent["started"],
                 "agentPid": agent["agentPid"],
                 "rss": agent["rss"] or 0,
@@ -48,6 +49,8 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
             sessions += (
                 "  (host: spare)" if run["spare"] else f"  (host: {run['clients']} client(s))"
             )
+        if run.get("sandbox"):
+            sessions += f"  (sandbox: {', '.join(run['sandbox'])})"
         typer.echo(f"{run['pid']:>7}  {run['agent']:<14} {uptime:>8} {rss:>9}  {sessions}")
 
 

@@ -27,6 +27,7 @@ from acpctl.runner.context import Connection
 from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
+from acpctl.sandbox import Policy
 from acpctl.store.sessions import SessionStore
 
 DEFAULT_IDLE_S = 600.0
@@ -44,6 +45,9 @@ class HostedAgent:
     command: tuple[Any, ...]  # what it was resolved to: kind, argv, env
     server: AcpServer
     log: logging.Logger
+    # A sandboxed agent runs a process per set of roots (its sandbox is fixed at its
+    # start): the directory its first client came from, its first root.
+    start_dir: str | None = None
     idle_since: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)  # when a client last left
     spare_until: float = 0.0  # a spare no client has used is kept until then
@@ -53,11 +57,17 @@ class HostedAgent:
     def conn(self) -> Connection:
         return self.server.conn
 
+    @property
+    def key(self) -> str:
+        return _key(self.name, self.conn.sandbox)
+
     def status(self) -> JsonObject:
         """What `acpctl serve --status` shows of it."""
         pid = self.conn.backend.pid
+        sandbox = self.conn.sandbox
         return {
             "agent": self.name,
+            "sandbox": [str(root) for root in sandbox.roots] if sandbox else None,
             "spare": self.spare_until > 0,
             "started": self.started,
             "agentPid": pid,
@@ -102,12 +112,15 @@ class AgentPool:
         self._reaper: asyncio.Task[None] | None = None
         self._empty_since = time.monotonic()
 
-    async def get(self, name: str | None) -> HostedAgent:
-        """The running agent `name` (None: the default agent), started when it is not."""
+    async def get(self, name: str | None, client_dir: str | None = None) -> HostedAgent:
+        """The running agent `name` (None: the default agent), started when it is not. A
+        sandboxed agent: the one whose roots start at `client_dir` (the client's directory,
+        said over the unix socket; else the host's own)."""
         async with self._starting:
-            resolved = resolve(name)
+            resolved = resolve(name, client_dir)
             spec = resolved.spec
-            hosted = self.agents.get(spec.name)
+            key = _key(spec.name, resolved.sandbox)
+            hosted = self.agents.get(key)
             if hosted is not None and hosted.command != _command(resolved):
                 if hosted.busy():
                     raise AgentChanged(
@@ -118,8 +131,8 @@ class AgentPool:
                 await self._stop(hosted)
                 hosted = None
             if hosted is None:
-                hosted = self._start(resolved)
-                self.agents[spec.name] = hosted
+                hosted = self._start(resolved, client_dir)
+                self.agents[key] = hosted
             hosted.idle_since = time.monotonic()  # not reaped before its client is served
             return hosted
 
@@ -127,15 +140,19 @@ class AgentPool:
         if self.idle_s > 0:
             self._reaper = asyncio.ensure_future(self._reap())
 
-    def _start(self, resolved: Resolved) -> HostedAgent:
+    def _start(self, resolved: Resolved, start_dir: str | None) -> HostedAgent:
         """The agent as config.toml and the catalog resolve it now (its process starts at
         its first client's initialize, or a spare's)."""
-        spec, argv, limits, _ = resolved
+        spec, argv, limits, _, sandbox = resolved
         name, kind, env = spec.name, spec.kind, spec.env
         log, log_path = open_log(name, f"acpctl.serve.{name}")
         log.info("session host: agent %s (%s), log %s", name, " ".join(argv), log_path)
-        conn = wire(name, kind, argv, env, log, log_path, self.store, limits, shared=True)
-        return HostedAgent(name, _command(resolved), AcpServer(conn), log)
+        if sandbox is not None:
+            log.info("agent %s runs in a sandbox: %s", name, sandbox.describe())
+        conn = wire(
+            name, kind, argv, env, log, log_path, self.store, limits, shared=True, sandbox=sandbox
+        )
+        return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:
         return [hosted.status() for hosted in self.agents.values()]
@@ -182,7 +199,7 @@ class AgentPool:
         if params is None or now >= wanted_until or stopped.spare_until:
             return
         try:
-            spare = self._start(resolve(stopped.name))
+            spare = self._start(resolve(stopped.name, stopped.start_dir), stopped.start_dir)
         except AcpctlError as exc:
             self.log.info("no spare for %s: %s", stopped.name, exc)
             return
@@ -200,7 +217,7 @@ class AgentPool:
         if cwd is not None:
             await spare.conn.backend.warm_up(cwd)
         spare.log.info("a spare of %s is ready (pid %s)", spare.name, spare.conn.backend.pid)
-        self.agents[spare.name] = spare
+        self.agents[spare.key] = spare
 
     def _last_cwd(self, agent: str) -> str | None:
         """Where the agent's newest session ran: the project an editor opens again."""
@@ -210,8 +227,8 @@ class AgentPool:
         return newest[0].meta.cwd if newest and newest[0].problem is None else None
 
     async def _stop(self, hosted: HostedAgent) -> None:
-        if self.agents.get(hosted.name) is hosted:
-            del self.agents[hosted.name]
+        if self.agents.get(hosted.key) is hosted:
+            del self.agents[hosted.key]
         await hosted.server.shutdown()
 
     async def close(self) -> None:
@@ -226,8 +243,13 @@ class AgentPool:
 def _command(resolved: Resolved) -> tuple[Any, ...]:
     """What an agent was resolved to run (kind, command line, env): a change in config.toml
     changes it."""
-    spec, argv, _, _ = resolved
+    spec, argv, *_ = resolved
     return (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
+
+
+def _key(name: str, sandbox: Policy | None) -> str:
+    """An agent's place in the pool: its name, and a sandboxed one's roots."""
+    return name if sandbox is None else " ".join([name, *map(str, sandbox.roots)])
 
 
 def _tree_rss(pid: int | None) -> int | None:

@@ -44,6 +44,7 @@ class Connections:
         connection_id: str,
         forward_log: bool = False,
         link: bool = False,
+        client_dir: str | None = None,
     ) -> LogicalConnection:
         """A new connection on `agent`, served from now on; with `forward_log`, the agent's
         log is sent on it too. Raises AgentChanged and AcpctlError (unknown agent) before
@@ -51,7 +52,7 @@ class Connections:
         if connection_id in self.by_id:
             raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
         self._make_room(role)
-        hosted = await self.pool.get(agent)
+        hosted = await self.pool.get(agent, client_dir)
         turns = hosted.server.turns
         connection = LogicalConnection(
             connection_id,

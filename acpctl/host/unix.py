@@ -13,9 +13,10 @@ first is a drop, and a later connection whose first line is `stream/resume` (wit
 connection's id and the last `cursor` the client holds) takes it up where it dropped. The
 connect may ask for the agent's log (`"log": true`, sent as `_acpctl/log` notifications)
 and carry a digest of the client's environment (`environment`: the answer's
-`environmentDiffers` names the variables the host's differs in). Every client on this
-machine comes in this way: `run --acp` through the host and `sessions attach`
-(remote/lines.py), and a remote acpctl through `serve --bridge`."""
+`environmentDiffers` names the variables the host's differs in) and the client's directory
+(`cwd`: a sandboxed agent runs a process per project, whose sandbox's roots start there).
+Every client on this machine comes in this way: `run --acp` through the host and
+`sessions attach` (remote/lines.py), and a remote acpctl through `serve --bridge`."""
 
 from __future__ import annotations
 
@@ -159,6 +160,7 @@ async def _open(
         uuid.uuid4().hex,
         forward_log=params.get("log") is True,
         link=params.get("link") is True,
+        client_dir=_client_dir(params.get("cwd")),
     )
     connection = await _or_refused(writer, msg_id, opening)
     if connection is None:
@@ -261,6 +263,14 @@ async def _carry(
         connection.detach(attached)
         if left:
             connection.end()
+
+
+def _client_dir(said: object) -> str | None:
+    """The client's directory, as its connect says it: where a sandboxed agent's roots
+    start (the socket is this user's only, so its word is taken; a path it is not, not)."""
+    if isinstance(said, str) and os.path.isabs(said) and os.path.isdir(said):
+        return said
+    return None
 
 
 def _is_leave(line: bytes) -> bool:

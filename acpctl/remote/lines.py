@@ -209,7 +209,12 @@ async def open_local(agent: str, start: bool, resume_from: ResumePoint | None) -
         reader, writer = await open_host_socket(start)
     except OSError as exc:
         raise LinkDown(f"no session host answers on {socket} ({exc.strerror or exc})") from exc
-    connect = {"agent": agent, "version": __version__, "environment": environ.digest(os.environ)}
+    connect = {
+        "agent": agent,
+        "version": __version__,
+        "environment": environ.digest(os.environ),
+        "cwd": os.getcwd(),  # a sandboxed agent's first root: the editor's project
+    }
 
     def failed(cause: BaseException | None) -> Exception:
         return LinkDown(f"the session host on {socket} closed the connection before answering")

@@ -22,6 +22,7 @@ from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.server import AcpServer
+from acpctl.sandbox import Policy
 from acpctl.store.sessions import SessionStore
 
 
@@ -33,16 +34,35 @@ def serve_stdio(
     history: bool,
     limits: RunLimits,
     spawned: subprocess.Popen[bytes] | None = None,
+    sandbox: Policy | None = None,
 ) -> None:
     """Serve the editor on stdin and stdout: the agent `name` (of `kind`), resolved by
-    runner.main to `argv` and `env`, and `spawned` from them already."""
+    runner.main to `argv` and `env` (in `sandbox`, when it has one), and `spawned` from
+    them already."""
     log, log_path = open_log(name)
     log.info("acpctl run --acp: agent %s (%s), log %s", name, " ".join(argv), log_path)
+    if sandbox is not None:
+        log.info("agent %s runs in a sandbox: %s", name, sandbox.describe())
     record = RunRecord(name, argv, log_path)
+    if sandbox is not None:  # `acpctl ps` says so, with its roots
+        record.update(sandbox=[str(root) for root in sandbox.roots])
     store = SessionStore()
 
     async def serve() -> None:
-        conn = wire(name, kind, argv, env, log, log_path, store, limits, history, spawned, record)
+        conn = wire(
+            name,
+            kind,
+            argv,
+            env,
+            log,
+            log_path,
+            store,
+            limits,
+            history,
+            spawned,
+            record,
+            sandbox=sandbox,
+        )
         await run_server(conn, Client(await StreamChannel.open()))
 
     try:
@@ -64,6 +84,7 @@ def wire(
     spawned: subprocess.Popen[bytes] | None = None,
     run_record: RunRecord | None = None,
     shared: bool = False,
+    sandbox: Policy | None = None,
 ) -> Connection:
     """One agent connection, wired the same way for `run --acp` on stdio and for each agent
     of the session host (`shared`: several clients): its backend, recorder, incidents."""
@@ -76,6 +97,7 @@ def wire(
         run_record=run_record,
         silence_s=limits.silence_s,
         shared=shared,
+        sandbox=sandbox,
     )
 
 

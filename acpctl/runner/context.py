@@ -21,6 +21,7 @@ from acpctl.runner.incidents import Incidents
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionTable
+from acpctl.sandbox import Policy
 from acpctl.store.sessions import SessionStore
 
 
@@ -36,6 +37,7 @@ class Connection:
         run_record: RunRecord | None = None,
         silence_s: float,
         shared: bool = False,
+        sandbox: Policy | None = None,
     ) -> None:
         self.backend = backend
         self.store = store
@@ -52,6 +54,7 @@ class Connection:
         self.handshake = Handshake()
         self.sessions = SessionTable(self.update_run_record)
         self.ids = IdMap()
+        self.sandbox = sandbox  # the agent's: a session outside its roots is refused
 
     def broadcast(self, line: bytes) -> None:
         """What concerns no one session goes to every client."""

@@ -55,7 +55,7 @@ class SessionLifecycle:
     # == new sessions ==================================================================
 
     async def new(self, client: Client, params: JsonObject) -> JsonObject:
-        cwd = _absolute_cwd(params)
+        cwd = self._absolute_cwd(params)
         await self.conn.ensure_agent()
         opened: list[SessionRecord] = []
         register = self._registering(
@@ -74,7 +74,7 @@ class SessionLifecycle:
     async def fork(self, client: Client, params: JsonObject) -> JsonObject:
         """The agent's fork when it has one; else acpctl's: the history copied, and a fresh
         agent session (with the context-lost note) behind it."""
-        cwd = _absolute_cwd(params)
+        cwd = self._absolute_cwd(params)
         parent = await self._open(params)
         await self.conn.ensure_agent()
         if not self._agent_can("fork"):
@@ -210,6 +210,8 @@ class SessionLifecycle:
         clients share it), one in the store is opened; a session only the agent knows is
         adopted."""
         session_id = wire_session_id(params.get("sessionId"))
+        if isinstance(params.get("cwd"), str) or "additionalDirectories" in params:
+            self._absolute_cwd(params)
         live = self.conn.sessions.get(session_id)
         if live is None and not self.conn.store.exists(session_id):
             return await self._adopt(client, session_id, params, replay)
@@ -347,7 +349,7 @@ class SessionLifecycle:
         await self.conn.ensure_agent()
         if not self._agent_can("load" if replay else "resume"):
             raise not_found(session_id)
-        cwd = _absolute_cwd(params)
+        cwd = self._absolute_cwd(params)
         meta, writer = self.conn.recorder.create(session_id, session_id, cwd, _directories(params))
         record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
         record.clients[client] = acp.CONTROLLER
@@ -398,6 +400,17 @@ class SessionLifecycle:
     def forget(self, record: SessionRecord) -> None:
         self.conn.sessions.remove(record)
         self.conn.recorder.close(record)
+
+    def _absolute_cwd(self, params: JsonObject) -> str:
+        """The session's cwd; an RpcError when it is not absolute, or when it or the
+        additional directories lie outside the agent's sandbox."""
+        cwd = _absolute_cwd(params)
+        sandbox = self.conn.sandbox
+        if sandbox is not None:
+            outside = sandbox.outside([cwd, *_directories(params)])
+            if outside:
+                raise RpcError(acp.INVALID_PARAMS, sandbox.refusal("the session's", outside))
+        return cwd
 
     def _agent_can(self, capability: str) -> bool:
         return self.conn.handshake.agent_can(capability)

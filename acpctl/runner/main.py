@@ -19,6 +19,7 @@ from acpctl.runner.options import RunLimits, parse_serve_args
 
 if TYPE_CHECKING:
     from acpctl.config import AgentSpec
+    from acpctl.sandbox import Policy
 
 
 class Resolved(NamedTuple):
@@ -26,6 +27,7 @@ class Resolved(NamedTuple):
     argv: list[str]
     limits: RunLimits
     through_host: bool  # config.toml's host = true for this agent
+    sandbox: Policy | None = None  # the sandbox it runs in (argv runs it there)
 
 
 TTY_HINT = (
@@ -40,7 +42,7 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import signal
     import subprocess
 
-    spec, argv, _, _ = resolve(agent)
+    spec, argv, *_ = resolve(agent)
     if spec.remote is not None:
         raise AcpctlError(
             f"agent {spec.name} is remote ({spec.remote.address}): sign in on that machine"
@@ -65,7 +67,7 @@ def serve(agent: str | None, history: bool, through_host: bool = False) -> int:
         return 2
     from acpctl import processes
 
-    spec, argv, limits, configured_host = resolve(agent)
+    spec, argv, limits, configured_host, policy = resolve(agent)
     if spec.remote is not None:
         from acpctl.remote.relay import relay_remote
         from acpctl.runner.remote_history import RemoteHistory
@@ -111,26 +113,41 @@ def serve(agent: str | None, history: bool, through_host: bool = False) -> int:
     try:
         from acpctl.runner.connection import serve_stdio
 
-        serve_stdio(spec.name, spec.kind, argv, spec.env, history, limits, spawned)
+        serve_stdio(spec.name, spec.kind, argv, spec.env, history, limits, spawned, policy)
     finally:  # the server ends the agent it adopted; one it never adopted goes here
         if spawned is not None and spawned.poll() is None:
             processes.kill_group(spawned.pid)
     return 0
 
 
-def resolve(agent: str | None) -> Resolved:
+def resolve(agent: str | None, start_dir: str | None = None) -> Resolved:
     """The agent's spec (config.toml, else the catalog, else the demo), its command line,
-    the limits config.toml sets for its connection, and whether it goes through the host."""
+    the limits config.toml sets for its connection, and whether it goes through the host.
+    A sandboxed agent's command line runs it in its sandbox, whose first root is
+    `start_dir` (default: this process's directory, the editor's project); raises
+    SandboxUnavailable when no sandbox can start here (it is never run unconfined)."""
     from acpctl import config
     from acpctl.agents import discovery
 
     cfg = config.load()
-    spec = discovery.resolve(cfg, agent).as_spec()
+    resolved = discovery.resolve(cfg, agent)
+    spec = resolved.as_spec()
+    argv = [spec.command, *spec.args]
+    settings = cfg.sandbox_for(spec.name) if spec.remote is None else None
+    policy = None
+    if settings is not None:
+        from acpctl import sandbox
+
+        sandbox.require_engine()
+        state_dirs = resolved.entry.state_dirs if resolved.entry is not None else ()
+        policy = sandbox.policy(settings, start_dir or os.getcwd(), state_dirs)
+        argv = sandbox.command(policy, argv)
     return Resolved(
         spec,
-        [spec.command, *spec.args],
+        argv,
         RunLimits(cfg.silence_warning_s, cfg.request_timeout_s, cfg.outage_limit_s),
         cfg.through_host(spec.name),
+        policy,
     )
 
 
