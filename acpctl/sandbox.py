@@ -143,6 +143,17 @@ def policy(settings: SandboxSettings, start_dir: str, state_dirs: Iterable[str])
     return Policy(roots, writable, tuple(kept), settings.network)
 
 
+def for_agent(
+    settings: SandboxSettings | None, state_dirs: Iterable[str], start_dir: str
+) -> Policy | None:
+    """The policy of an agent that config.toml sandboxes with `settings` (None: it does
+    not), started for `start_dir`; SandboxUnavailable when no sandbox can start here."""
+    if settings is None:
+        return None
+    require_engine()
+    return policy(settings, start_dir, state_dirs)
+
+
 def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str]:
     """`argv` run by bubblewrap under `policy`. Order matters: later mounts cover earlier
     ones, so what is hidden comes after the roots (~/.ssh stays hidden when the

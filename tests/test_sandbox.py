@@ -107,6 +107,23 @@ def test_a_sandboxed_agent_writes_its_project_and_nothing_else(
 
 @pytest.mark.e2e
 @needs_bwrap
+def test_the_terminal_client_runs_a_sandboxed_agent_s_commands_in_its_sandbox(
+    sandboxed: Path, outside_tmp: Path
+) -> None:
+    """terminal/create from a sandboxed agent to acpctl's own client (`acpctl run`): the
+    command runs in the agent's sandbox, so it cannot write outside the roots either."""
+    from tests.conftest import run_cli
+
+    outside, inside = outside_tmp / "touched", sandboxed / "touched"
+    for target, exit_code in ((inside, 0), (outside, 1)):
+        done = run_cli("run", "--agent", "files", "--cwd", str(sandboxed), f"term {target}")
+        assert done.returncode == 0, done.stderr
+        assert f"term exit {exit_code}" in done.stdout
+    assert inside.exists() and not outside.exists()
+
+
+@pytest.mark.e2e
+@needs_bwrap
 def test_config_roots_and_state_directories_are_writable(
     sandboxed: Path, home: Path, outside_tmp: Path
 ) -> None:

@@ -138,9 +138,9 @@ def resolve(agent: str | None, start_dir: str | None = None) -> Resolved:
     if settings is not None:
         from acpctl import sandbox
 
-        sandbox.require_engine()
         state_dirs = resolved.entry.state_dirs if resolved.entry is not None else ()
-        policy = sandbox.policy(settings, start_dir or os.getcwd(), state_dirs)
+        policy = sandbox.for_agent(settings, state_dirs, start_dir or os.getcwd())
+        assert policy is not None
         argv = sandbox.command(policy, argv)
     return Resolved(
         spec,

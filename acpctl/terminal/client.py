@@ -31,6 +31,7 @@ from acpctl.remote.link_state import HOST_STOPPED
 from acpctl.remote.relay import NOTE
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
+from acpctl.sandbox import Policy, for_agent
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -91,8 +92,14 @@ class RelayConnection:
         self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
 
     async def start(
-        self, agent: str | None, history: bool = True, through_host: bool = False
+        self,
+        agent: str | None,
+        history: bool = True,
+        through_host: bool = False,
+        cwd: str | None = None,
     ) -> None:
+        """`run --acp` for `agent`, started in `cwd` (the session's directory: where an
+        editor starts it, the first root of a sandboxed agent)."""
         argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
         if agent:
             argv += ["--agent", agent]
@@ -108,6 +115,7 @@ class RelayConnection:
             start_new_session=True,
             limit=jsonrpc.MAX_LINE_BYTES,
             env={**os.environ, CLIENT_VARIABLE: "acpctl run"},  # named in the run's log
+            cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
         )
         self._in, self._out = self.process.stdout, self.process.stdin
         self._spawn(self._read())
@@ -472,14 +480,18 @@ async def _initialize(conn: RelayConnection, host: ClientHost) -> None:
 
 
 async def run_terminal(
-    options: Options, agent_name: str, silence_s: float, agent_env: Mapping[str, str]
+    options: Options,
+    agent_name: str,
+    silence_s: float,
+    agent_env: Mapping[str, str],
+    sandbox: Policy | None = None,
 ) -> int:
     interactive = options.prompt is None and options.piped is None and sys.stdin.isatty()
     renderer = RENDERERS[options.format]()
     policy = options.policy
     if policy == "ask" and not sys.stdin.isatty():
         policy = "approve-reads"
-    host = ClientHost([options.cwd], policy, ask_on_terminal)
+    host = ClientHost([options.cwd], policy, ask_on_terminal, sandbox)
     conn = RelayConnection(host, renderer)
     loop = asyncio.get_running_loop()
 
@@ -489,7 +501,7 @@ async def run_terminal(
         else:  # at the chat prompt: leave, ending the relay cleanly first
             conn._spawn(_leave(conn))
 
-    await conn.start(agent_name, options.history, options.through_host)
+    await conn.start(agent_name, options.history, options.through_host, options.cwd)
     try:
         with status(f"starting {agent_name}..."):  # claude-agent-acp takes 5-10 s here
             await _initialize(conn, host)
@@ -636,7 +648,12 @@ def main(options: Options) -> int:
     spec = agent.as_spec()  # not installed: a clear error before anything starts
     agent_env = {**os.environ, **spec.env}
     try:
-        return asyncio.run(run_terminal(options, agent.name, cfg.silence_warning_s, agent_env))
+        # The agent's terminals run in its sandbox, as the agent does.
+        state_dirs = agent.entry.state_dirs if agent.entry is not None else ()
+        confined = for_agent(cfg.sandbox_for(agent.name), state_dirs, options.cwd)
+        return asyncio.run(
+            run_terminal(options, agent.name, cfg.silence_warning_s, agent_env, confined)
+        )
     except KeyboardInterrupt:
         return EXIT_CANCELLED
 
@@ -658,7 +675,7 @@ def fork(text: str, name: str | None) -> str:
     async def forked() -> str:
         host = ClientHost([parent.cwd], "deny-all", ask_on_terminal)
         conn = RelayConnection(host, RENDERERS["quiet"]())
-        await conn.start(parent.agent)
+        await conn.start(parent.agent, cwd=parent.cwd)
         try:
             with status(f"starting {parent.agent}..."):
                 await _initialize(conn, host)
@@ -695,7 +712,7 @@ async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: fl
     conn.session_id = meta.id  # the replay that answers the attach is ours to show
     # Through the host as an editor's `run --acp` goes (one started when none runs, which
     # takes the session up from the store): the link says when the host goes and comes back.
-    await conn.start(meta.agent, through_host=True)
+    await conn.start(meta.agent, through_host=True, cwd=meta.cwd)
     try:
         await _initialize(conn, host)
         role = acp.OBSERVER if observe else acp.CONTROLLER

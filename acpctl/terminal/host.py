@@ -2,7 +2,7 @@
 
 What an editor provides to an agent, done for real: fs/read_text_file and
 fs/write_text_file confined to the session's directories, and terminal/* running real
-subprocesses (no shell) with output limits.
+subprocesses (no shell) with output limits: in the agent's sandbox when it has one.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 from acpctl import processes
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.sandbox import Policy
+from acpctl.sandbox import command as sandbox_command
 
 READ_KINDS = {"read", "search", "think", "fetch"}
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
@@ -47,8 +49,15 @@ class Terminal:
 class ClientHost:
     """Answers the agent's requests to the client for one terminal session."""
 
-    def __init__(self, roots: list[str], policy: str, ask: Asker | None = None) -> None:
+    def __init__(
+        self,
+        roots: list[str],
+        policy: str,
+        ask: Asker | None = None,
+        sandbox: Policy | None = None,
+    ) -> None:
         self.roots = [Path(r).resolve() for r in roots]
+        self.sandbox = sandbox  # the agent's: its terminal commands run in it too
         self.policy = policy
         self.ask = ask
         self.always_allowed: set[str] = set()  # tool kinds allowed for the session
@@ -190,10 +199,12 @@ class ClientHost:
                 env[variable["name"]] = str(variable.get("value", ""))
         limit = params.get("outputByteLimit")
         limit = limit if isinstance(limit, int) and limit > 0 else DEFAULT_OUTPUT_LIMIT
+        argv = [command, *args]
+        if self.sandbox is not None:
+            argv = sandbox_command(self.sandbox, argv, str(cwd_path))
         try:
             process = await asyncio.create_subprocess_exec(
-                command,
-                *args,
+                *argv,
                 cwd=cwd_path,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
