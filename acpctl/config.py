@@ -332,8 +332,8 @@ def load(path: Path | None = None) -> Config:
         if on and name in agents and agents[name].remote is not None:
             raise _fail(
                 path,
-                f"{where}sandbox: a remote agent is sandboxed by the acpctl serve that runs "
-                "it, not here (set sandbox there)",
+                f"{where}sandbox: a remote agent is sandboxed by the session host of the "
+                "machine it runs on, not here (set sandbox there)",
             )
         sandbox[name] = _sandbox_settings(path, table, where, "sandbox_", base) if on else None
     host = _flag(path, plain, "host")

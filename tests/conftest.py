@@ -154,3 +154,16 @@ def stored_updates(store: Any, session_id: str) -> list[dict[str, Any]]:
     from acpctl.store.sessions import event_update
 
     return [u for u in map(event_update, store.iter_events(session_id)) if u is not None]
+
+
+@pytest.fixture
+def outside_tmp() -> Any:
+    """A directory outside /tmp, which is the sandbox's own (a write there lands in the
+    sandbox's private /tmp, and no error tells it): where the user's home and other
+    projects stand in these tests."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="acpctl-sandbox-", dir="/var/tmp"))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)

@@ -34,19 +34,6 @@ def said(answer: Any, editor: RawEditor) -> str:
 
 
 @pytest.fixture
-def outside_tmp() -> Any:
-    """A directory outside /tmp, which is the sandbox's own (a write there lands in the
-    sandbox's private /tmp, and no error tells it): where the user's home and other
-    projects stand in these tests."""
-    import shutil
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="acpctl-sandbox-", dir="/var/tmp"))
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
 def sandboxed(home: Path, tmp_path: Path) -> Path:
     """The file agent added with --sandbox; its project, a directory of its own."""
     problem = sandbox.engine_problem()
@@ -234,13 +221,14 @@ def test_sandbox_settings_and_their_errors(home: Path) -> None:
     assert "claude" not in cfg.agents  # settings alone: still the catalog's agent
     config.write_text(config.read_text() + "\n[sandbox]\n")
     config.write_text('[agents.r]\nurl = "wss://h:1/acp"\nsandbox = true\n')
-    with pytest.raises(Exception, match="remote agent is sandboxed by the acpctl serve"):
+    with pytest.raises(Exception, match="remote agent is sandboxed by the session host"):
         load()
     config.write_text('[agents.c]\ncommand = "x"\nsandbox = "yes"\n')
     with pytest.raises(Exception, match="sandbox must be true or false"):
         load()
     refused = cli("agents", "add", "far", "--url", "wss://h:1/acp", "--sandbox")
-    assert refused.returncode == 2 and "remote agent is sandboxed" in refused.stderr
+    assert refused.returncode == 2
+    assert "remote agent is sandboxed by the session host" in refused.stderr
 
 
 def test_agents_sandbox_on_and_off_and_agents_list(

@@ -145,8 +145,8 @@ def _compact(
 
 
 REMOTE_SANDBOX = (
-    "a remote agent is sandboxed by the acpctl serve that runs it, not here: set its "
-    "sandbox on that machine (acpctl agents sandbox NAME on)"
+    "a remote agent is sandboxed by the session host of the machine it runs on, not "
+    "here: set its sandbox on that machine (acpctl agents sandbox NAME on)"
 )
 
 
