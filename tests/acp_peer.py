@@ -32,7 +32,8 @@ ACPCTL_VARIABLES = (
 
 class RecordingClient:
     """Records session updates per session; answers permission requests by policy:
-    a dict session_id -> option id to select, "hold" to never answer (until cancelled)."""
+    a dict session_id -> option id to select, "allow_once" for the agent's allow-once option
+    whatever its id, "hold" to never answer (until cancelled)."""
 
     def __init__(self) -> None:
         self.updates: dict[str, list[Any]] = defaultdict(list)
@@ -70,6 +71,8 @@ class RecordingClient:
             await asyncio.Event().wait()
         if answer == "cancel":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if answer == "allow_once":  # whatever id the agent gave its allow-once option
+            answer = next(o.option_id for o in options if o.kind == "allow_once")
         return RequestPermissionResponse(
             outcome=AllowedOutcome(option_id=answer, outcome="selected")
         )

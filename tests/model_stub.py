@@ -61,6 +61,9 @@ class ModelStub:
     def __init__(self, default_reply: str = "Hello from the stand-in model.") -> None:
         self.default_reply = default_reply
         self.script: list[list[Block]] = []
+        # claude asks for a session title beside the turn, a request with no tools; a script of
+        # tool calls is for the turn, so such side requests get the default reply when this is set.
+        self.script_turns_only = False
         self.requests: list[dict[str, Any]] = []
         self.delay = 0.0  # seconds between streamed deltas
         self.fail_with: tuple[int, str] | None = None  # (HTTP status, message) for the next call
@@ -215,7 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
         with stub.lock:
             stub.requests.append(body)
             failure, stub.fail_with = stub.fail_with, None
-            blocks = stub.script.pop(0) if stub.script else [text(stub.default_reply)]
+            scripted = stub.script and (body.get("tools") or not stub.script_turns_only)
+            blocks = stub.script.pop(0) if scripted else [text(stub.default_reply)]
         if self._fails_always():
             return
         if failure is not None:

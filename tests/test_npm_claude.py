@@ -116,3 +116,66 @@ def test_claude_fork_state_queueing_and_list_through_acpctl(
             assert len(ids) == len(set(ids))  # claude's own list merged without duplicates
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("claude", [RELEASES[1]], indirect=True, ids=["current"])
+def test_claude_agent_acp_writes_its_project_from_a_sandbox(
+    claude: ModelStub,
+    home: Path,
+    tmp_path: Path,
+    outside_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 44: claude-agent-acp in its bubblewrap sandbox, on the stand-in on 127.0.0.1
+    (the network stays on): the Write tool writes in the project, and a shell command writing
+    outside it is refused by the file system, whatever claude's own permissions said."""
+    from acpctl import sandbox
+
+    problem = sandbox.engine_problem()
+    if problem is not None:
+        pytest.skip(f"no sandbox here: {problem}")
+    from tests.model_stub import text, tool_use
+
+    claude_home = home / "claude-home"  # the agent's HOME: its state, writable
+    config = home / "config" / "config.toml"
+    config.write_text(
+        config.read_text() + f'sandbox = true\nsandbox_writable = ["{claude_home}"]\n'
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)  # an editor starts run --acp in the project: the first root
+    target = project / "hello.txt"
+    escaped = outside_tmp / "escaped.txt"  # outside the project: the sandbox refuses it
+    claude.script_turns_only = True
+    claude.script = [
+        [text("Writing."), tool_use("Write", {"file_path": str(target), "content": "hi\n"})],
+        [tool_use("Bash", {"command": f"echo x > {escaped}"}, "toolu_2")],
+        [text("Done.")],
+    ]
+
+    async def scenario() -> None:
+        async with connect("--agent", "claude") as (conn, _, client):
+            await initialized(conn)
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            sid = session.session_id
+            # claude's auto mode asks its classifier (not stood in) and blocks: ask the user.
+            await conn.set_session_mode(session_id=sid, mode_id="default")
+            client.default_answer = "allow_once"
+            result = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("write hello.txt")]), 120
+            )
+            assert result.stop_reason == "end_turn"
+            assert "Done." in client.text(sid)
+
+    asyncio.run(scenario())
+    assert target.read_text() == "hi\n"
+    assert not escaped.exists()
+    results = [
+        block
+        for request in claude.requests
+        for message in request.get("messages", [])
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if block.get("type") == "tool_result" and block.get("tool_use_id") == "toolu_2"
+    ]
+    assert results and "Read-only file system" in str(results[-1]), results
