@@ -107,6 +107,10 @@ class Policy:
         network = "network on" if self.network else "network off"
         return f"{'; '.join(said)}; the rest read-only; {len(self.hidden)} paths hidden; {network}"
 
+    def hides(self, path: Path) -> bool:
+        """Whether `path` (resolved) is, or lies in, what the policy hides."""
+        return any(_within(path, hidden) for hidden in self.hidden)
+
     def outside(self, directories: Iterable[str]) -> list[str]:
         """Those of `directories` that lie in none of the roots."""
         return [d for d in directories if not any(_within(_real(d), r) for r in self.roots)]

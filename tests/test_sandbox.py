@@ -271,3 +271,31 @@ def test_the_policy_hides_secrets_and_acpctl_s_own_directories(home: Path, tmp_p
     # What is hidden comes after the roots: a root that holds a secret keeps it hidden.
     assert argv.index(str(project.resolve())) < argv.index(str(home / ".ssh"))
     assert policy.outside([str(project / "sub"), "/etc"]) == ["/etc"]
+
+
+def test_acpctl_s_own_client_refuses_what_the_sandbox_hides(home: Path, tmp_path: Path) -> None:
+    """fs/read_text_file and fs/write_text_file from a sandboxed agent to acpctl's own client:
+    a session in the home directory may not reach what the sandbox hides through the client."""
+    import asyncio
+
+    from acpctl.jsonrpc import RpcError
+    from acpctl.terminal.host import ClientHost
+
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    (home / "notes.txt").write_text("mine")
+    policy = sandbox.policy(sandbox.SandboxSettings(), str(home), [])
+    client = ClientHost([str(home)], "approve-all", sandbox=policy)
+
+    async def scenario() -> None:
+        read = await client.read_text_file({"path": str(home / "notes.txt")})
+        assert read == {"content": "mine"}
+        for method, params in (
+            (client.read_text_file, {"path": str(home / ".ssh" / "id_ed25519")}),
+            (client.write_text_file, {"path": str(home / ".ssh" / "config"), "content": "x"}),
+        ):
+            with pytest.raises(RpcError, match="hidden by the agent's sandbox"):
+                await method(params)
+
+    asyncio.run(scenario())
+    assert not (home / ".ssh" / "config").exists()

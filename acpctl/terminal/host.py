@@ -154,6 +154,9 @@ class ClientHost:
                 acp.INVALID_PARAMS,
                 f"{path} is outside the session's directories ({', '.join(map(str, self.roots))})",
             )
+        if self.sandbox is not None and self.sandbox.hides(resolved):
+            # The agent's sandbox hides it from the agent; acpctl must not hand it over.
+            raise RpcError(acp.INVALID_PARAMS, f"{path} is hidden by the agent's sandbox")
         return resolved
 
     async def read_text_file(self, params: JsonObject) -> JsonObject:
