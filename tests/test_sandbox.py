@@ -299,3 +299,23 @@ def test_acpctl_s_own_client_refuses_what_the_sandbox_hides(home: Path, tmp_path
 
     asyncio.run(scenario())
     assert not (home / ".ssh" / "config").exists()
+
+
+@pytest.mark.e2e
+@needs_bwrap
+def test_doctor_probes_a_sandboxed_agent_in_its_sandbox(sandboxed: Path, outside_tmp: Path) -> None:
+    """The probe starts the agent as `run --acp` does: one whose start writes outside its
+    roots fails in the doctor too, and the file is not there afterwards."""
+    import json
+
+    mark = outside_tmp / "started"
+    start = f'touch "{mark}" && exec "$0" "$@"'
+    added = cli("agents", "add", "marks", "--sandbox", "--", "sh", "-c", start, *FILE_AGENT)
+    assert added.returncode == 0, added.stderr
+    findings = {}
+    for name in ("files", "marks"):
+        done = cli("doctor", "--agent", name, "--json", "--timeout", "10")
+        findings[name] = [f for f in json.loads(done.stdout) if f["check"] == f"agent {name}"]
+    assert findings["files"] and all(f["status"] != "problem" for f in findings["files"])
+    assert any(f["status"] == "problem" for f in findings["marks"]), findings["marks"]
+    assert not mark.exists()

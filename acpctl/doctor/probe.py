@@ -24,6 +24,11 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
 from acpctl.runner.supervisor import AgentProcess
+from acpctl.sandbox import Policy
+from acpctl.sandbox import command as sandbox_command
+
+# A sandboxed agent's policy for the directory it starts in (the probe's own, known late).
+Confinement = Callable[[str], Policy]
 
 GARBAGE_SHOWN = 120
 TEARDOWN_GRACE_S = 1.0
@@ -140,17 +145,23 @@ async def _probe(
     ids: Iterator[Any],
     keep_garbage: bool,
     converse: Callable[[Conversation, ProbeResult, str], Awaitable[None]],
+    confine: Confinement | None,
 ) -> ProbeResult:
-    """Spawn the agent in a fresh temp directory, hold the conversation, end its tree."""
+    """Spawn the agent in a fresh temp directory (in its sandbox, that directory its root,
+    when `confine` gives its policy), hold the conversation, end its tree."""
     probe = ProbeResult()
     with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
+        if confine is not None:
+            argv = sandbox_command(confine(cwd), argv)
         async with _spawned(argv, env, probe, cwd, ids, keep_garbage) as conversation:
             if conversation is not None:
                 await converse(conversation, probe, cwd)
     return probe
 
 
-async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
+async def probe_acp(
+    argv: list[str], env: dict[str, str], timeout: float, confine: Confinement | None = None
+) -> ProbeResult:
     """initialize (timed), then session/new in a temp directory to see whether it needs
     authentication. The agent's whole process tree is ended afterwards."""
     return await _probe(
@@ -159,6 +170,7 @@ async def probe_acp(argv: list[str], env: dict[str, str], timeout: float) -> Pro
         itertools.count(1),
         True,
         lambda talk, probe, cwd: _converse_acp(talk, probe, cwd, timeout),
+        confine,
     )
 
 
@@ -292,11 +304,18 @@ async def _step(
     return result if isinstance(result, dict) else {}
 
 
-async def probe_pi_rpc(argv: list[str], env: dict[str, str], timeout: float) -> ProbeResult:
+async def probe_pi_rpc(
+    argv: list[str], env: dict[str, str], timeout: float, confine: Confinement | None = None
+) -> ProbeResult:
     """pi's --mode rpc handshake: get_state, matched by id."""
     ids = (f"acpctl-doctor-{n}" for n in itertools.count(1))
     return await _probe(
-        argv, env, ids, False, lambda talk, probe, cwd: _converse_pi(talk, probe, timeout)
+        argv,
+        env,
+        ids,
+        False,
+        lambda talk, probe, cwd: _converse_pi(talk, probe, timeout),
+        confine,
     )
 
 

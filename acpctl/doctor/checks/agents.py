@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from acpctl import config
+from acpctl import config, sandbox
 from acpctl.agents import discovery, runtimes, signatures
 from acpctl.agents.discovery import ResolvedAgent
 from acpctl.capabilities import AgentCapabilities
@@ -210,17 +210,28 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
     return findings
 
 
+def _confinement(cfg: config.Config, agent: ResolvedAgent) -> probe.Confinement | None:
+    """A sandboxed agent is probed in its sandbox, as `run --acp` starts it."""
+    settings = cfg.sandbox_for(agent.name)
+    if settings is None:
+        return None
+    state_dirs = agent.entry.state_dirs if agent.entry is not None else ()
+    return lambda start_dir: sandbox.policy(settings, start_dir, state_dirs)
+
+
 async def _probe_all(
+    cfg: config.Config,
     agents: list[ResolvedAgent],
     timeout: float,
 ) -> list[probe.ProbeResult | BaseException]:
     jobs = []
     for agent in agents:
         assert agent.argv is not None
+        confine = _confinement(cfg, agent)
         if agent.kind == "pi-rpc":  # started as the backend starts it: in RPC mode
-            jobs.append(probe.probe_pi_rpc(rpc_argv(agent.argv), agent.env, timeout))
+            jobs.append(probe.probe_pi_rpc(rpc_argv(agent.argv), agent.env, timeout, confine))
         else:
-            jobs.append(probe.probe_acp(agent.argv, agent.env, timeout))
+            jobs.append(probe.probe_acp(agent.argv, agent.env, timeout, confine))
     return await asyncio.gather(*jobs, return_exceptions=True)
 
 
@@ -252,11 +263,15 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
             )
             continue
         findings.extend(check_shebang(agent, login_path))
+        if cfg.sandbox_for(agent.name) is not None and sandbox.engine_problem() is not None:
+            # It would not start: the sandbox check says why and how to fix it.
+            findings.append(Finding(check, "problem", "not probed: its sandbox cannot start"))
+            continue
         runnable.append(agent)
     # Probes run concurrently, each under its own timeout, beside the endpoint checks.
     with ThreadPoolExecutor(max_workers=1) as pool:
         reachable = pool.submit(endpoints.check_endpoints, runnable)
-        results = asyncio.run(_probe_all(runnable, timeout))
+        results = asyncio.run(_probe_all(cfg, runnable, timeout))
     for agent, result in zip(runnable, results, strict=True):
         if isinstance(result, BaseException):
             findings += [
