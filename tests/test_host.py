@@ -784,10 +784,13 @@ def test_acpctls_own_link_gets_frames_of_lines_and_every_other_client_a_message_
     host: Host,
 ) -> None:
     """The subprotocol acpctl's link offers (acp.WEBSOCKET_LINES): the host's frames then
-    carry several messages, a line each, in cursor order; a client that does not offer it
-    (the SDKs) gets one JSON-RPC message a frame, as the transport has it."""
+    carry several messages, a line each, in cursor order, and a load's answer says how many
+    recorded updates its replay covered (the link's dedupe on reconnect); a client that does
+    not offer it (the SDKs) gets one JSON-RPC message a frame, as the transport has it."""
 
-    async def frames(protocols: tuple[str, ...]) -> tuple[str | None, list[list[Any]]]:
+    async def frames(
+        protocols: tuple[str, ...],
+    ) -> tuple[str | None, list[list[Any]], dict[str, Any]]:
         async with aiohttp.ClientSession() as http:
             socket = await http.ws_connect(host.url, headers=host.headers(), protocols=protocols)
             got: list[list[Any]] = []
@@ -812,18 +815,23 @@ def test_acpctls_own_link_gets_frames_of_lines_and_every_other_client_a_message_
             prompt = [{"type": "text", "text": "flood 2000"}]
             turn = {"sessionId": new["sessionId"], "prompt": prompt}
             await call(3, acp_names.SESSION_PROMPT, turn)
+            meta = {acp_names.REPLAY_META: acp_names.REPLAY_AS_RECORDED}
+            load = {"sessionId": new["sessionId"], "cwd": "/tmp", "mcpServers": [], "_meta": meta}
+            loaded = await call(4, acp_names.SESSION_LOAD, load)
             chosen = socket.protocol
             await socket.close()
-            return chosen, got
+            return chosen, got, loaded
 
     async def scenario() -> None:
-        chosen, got = await frames((acp_names.WEBSOCKET_LINES,))
+        chosen, got, loaded = await frames((acp_names.WEBSOCKET_LINES,))
         assert chosen == acp_names.WEBSOCKET_LINES
         assert max(len(frame) for frame in got) > 1
         cursors = [cursor(m) for frame in got for m in frame if "method" in m]
         assert cursors == sorted(cursors) and len(cursors) >= 2000
-        chosen, got = await frames(())
+        assert loaded["_meta"][acp_names.REPLAYED_META] >= 2000
+        chosen, got, loaded = await frames(())
         assert chosen is None and {len(frame) for frame in got} == {1}
+        assert acp_names.REPLAYED_META not in (loaded or {}).get("_meta", {})
 
     run(scenario())
 

@@ -172,8 +172,8 @@ def make_app(
         agent = request.match_info.get("agent")
         if request.method == "GET" and request.headers.get(hdrs.UPGRADE, "").lower() == "websocket":
 
-            async def new_connection(connection_id: str) -> LogicalConnection:
-                return await connections.open(agent, role, connection_id)
+            async def new_connection(connection_id: str, link: bool) -> LogicalConnection:
+                return await connections.open(agent, role, connection_id, link=link)
 
             try:
                 await pool.get(agent)  # an unknown agent is refused before the upgrade

@@ -99,14 +99,14 @@ def _frames(items: list[tuple[int, str]]) -> Iterator[str]:
 
 async def serve_socket(
     request: web.Request,
-    new_connection: Callable[[str], Awaitable[LogicalConnection]],
+    new_connection: Callable[[str, bool], Awaitable[LogicalConnection]],
     find_connection: Callable[[str], LogicalConnection | None],
     max_message: int,
     keepalive_s: float,
     log: logging.Logger,
 ) -> web.WebSocketResponse:
     """The socket, until it closes: a new connection's (the client's first frame is its
-    initialize), or a resumed one's."""
+    initialize; `new_connection(id, is_link)` makes it), or a resumed one's."""
     socket = web.WebSocketResponse(
         max_msg_size=max_message, heartbeat=keepalive_s, protocols=(acp.WEBSOCKET_LINES,)
     )
@@ -136,7 +136,10 @@ async def serve_socket(
             return socket
     else:
         try:
-            connection = await new_connection(connection_id)
+            # The subprotocol is acpctl's link's: it is told how much a replay covered.
+            connection = await new_connection(
+                connection_id, socket.ws_protocol == acp.WEBSOCKET_LINES
+            )
         except AcpctlError as exc:  # the agent went, or the id is another connection's
             await socket.close(code=POLICY, message=str(exc).encode()[:120])
             await sender.close()
