@@ -9,7 +9,6 @@ A connection serves one agent: it lists and opens that agent's sessions only."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -20,6 +19,7 @@ from acpctl.runner import served
 from acpctl.runner.attach import Attacher, with_note
 from acpctl.runner.clients import Client, attach_role, tell
 from acpctl.runner.context import Connection
+from acpctl.runner.directories import attach_params, session_directories
 from acpctl.runner.session import SessionRecord, not_found, wire_session_id
 from acpctl.store.sessions import (
     CorruptSession,
@@ -55,14 +55,14 @@ class SessionLifecycle:
     # == new sessions ==================================================================
 
     async def new(self, client: Client, params: JsonObject) -> JsonObject:
-        cwd = self._absolute_cwd(params)
+        cwd, directories = self._directories(params)
         await self.conn.ensure_agent()
         opened: list[SessionRecord] = []
         register = self._registering(
             client,
             params,
             lambda client_id, agent_id: self.conn.recorder.create(
-                client_id, agent_id, cwd, _directories(params)
+                client_id, agent_id, cwd, directories
             ),
             opened,
         )
@@ -74,14 +74,12 @@ class SessionLifecycle:
     async def fork(self, client: Client, params: JsonObject) -> JsonObject:
         """The agent's fork when it has one; else acpctl's: the history copied, and a fresh
         agent session (with the context-lost note) behind it."""
-        cwd = self._absolute_cwd(params)
+        cwd, directories = self._directories(params)
         parent = await self._open(params)
         await self.conn.ensure_agent()
         if not self._agent_can("fork"):
-            meta, writer = self.conn.recorder.fork(
-                parent, _fresh_id(), None, cwd, _directories(params)
-            )
-            record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
+            meta, writer = self.conn.recorder.fork(parent, _fresh_id(), None, cwd, directories)
+            record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params(params))
             record.unannounced = []  # the fork is new to the editor too
             record.clients[client] = acp.CONTROLLER
             self.conn.sessions.add(record)
@@ -96,7 +94,7 @@ class SessionLifecycle:
             client,
             params,
             lambda client_id, agent_id: self.conn.recorder.fork(
-                parent, client_id, agent_id, cwd, _directories(params)
+                parent, client_id, agent_id, cwd, directories
             ),
             opened,
         )
@@ -122,7 +120,7 @@ class SessionLifecycle:
         """The hook that registers the session a session/new or fork answer names (and adds
         it to `opened`). It runs in the agent's read loop, before the agent's next message
         is routed, so updates sent right after the answer already find their session."""
-        attach_params = _attach_params(params)
+        reopen_with = attach_params(params)
 
         def register(response: JsonObject) -> None:
             result = response.get("result")
@@ -131,7 +129,7 @@ class SessionLifecycle:
             agent_id = result["sessionId"]
             client_id = self._client_id(agent_id)
             meta, writer = open_history(client_id, agent_id)
-            record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params)
+            record = SessionRecord(meta=meta, writer=writer, attach_params=reopen_with)
             # Updates the agent sends right behind its answer (claude-agent-acp's commands)
             # are routed before the answer reaches the editor: held until it has.
             record.unannounced = []
@@ -211,7 +209,7 @@ class SessionLifecycle:
         adopted."""
         session_id = wire_session_id(params.get("sessionId"))
         if isinstance(params.get("cwd"), str) or "additionalDirectories" in params:
-            self._absolute_cwd(params)
+            self._directories(params)
         live = self.conn.sessions.get(session_id)
         if live is None and not self.conn.store.exists(session_id):
             return await self._adopt(client, session_id, params, replay)
@@ -260,7 +258,7 @@ class SessionLifecycle:
         live = self.conn.sessions.get(params.get("sessionId"))
         record = await self._open(params)
         if live is None or not live.clients:
-            record.attach_params = _attach_params({"cwd": record.meta.cwd, **params})
+            record.attach_params = attach_params({"cwd": record.meta.cwd, **params})
         await self.conn.ensure_agent()
         replayed = None
         if replay:
@@ -349,9 +347,9 @@ class SessionLifecycle:
         await self.conn.ensure_agent()
         if not self._agent_can("load" if replay else "resume"):
             raise not_found(session_id)
-        cwd = self._absolute_cwd(params)
-        meta, writer = self.conn.recorder.create(session_id, session_id, cwd, _directories(params))
-        record = SessionRecord(meta=meta, writer=writer, attach_params=_attach_params(params))
+        cwd, directories = self._directories(params)
+        meta, writer = self.conn.recorder.create(session_id, session_id, cwd, directories)
+        record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params(params))
         record.clients[client] = acp.CONTROLLER
         self.conn.sessions.add(record)
         response = await self.conn.backend.call(
@@ -401,16 +399,8 @@ class SessionLifecycle:
         self.conn.sessions.remove(record)
         self.conn.recorder.close(record)
 
-    def _absolute_cwd(self, params: JsonObject) -> str:
-        """The session's cwd; an RpcError when it is not absolute, or when it or the
-        additional directories lie outside the agent's sandbox."""
-        cwd = _absolute_cwd(params)
-        sandbox = self.conn.sandbox
-        if sandbox is not None:
-            outside = sandbox.outside([cwd, *_directories(params)])
-            if outside:
-                raise RpcError(acp.INVALID_PARAMS, sandbox.refusal("the session's", outside))
-        return cwd
+    def _directories(self, params: JsonObject) -> tuple[str, list[str]]:
+        return session_directories(params, self.conn.sandbox)
 
     def _agent_can(self, capability: str) -> bool:
         return self.conn.handshake.agent_can(capability)
@@ -434,25 +424,6 @@ class SessionLifecycle:
             elif isinstance(response.get("result"), dict):
                 return dict(response["result"])
         return {}
-
-
-def _absolute_cwd(params: JsonObject) -> str:
-    cwd = params.get("cwd")
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise RpcError(acp.INVALID_PARAMS, "cwd must be an absolute path")
-    return cwd
-
-
-def _directories(params: JsonObject) -> list[str]:
-    extra = params.get("additionalDirectories")
-    return [d for d in extra if isinstance(d, str)] if isinstance(extra, list) else []
-
-
-def _attach_params(params: JsonObject) -> JsonObject:
-    attach: JsonObject = {"cwd": params.get("cwd"), "mcpServers": params.get("mcpServers") or []}
-    if isinstance(params.get("additionalDirectories"), list):
-        attach["additionalDirectories"] = params["additionalDirectories"]
-    return attach
 
 
 def _fresh_id() -> str:
