@@ -13,6 +13,7 @@ starts (bind mounts are), so a session outside its roots is refused, never run u
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -175,6 +176,8 @@ def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str
     ]  # fmt: skip
     if not policy.network:
         args.append("--unshare-net")
+    for path in _installed_in_tmp(argv):
+        args += ["--ro-bind", str(path), str(path)]
     for path in (*policy.roots, *policy.writable):
         args += ["--bind", str(path), str(path)]
     for path in policy.hidden:
@@ -184,6 +187,21 @@ def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str
             args += ["--ro-bind", os.devnull, str(path)]
     args += ["--chdir", cwd or str(policy.roots[0]), "--", *argv]
     return args
+
+
+def _installed_in_tmp(argv: list[str]) -> list[Path]:
+    """The directories right under /tmp that hold the agent's program or a file its command
+    line names (a checkout or a venv there): the private /tmp would hide them, so they stay,
+    read-only."""
+    found = []
+    for index, arg in enumerate(argv):
+        path = shutil.which(arg) if index == 0 and os.sep not in arg else arg
+        if path is None or not os.path.isabs(path):
+            continue
+        parts = Path(os.path.normpath(path)).parts
+        if len(parts) > 2 and parts[:2] == ("/", "tmp") and os.path.exists(path):
+            found.append(Path("/tmp", parts[2]))
+    return list(_unique(found))
 
 
 def require_engine() -> None:

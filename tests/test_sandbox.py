@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,19 @@ def test_the_policy_hides_secrets_and_acpctl_s_own_directories(home: Path, tmp_p
     # What is hidden comes after the roots: a root that holds a secret keeps it hidden.
     assert argv.index(str(project.resolve())) < argv.index(str(home / ".ssh"))
     assert policy.outside([str(project / "sub"), "/etc"]) == ["/etc"]
+    # An agent installed under /tmp (a checkout, a venv) keeps its directory, read-only,
+    # over the private /tmp; a path that does not exist binds nothing.
+    import tempfile
+
+    kept = Path(tempfile.mkdtemp(dir="/tmp"))
+    program = kept / "venv" / "agent.py"
+    program.parent.mkdir()
+    program.write_text("")
+    argv = sandbox.command(policy, ["python", str(program), "/tmp/nothing-here/x"])
+    assert argv.index("--tmpfs") < argv.index(str(kept))
+    assert argv[argv.index(str(kept)) - 1 : argv.index(str(kept)) + 1] == ["--ro-bind", str(kept)]
+    assert "/tmp/nothing-here" not in argv
+    shutil.rmtree(kept)
 
 
 def test_acpctl_s_own_client_refuses_what_the_sandbox_hides(home: Path, tmp_path: Path) -> None:
