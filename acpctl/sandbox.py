@@ -159,10 +159,13 @@ def for_agent(
     return policy(settings, start_dir, state_dirs)
 
 
-def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str]:
-    """`argv` run by bubblewrap under `policy`. Order matters: later mounts cover earlier
-    ones, so what is hidden comes after the roots (~/.ssh stays hidden when the
-    project is the home directory)."""
+def command(
+    policy: Policy, argv: list[str], cwd: str | None = None, own: Iterable[Path] = ()
+) -> list[str]:
+    """`argv` run by bubblewrap under `policy`, in `cwd` (default: the first root), with
+    `own` writable: acpctl's directories for this one process (a pi session's file), which
+    lie in what is hidden. Order matters: later mounts cover earlier ones, so what is hidden
+    comes after the roots (~/.ssh stays hidden when the project is the home directory)."""
     args = [
         ENGINE,
         "--ro-bind", "/", "/",
@@ -185,6 +188,8 @@ def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str
             args += ["--tmpfs", str(path)]
         else:
             args += ["--ro-bind", os.devnull, str(path)]
+    for path in own:
+        args += ["--bind", str(path), str(path)]
     args += ["--chdir", cwd or str(policy.roots[0]), "--", *argv]
     return args
 

@@ -371,3 +371,43 @@ def test_the_hosts_spare_starts_pi_ahead_and_its_session_reads_the_context_afres
 
     with serving(monkeypatch, "--idle-stop", "0.5", "--spare-for", "60") as (process, _, _):
         run(scenario(process.pid), timeout=120)
+
+
+def test_pi_in_its_sandbox_writes_the_project_and_keeps_its_session_file(
+    pi: ModelStub, home: Path, work: Path, outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: every pi process acpctl starts runs in the agent's sandbox, in the session's
+    directory: an edit in the project works, a shell write outside it meets a read-only file
+    system, and pi's own session file (kept in acpctl's store, which the sandbox hides)
+    is still written where acpctl resumes it from."""
+    from acpctl import sandbox
+
+    problem = sandbox.engine_problem()
+    if problem is not None:
+        pytest.skip(f"no sandbox here: {problem}")
+    config = home / "config" / "config.toml"
+    pi_home = home / "pi-home"
+    config.write_text(config.read_text() + f'sandbox = true\nsandbox_writable = ["{pi_home}"]\n')
+    monkeypatch.chdir(work)  # the editor's project: the sandbox's first root
+    escaped = outside_tmp / "escaped.txt"
+    target = str(work / "notes.txt")
+    pi.script = [
+        [tool_use("edit", {"path": target, "oldText": "hello", "newText": "hello world"})],
+        [tool_use("bash", {"command": f"echo x > {escaped}; pwd"}, "toolu_2")],
+        [text("Finished.")],
+    ]
+
+    async def scenario() -> str:
+        async with connect("--agent", "pi") as (conn, _, client):
+            sid = await new_session(conn, work)
+            client.default_answer = "allow_once"
+            result = await prompt(conn, sid, "edit, then write outside")
+            assert result.stop_reason == "end_turn"
+            return sid
+
+    sid = asyncio.run(scenario())
+    assert (work / "notes.txt").read_text() == "hello world\n"
+    assert not escaped.exists()
+    said = json.dumps(pi.requests[-1]["messages"])
+    assert "Read-only file system" in said and str(work) in said  # pwd: the session's cwd
+    assert list((home / "data" / "sessions" / sid / "pi").glob("*.jsonl"))

@@ -89,7 +89,7 @@ def wire(
     """One agent connection, wired the same way for `run --acp` on stdio and for each agent
     of the session host (`shared`: several clients): its backend, recorder, incidents."""
     return Connection(
-        build_backend(kind, argv, env, log, store, spawned, limits.request_timeout_s),
+        build_backend(kind, argv, env, log, store, spawned, limits.request_timeout_s, sandbox),
         store,
         Recorder(store, name, argv, log, enabled=history),
         log,
@@ -109,12 +109,15 @@ def build_backend(
     store: SessionStore,
     spawned: subprocess.Popen[bytes] | None = None,
     request_timeout_s: float = 0.0,
+    sandbox: Policy | None = None,
 ) -> Backend:
+    """The agent's backend; an ACP agent's `argv` runs it in its `sandbox` already, a pi
+    agent's pi processes are each put in it by the pi backend."""
     if kind == "pi-rpc":
         # Imported only for pi: most agents speak ACP.
         from acpctl.runner.backends.pi import PiRpcBackend
 
-        return PiRpcBackend(argv, env, log, store)
+        return PiRpcBackend(argv, env, log, store, sandbox)
     return AcpBackend(argv, env, log, spawned, request_timeout_s)
 
 

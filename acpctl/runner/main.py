@@ -42,11 +42,15 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import signal
     import subprocess
 
-    spec, argv, *_ = resolve(agent)
+    spec, argv, _, _, policy = resolve(agent)
     if spec.remote is not None:
         raise AcpctlError(
             f"agent {spec.name} is remote ({spec.remote.address}): sign in on that machine"
         )
+    if policy is not None and spec.kind == "pi-rpc":
+        from acpctl import sandbox
+
+        argv = sandbox.command(policy, argv)
     # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -141,7 +145,8 @@ def resolve(agent: str | None, start_dir: str | None = None) -> Resolved:
         state_dirs = resolved.entry.state_dirs if resolved.entry is not None else ()
         policy = sandbox.for_agent(settings, state_dirs, start_dir or os.getcwd())
         assert policy is not None
-        argv = sandbox.command(policy, argv)
+        if spec.kind != "pi-rpc":  # pi's backend runs each session's pi in it (runner/backends/pi)
+            argv = sandbox.command(policy, argv)
     return Resolved(
         spec,
         argv,

@@ -22,6 +22,7 @@ from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import PiChild, rpc_argv
 from acpctl.runner.backends.pi.session import PiSession
 from acpctl.runner.handshake import Handshake
+from acpctl.sandbox import Policy
 from acpctl.store.sessions import SessionStore, valid_session_id
 
 # What the pi bridge itself implements (acpctl adds what it serves from its store).
@@ -35,9 +36,15 @@ BACKEND_DIR = "pi"  # inside each session's directory of the store: pi's session
 
 class PiRpcBackend:
     def __init__(
-        self, argv: list[str], env: dict[str, str], log: logging.Logger, store: SessionStore
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log: logging.Logger,
+        store: SessionStore,
+        sandbox: Policy | None = None,
     ) -> None:
         self.argv = rpc_argv(argv)
+        self.sandbox = sandbox  # each session's pi runs in it, its session file writable
         self.env = env
         self.log = log
         self.store = store
