@@ -190,8 +190,21 @@ def test_through_the_host_two_projects_get_two_processes(
             )
             return str(session)
 
+    async def again(project: Path, session: str) -> None:
+        """Load, fork and attach keep working on the sandboxed agent through the host."""
+        async with raw_editor("--agent", "files", cwd=str(project)) as editor:
+            await editor.call("initialize", {"protocolVersion": 1})
+            opened = {"sessionId": session, "cwd": str(project), "mcpServers": []}
+            assert "result" in await editor.call("session/load", opened)
+            fork = await editor.call("session/fork", opened)
+            forked = fork["result"]["sessionId"]
+            made = project / "forked.txt"
+            assert said(await editor.prompt(forked, f"write {made}"), editor) == f"wrote {made}"
+            assert "result" in await editor.call("session/attach", {"sessionId": session})
+
     try:
-        run(one(sandboxed))
+        first = run(one(sandboxed))
+        run(again(sandboxed, first))
         run(one(second))
         status = cli("serve", "--status", "--json")
         import json
