@@ -175,7 +175,7 @@ def command(
         "--unshare-pid",
         "--unshare-ipc",
         "--die-with-parent",
-        "--new-session",
+        "--new-session",  # no controlling terminal: it cannot type into the user's (TIOCSTI)
     ]  # fmt: skip
     if not policy.network:
         args.append("--unshare-net")
