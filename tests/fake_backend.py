@@ -47,6 +47,7 @@ class FakeAgent:
         self.calls: list[tuple[str, Any]] = []  # what the server sent, in order
         self.tasks: set[asyncio.Future[None]] = set()
         self.notifications: list[tuple[str, Any]] = []
+        self.methods: list[str] = []  # every request and notification the server sent, in order
         self.sent: list[JsonObject] = []  # answers to the agent's own requests
         self.pending: PendingRequests[int] = PendingRequests(itertools.count(100))
         self.session_ids = itertools.count(1)
@@ -81,6 +82,7 @@ class FakeAgent:
         on_response: ResponseHook | None = None,
     ) -> asyncio.Future[JsonObject]:
         self.calls.append((method, params))
+        self.methods.append(method)
         msg_id, future = self.pending.register(method, on_response)
         task = asyncio.ensure_future(self._answer(msg_id, method, params))
         self.tasks.add(task)
@@ -102,6 +104,7 @@ class FakeAgent:
 
     def notify(self, method: str, params: Any) -> None:
         self.notifications.append((method, params))
+        self.methods.append(method)
 
     def send(self, message: JsonObject) -> None:
         self.sent.append(message)

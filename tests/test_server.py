@@ -800,6 +800,18 @@ def test_a_batchs_members_reach_the_agent_in_the_batchs_order(tmp_path: Path) ->
             "_vendor/b",
             acp.SESSION_PROMPT,
         ]
+        # Issue 43, 11: a notification went at once, ahead of the requests before it.
+        h.agent.methods.clear()
+        h.send(
+            [
+                jsonrpc.request(13, "_vendor/a", {"sessionId": sid}),
+                jsonrpc.request(14, "_vendor/b", {}),
+                jsonrpc.notification("_vendor/note", {"sessionId": sid}),
+            ]
+        )
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert h.agent.methods == ["_vendor/a", "_vendor/b", "_vendor/note"]
 
     run(tmp_path, scenario, agent)
 

@@ -167,10 +167,22 @@ class EditorEndpoint:
                 f" id={message['id']}" if "id" in message else "",
                 f" session={session}" if session else "",
             )
-        if "id" not in message:
-            self.router.route_notification(method, params)  # as sent: no params, none added
+        if "id" not in message:  # as sent: no params, none added
+            if in_order:
+                # A batch's requests before it run as tasks: it goes out after their first
+                # steps, which send them, so the agent gets the batch's order.
+                asyncio.get_running_loop().call_soon(self._notify_later, method, params)
+            else:
+                self.router.route_notification(method, params)
             return None
         return self.router.route_request(method, params, message["id"], in_order)
+
+    def _notify_later(self, method: str, params: Any) -> None:
+        assert self.router is not None
+        try:
+            self.router.route_notification(method, params)
+        except Exception:  # as in _route: a bug must not end the connection
+            self.log.exception("internal error dispatching a notification")
 
 
 def _invalid(message: Any) -> JsonObject | None:
