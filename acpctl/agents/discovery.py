@@ -73,6 +73,11 @@ class ResolvedAgent:
     def found(self) -> bool:
         return self.argv is not None or self.remote is not None
 
+    @property
+    def state_dirs(self) -> tuple[str, ...]:
+        """Its own state and credentials, which its sandbox lets it write (the catalog's)."""
+        return self.entry.state_dirs if self.entry is not None else ()
+
     def as_spec(self) -> AgentSpec:
         if self.remote is not None:
             return AgentSpec(self.name, "", (), self.env, self.kind, self.remote)

@@ -142,8 +142,7 @@ def resolve(agent: str | None, start_dir: str | None = None) -> Resolved:
     if settings is not None:
         from acpctl import sandbox
 
-        state_dirs = resolved.entry.state_dirs if resolved.entry is not None else ()
-        policy = sandbox.for_agent(settings, state_dirs, start_dir or os.getcwd())
+        policy = sandbox.for_agent(settings, resolved.state_dirs, start_dir or os.getcwd())
         assert policy is not None
         if spec.kind != "pi-rpc":  # pi's backend runs each session's pi in it (runner/backends/pi)
             argv = sandbox.command(policy, argv)

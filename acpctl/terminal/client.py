@@ -649,8 +649,7 @@ def main(options: Options) -> int:
     agent_env = {**os.environ, **spec.env}
     try:
         # The agent's terminals run in its sandbox, as the agent does.
-        state_dirs = agent.entry.state_dirs if agent.entry is not None else ()
-        confined = for_agent(cfg.sandbox_for(agent.name), state_dirs, options.cwd)
+        confined = for_agent(cfg.sandbox_for(agent.name), agent.state_dirs, options.cwd)
         return asyncio.run(
             run_terminal(options, agent.name, cfg.silence_warning_s, agent_env, confined)
         )

@@ -215,8 +215,7 @@ def _confinement(cfg: config.Config, agent: ResolvedAgent) -> probe.Confinement 
     settings = cfg.sandbox_for(agent.name)
     if settings is None:
         return None
-    state_dirs = agent.entry.state_dirs if agent.entry is not None else ()
-    return lambda start_dir: sandbox.policy(settings, start_dir, state_dirs)
+    return lambda start_dir: sandbox.policy(settings, start_dir, agent.state_dirs)
 
 
 async def _probe_all(

@@ -33,8 +33,7 @@ def check_sandbox(cfg: Config) -> list[Finding]:
         except AcpctlError as exc:
             findings.append(Finding("sandbox", "warning", f"{name}: {exc.message}"))
             continue
-        state = agent.entry.state_dirs if agent.entry is not None else ()
-        policy = sandbox.policy(settings, os.getcwd(), state)
+        policy = sandbox.policy(settings, os.getcwd(), agent.state_dirs)
         findings.append(
             ok(
                 "sandbox",
