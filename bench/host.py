@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, private_home
+from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, interleaved, now, private_home
 
 from tests.model_stub import ModelStub, write_pi_models
 
@@ -171,10 +171,6 @@ async def turns_websocket(url: str, token: str, cwd: str) -> list[float]:
             )
             times.append(now() - begin)
         return times
-
-
-def interleaved(rep: int, configs: list[str]) -> list[str]:
-    return configs if rep % 2 == 0 else list(reversed(configs))
 
 
 def cell(values: list[float]) -> str:

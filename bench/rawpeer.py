@@ -109,6 +109,12 @@ def private_home() -> Iterator[None]:
         yield
 
 
+def interleaved(rep: int, configs: list[str]) -> list[str]:
+    """The configurations of repetition `rep`: in order, then reversed, so that neither
+    always runs first."""
+    return configs if rep % 2 == 0 else list(reversed(configs))
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]

@@ -27,8 +27,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from host import add_agent, host, interleaved, listening_url, run_acp
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, percentile, private_home
+from host import add_agent, host, listening_url, run_acp
+from rawpeer import (
+    ACPCTL_COMMAND,
+    DEMO,
+    Peer,
+    agents_add,
+    interleaved,
+    now,
+    percentile,
+    private_home,
+)
 
 from tests.fault_proxy import FaultProxy
 

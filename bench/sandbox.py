@@ -20,7 +20,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, private_home
+from rawpeer import (
+    ACPCTL_COMMAND,
+    DEMO,
+    Peer,
+    agents_add,
+    interleaved,
+    now,
+    percentile,
+    private_home,
+)
 
 TURNS = 40
 CONFIGS = ("without", "sandboxed")
@@ -50,10 +59,8 @@ async def start(agent: str, cwd: str) -> tuple[float, float, list[float]]:
 
 
 def cell(values: list[float]) -> str:
-    p95 = sorted(values)[int(0.95 * len(values))]
-    return (
-        f"{min(values) * 1000:.2f} / {statistics.median(values) * 1000:.2f} / {p95 * 1000:.2f} ms"
-    )
+    median, p95 = statistics.median(values), percentile(values, 0.95)
+    return f"{min(values) * 1000:.2f} / {median * 1000:.2f} / {p95 * 1000:.2f} ms"
 
 
 async def main(reps: int) -> None:
@@ -71,7 +78,7 @@ async def main(reps: int) -> None:
     with tempfile.TemporaryDirectory(dir="/var/tmp") as project:
         os.chdir(project)  # editors start run --acp in the project: the sandbox's root
         for rep in range(reps):
-            for config in CONFIGS if rep % 2 == 0 else reversed(CONFIGS):
+            for config in interleaved(rep, list(CONFIGS)):
                 first, opened, turns = await start(config, project)
                 waits["spawn to initialize's answer"][config].append(first)
                 waits["spawn to session/new's answer"][config].append(opened)
