@@ -126,11 +126,16 @@ class EditorEndpoint:
             return
         pending: list[JsonObject | asyncio.Future[JsonObject]] = []
         for index, message in enumerate(messages, 1):
-            answer = self._route(message, in_order=True)
-            if isinstance(answer, dict):
-                pending.append(answer)
-            elif answer is not None:
-                pending.append(asyncio.ensure_future(answer))
+            if _is_notification(message):
+                # The batch's requests before it run as tasks: it goes out after their first
+                # steps, which send them, so the agent gets the batch's order.
+                asyncio.get_running_loop().call_soon(self._route, message)
+            else:
+                answer = self._route(message, in_order=True)
+                if isinstance(answer, dict):
+                    pending.append(answer)
+                elif answer is not None:
+                    pending.append(asyncio.ensure_future(answer))
             if index % BATCH_SLICE == 0:
                 await asyncio.sleep(0)  # let the rest of the connection's input through
         answers = [a if isinstance(a, dict) else await a for a in pending]
@@ -167,22 +172,15 @@ class EditorEndpoint:
                 f" id={message['id']}" if "id" in message else "",
                 f" session={session}" if session else "",
             )
-        if "id" not in message:  # as sent: no params, none added
-            if in_order:
-                # A batch's requests before it run as tasks: it goes out after their first
-                # steps, which send them, so the agent gets the batch's order.
-                asyncio.get_running_loop().call_soon(self._notify_later, method, params)
-            else:
-                self.router.route_notification(method, params)
+        if "id" not in message:
+            self.router.route_notification(method, params)  # as sent: no params, none added
             return None
         return self.router.route_request(method, params, message["id"], in_order)
 
-    def _notify_later(self, method: str, params: Any) -> None:
-        assert self.router is not None
-        try:
-            self.router.route_notification(method, params)
-        except Exception:  # as in _route: a bug must not end the connection
-            self.log.exception("internal error dispatching a notification")
+
+def _is_notification(message: Any) -> bool:
+    """A valid JSON-RPC notification (an invalid one is answered, so it is no notification)."""
+    return _invalid(message) is None and "method" in message and "id" not in message
 
 
 def _invalid(message: Any) -> JsonObject | None:
