@@ -184,6 +184,8 @@ REJECT_ALWAYS = "reject_always"
 REQUEST_CANCELLED = -32800
 AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002
+# An initialize asking for a version the agent does not speak (data: requested, supported).
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 # The host's: an observer's request to act. (The attach proposal says -32002, which ACP v1
 # already gives to "resource not found".)
 NOT_AUTHORISED = -32001

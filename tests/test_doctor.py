@@ -256,6 +256,32 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
     assert leftovers == []
 
 
+@pytest.mark.parametrize(
+    ("versions", "status", "said"),
+    [
+        ("1", "ok", "speaks ACP v1"),
+        ("1,2", "ok", "speaks ACP v1 and v2 (acpctl speaks v1 to it)"),
+        ("2", "problem", "speaks only ACP 2: acpctl speaks ACP v1 and cannot relay it"),
+    ],
+)
+def test_doctor_says_which_acp_versions_an_agent_speaks(
+    home: Path, tmp_path: Path, versions: str, status: str, said: str
+) -> None:
+    """Issue 43, 6: doctor and `agents add --probe` ask for v1 and, in a second probe,
+    for v2 (the draft)."""
+    script = write_executable(
+        tmp_path / "versioned.sh",
+        f"#!/bin/sh\nVERSIONS={versions} exec {sys.executable} "
+        f"{TEST_AGENTS / 'versioned_agent.py'}\n",
+    )
+    added = run_cli("agents", "add", "versioned", "--probe", "--", str(script))
+    assert added.returncode == 0
+    assert f"versioned {said.split(':')[0]}" in added.stdout + added.stderr
+    _, findings = doctor("--agent", "versioned", "--timeout", "10")
+    (spoken,) = [f for f in about(findings, "agent versioned") if "speaks" in str(f["message"])]
+    assert (spoken["status"], spoken["message"]) == (status, said)
+
+
 def ours(process: psutil.Process, home: Path) -> bool:
     try:
         return bool(process.environ().get("ACPCTL_RUN_STATE") == str(home / "state"))

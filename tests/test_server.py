@@ -882,6 +882,71 @@ def test_an_agent_that_answers_a_newer_version_fails_the_handshake(tmp_path: Pat
     run(tmp_path, scenario)
 
 
+def test_a_v2_editors_initialize_reaches_the_agent_in_v1_fields(tmp_path: Path) -> None:
+    """Issue 43, 6: a v2 editor's `info` and `capabilities` reached the agent with only the
+    version rewritten; they are converted as the SDK's router converts them."""
+    seen: list[JsonObject] = []
+
+    async def scenario(h: Harness) -> None:
+        async def initialize(params: Any) -> JsonObject:
+            seen.append(params)
+            return {"protocolVersion": 1, "agentCapabilities": {}}
+
+        h.agent.handlers[acp.INITIALIZE] = initialize
+        answer = await h.result(
+            acp.INITIALIZE,
+            {
+                "protocolVersion": 2,
+                "info": {"name": "v2-editor", "version": "9"},
+                "capabilities": {"elicitation": {"form": {}}, "auth": {"terminal": {}}},
+            },
+        )
+        assert answer["protocolVersion"] == 1
+        assert seen == [
+            {
+                "protocolVersion": 1,
+                "clientInfo": {"name": "v2-editor", "version": "9"},
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": False,
+                    "session": {"configOptions": {"boolean": {}}},
+                    "plan": {},
+                    "auth": {"terminal": True},
+                    "elicitation": {"form": {}},
+                },
+            }
+        ]
+
+    run(tmp_path, scenario)
+
+
+def test_a_v2_only_agent_refusing_1_is_said_plainly(tmp_path: Path) -> None:
+    """Issue 43, 6: a v2-only agent answers -32022 "requested: 1" to an editor that asked
+    for 2; the error says why acpctl asked for 1."""
+
+    async def scenario(h: Harness) -> None:
+        async def refuse(params: Any) -> JsonObject:
+            raise RpcError(
+                acp.UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                {"requested": params["protocolVersion"], "supported": [2]},
+            )
+
+        h.agent.handlers[acp.INITIALIZE] = refuse
+        answer = await h.request(acp.INITIALIZE, {"protocolVersion": 2, "info": {"name": "e"}})
+        error = answer["error"]
+        assert error["code"] == acp.UNSUPPORTED_PROTOCOL_VERSION
+        assert error["data"] == {"requested": 1, "supported": [2]}
+        assert error["message"] == (
+            "the agent speaks only ACP 2 and refused 1: acpctl speaks ACP v1, so it asks "
+            "every agent for 1 (the editor offered 2)"
+        )
+        listed = await h.request(acp.SESSION_LIST, {})
+        assert listed["error"]["code"] == acp.INVALID_REQUEST
+
+    run(tmp_path, scenario)
+
+
 def test_delete_returns_the_agents_result(tmp_path: Path) -> None:
     """Issue 43, 12: session/delete answered {} instead of the agent's result."""
     agent = FakeAgent(capabilities={"sessionCapabilities": {"delete": {}}})

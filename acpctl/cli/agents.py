@@ -15,6 +15,8 @@ from acpctl.agents.limits import DEFAULT_LIMITS, Limits
 from acpctl.cli.completions import agent_names, command_line
 from acpctl.errors import UsageError
 
+PROBE_TIMEOUT_S = 20.0  # agents add --probe: an npx agent's first start fetches it
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -440,6 +442,9 @@ def add(
     sandbox: bool = typer.Option(
         False, "--sandbox", help="Run it in a sandbox: it writes only its project (bubblewrap)."
     ),
+    probe: bool = typer.Option(
+        False, "--probe", help="Start it once and say which ACP versions it speaks."
+    ),
 ) -> None:
     """Add (or replace) an agent in config.toml: acpctl agents add NAME -- CMD [ARGS...],
     or a remote one: --url URL or --ssh HOST."""
@@ -455,6 +460,29 @@ def add(
             raise UsageError(REMOTE_SANDBOX)
         _add_remote(name, bool(command), url, token_file, ca_file, ssh, remote_agent, remote_acpctl)
         return
+    pairs = _checked_command(command, env)
+    from acpctl.agents import discovery
+
+    cfg = config.load()
+    replaced = name in cfg.agents
+    spec = AgentSpec(name, command[0], tuple(command[1:]), pairs, kind)
+    config.set_agent(cfg, spec, sandbox=sandbox)
+    config.save(cfg)
+    typer.echo(f"{'updated' if replaced else 'added'} agent {name} in {cfg.path}")
+    if sandbox:
+        _say_sandbox(name, True)
+    if discovery.which(command[0]) is None:
+        typer.echo(
+            f"acpctl: warning: {command[0]} is not found (on PATH, beside acpctl, or as a "
+            "path): install it before an editor starts the agent",
+            err=True,
+        )
+    elif probe and kind == "acp":
+        _say_versions(name)
+
+
+def _checked_command(command: list[str], env: list[str]) -> dict[str, str]:
+    """A local agent's command line checked, and its --env pairs."""
     if not command:
         raise UsageError("give the agent's command after --, or --url or --ssh for a remote one")
     argv = command_line()
@@ -472,22 +500,38 @@ def add(
         if not sep or not key:
             raise UsageError(f"--env takes KEY=VALUE, not {item!r}")
         pairs[key] = value
+    return pairs
+
+
+def _say_versions(name: str) -> None:
+    """Which ACP versions the agent just added speaks: it is asked for v1 and for v2 (in
+    its sandbox, when it has one), as doctor asks."""
+    import asyncio
+
+    from acpctl import config
     from acpctl.agents import discovery
+    from acpctl.doctor import probe
+    from acpctl.doctor.checks.agents import confinement
 
     cfg = config.load()
-    replaced = name in cfg.agents
-    spec = AgentSpec(name, command[0], tuple(command[1:]), pairs, kind)
-    config.set_agent(cfg, spec, sandbox=sandbox)
-    config.save(cfg)
-    typer.echo(f"{'updated' if replaced else 'added'} agent {name} in {cfg.path}")
-    if sandbox:
-        _say_sandbox(name, True)
-    if discovery.which(command[0]) is None:
-        typer.echo(
-            f"acpctl: warning: {command[0]} is not found (on PATH, beside acpctl, or as a "
-            "path): install it before an editor starts the agent",
-            err=True,
+    agent = discovery.resolve(cfg, name)
+    assert agent.argv is not None
+    argv, env, confine = agent.argv, agent.env, confinement(cfg, agent)
+
+    async def both() -> tuple[probe.ProbeResult, probe.ProbeResult]:
+        return await asyncio.gather(
+            probe.probe_acp(argv, env, PROBE_TIMEOUT_S, confine),
+            probe.probe_v2(argv, env, PROBE_TIMEOUT_S, confine),
         )
+
+    v1, v2 = asyncio.run(both())
+    spoken = probe.speaks(v1, v2)
+    if spoken is None:
+        typer.echo(f"acpctl: warning: {name} did not answer initialize: {v1.error}", err=True)
+    elif not v1.answered:
+        typer.echo(f"acpctl: warning: {name} speaks {spoken}: acpctl speaks ACP v1", err=True)
+    else:
+        typer.echo(f"{name} speaks {spoken}")
 
 
 @app.command("remove")

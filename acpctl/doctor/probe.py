@@ -42,6 +42,7 @@ class ProbeResult:
     answered: bool = False
     seconds: float | None = None
     error: str | None = None
+    error_data: Any = None  # the data of initialize's error answer
     stdout_garbage: list[str] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)
     result: dict[str, Any] = field(default_factory=dict)
@@ -174,6 +175,34 @@ async def probe_acp(
     )
 
 
+async def probe_v2(
+    argv: list[str], env: dict[str, str], timeout: float, confine: Confinement | None = None
+) -> ProbeResult:
+    """initialize asking for ACP v2 (the draft), in v2's fields, and nothing else: the
+    version the agent answers says whether it speaks v2 too (speaks())."""
+    return await _probe(
+        argv,
+        env,
+        itertools.count(1),
+        False,
+        lambda talk, probe, cwd: _converse_acp(talk, probe, cwd, timeout, V2_INITIALIZE),
+        confine,
+    )
+
+
+def speaks(v1: ProbeResult, v2: ProbeResult) -> str | None:
+    """The ACP versions an agent speaks, from its answers to a v1 and a v2 initialize; None
+    when neither answer says (the agent failed otherwise)."""
+    supported = v1.error_data.get("supported") if isinstance(v1.error_data, dict) else None
+    if not v1.answered and isinstance(supported, list):
+        return "only ACP " + ", ".join(map(str, supported))
+    if not v1.answered:
+        return None
+    if v2.answered and v2.result.get("protocolVersion") == 2:
+        return "ACP v1 and v2 (acpctl speaks v1 to it)"
+    return "ACP v1"
+
+
 def _initialize_params(capabilities: JsonObject) -> JsonObject:
     return {
         "protocolVersion": acp.PROTOCOL_VERSION,
@@ -182,14 +211,27 @@ def _initialize_params(capabilities: JsonObject) -> JsonObject:
     }
 
 
+# A v2 client's initialize: the draft renames clientInfo and clientCapabilities.
+V2_INITIALIZE: JsonObject = {
+    "protocolVersion": 2,
+    "capabilities": {},
+    "info": {"name": "acpctl-doctor", "version": "1"},
+}
+
+
 async def _converse_acp(
-    conversation: Conversation, probe: ProbeResult, cwd: str, timeout: float
+    conversation: Conversation,
+    probe: ProbeResult,
+    cwd: str,
+    timeout: float,
+    only_initialize: JsonObject | None = None,
 ) -> None:
+    """`only_initialize`: those params, and no session/new after."""
     started = time.monotonic()
     initialize = conversation.peer.call(
         acp.INITIALIZE,
         # so that agents name their terminal sign-in (claude-agent-acp's /login)
-        _initialize_params({"auth": {"terminal": True}}),
+        only_initialize or _initialize_params({"auth": {"terminal": True}}),
     )
     try:
         answer = await conversation.answer(initialize, timeout)
@@ -203,10 +245,13 @@ async def _converse_acp(
     if "error" in answer:
         error = answer["error"] if isinstance(answer["error"], dict) else {}
         probe.error = f"initialize failed: {error.get('message')}"
+        probe.error_data = error.get("data")
         return
     probe.answered = True
     result = answer.get("result")
     probe.result = result if isinstance(result, dict) else {}
+    if only_initialize is not None:
+        return
     remaining = max(timeout - probe.seconds, 1.0)
     new_session = conversation.peer.call(acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []})
     try:

@@ -45,10 +45,62 @@ def served_capabilities(agent: Any, shared: bool = False) -> JsonObject:
     return capabilities
 
 
+def as_v1_initialize(params: JsonObject) -> JsonObject:
+    """An editor's initialize in v1's fields. A v2 editor (the draft in the TypeScript SDK
+    2.x) names them `info` and `capabilities`; acpctl asks the agent for v1, so they are
+    converted as the SDK's AgentProtocolRouter converts them when it downgrades: what v1
+    cannot say (v2's filesystem and terminal capabilities) is off, elicitation kept."""
+    offered = params.get("protocolVersion")
+    if not isinstance(offered, int) or offered <= acp.PROTOCOL_VERSION:
+        return params
+    capabilities = params.get("capabilities")
+    capabilities = capabilities if isinstance(capabilities, dict) else {}
+    auth = capabilities.get("auth")
+    auth = auth if isinstance(auth, dict) else {}
+    v1_auth: JsonObject = {"terminal": auth.get("terminal") is not None}
+    if auth.get("_meta") is not None:
+        v1_auth["_meta"] = auth["_meta"]
+    v1_capabilities: JsonObject = {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+        "session": {"configOptions": {"boolean": {}}},
+        "plan": {},
+        "auth": v1_auth,
+    }
+    for key in ("elicitation", "_meta"):
+        if capabilities.get(key) is not None:
+            v1_capabilities[key] = capabilities[key]
+    converted: JsonObject = {"protocolVersion": offered, "clientCapabilities": v1_capabilities}
+    info = params.get("info")
+    if isinstance(info, dict) and isinstance(info.get("name"), str):
+        converted["clientInfo"] = info
+    if params.get("_meta") is not None:
+        converted["_meta"] = params["_meta"]
+    return converted
+
+
+def unsupported_version(error: JsonObject, asked: Any, offered: Any) -> JsonObject:
+    """The agent's -32022 (unsupported protocol version) said plainly: an agent that
+    speaks only v2 refuses acpctl's 1, which the editor never asked for."""
+    data = error.get("data")
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if not isinstance(supported, list) or not supported:
+        return error
+    versions = ", ".join(str(version) for version in supported)
+    message = (
+        f"the agent speaks only ACP {versions} and refused {asked}: acpctl speaks ACP "
+        f"v{acp.PROTOCOL_VERSION}, so it asks every agent for {asked}"
+    )
+    if isinstance(offered, int) and offered != asked:
+        message += f" (the editor offered {offered})"
+    return {**error, "message": message}
+
+
 class Handshake:
     def __init__(self) -> None:
         # As the editor sent them (the version capped): replayed after a restart.
         self.initialize_params: JsonObject | None = None
+        self.offered: Any = None  # the version the editor offered
         self.authenticate_params: JsonObject | None = None
         self.capabilities = AgentCapabilities()  # the agent's own, before acpctl adds its own
         # The first client's answer, as it got it: the session host's later clients get it.
@@ -60,7 +112,9 @@ class Handshake:
         return self.initialize_params is not None
 
     def to_agent(self, params: JsonObject) -> JsonObject:
-        """The editor's initialize params as the agent gets them (kept for replays)."""
+        """The editor's initialize params (v1's, as_v1_initialize) as the agent gets them
+        (kept for replays)."""
+        self.offered = params.get("protocolVersion")
         self.initialize_params = {
             **params,
             "protocolVersion": negotiated_version(params.get("protocolVersion")),
@@ -71,10 +125,13 @@ class Handshake:
         """The agent's initialize answer as the editor gets it; its capabilities kept. An
         agent that answers a newer version than it was asked for speaks another protocol:
         the handshake fails, rather than its traffic being relayed as v1's."""
+        asked = (self.initialize_params or {}).get("protocolVersion")
+        error = response.get("error")
+        if isinstance(error, dict) and error.get("code") == acp.UNSUPPORTED_PROTOCOL_VERSION:
+            return {**response, "error": unsupported_version(error, asked, self.offered)}
         result = response.get("result")
         if not isinstance(result, dict):
             return response
-        asked = (self.initialize_params or {}).get("protocolVersion")
         answered = result.get("protocolVersion")
         if isinstance(answered, int) and isinstance(asked, int) and answered > asked:
             return jsonrpc.error(

@@ -29,6 +29,7 @@ from acpctl.runner.clients import Client, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.endpoint import Answer, EditorEndpoint
 from acpctl.runner.from_agent import FromAgent
+from acpctl.runner.handshake import as_v1_initialize
 from acpctl.runner.lifecycle import SessionLifecycle
 from acpctl.runner.session import SessionRecord
 from acpctl.runner.turns import Turns
@@ -344,6 +345,7 @@ class AcpServer:
 
     async def initialize(self, client: Client, params: JsonObject) -> JsonObject:
         # Both sides speak the version acpctl's own handlers implement, at most.
+        params = as_v1_initialize(params)
         info = params.get("clientInfo")
         client.info = info if isinstance(info, dict) else {}
         handshake = self.conn.handshake

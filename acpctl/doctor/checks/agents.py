@@ -134,8 +134,21 @@ def sign_in_methods(agent: ResolvedAgent, methods: list[Any]) -> list[tuple[str,
     return described
 
 
-def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Finding]:
+def _probe_findings(
+    agent: ResolvedAgent, result: probe.ProbeResult, v2: probe.ProbeResult | None = None
+) -> list[Finding]:
+    """What the probe found; `v2`: the probe that asked for ACP v2, for what it speaks."""
     check = f"agent {agent.name}"
+    spoken = probe.speaks(result, v2) if v2 is not None else None
+    if spoken is not None and not result.answered:
+        return [
+            Finding(
+                check,
+                "problem",
+                f"speaks {spoken}: acpctl speaks ACP v1 and cannot relay it",
+                "use a version of the agent that speaks ACP v1",
+            )
+        ]
     findings = []
     if result.stdout_garbage:
         findings.append(
@@ -171,6 +184,8 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
         )
     else:
         findings.append(ok(check, f"{name} answers initialize in {seconds:.2f}s"))
+    if spoken is not None:
+        findings.append(ok(check, f"speaks {spoken}"))
     served = AgentCapabilities(result.result).offered()
     findings.append(
         ok(
@@ -210,7 +225,7 @@ def _probe_findings(agent: ResolvedAgent, result: probe.ProbeResult) -> list[Fin
     return findings
 
 
-def _confinement(cfg: config.Config, agent: ResolvedAgent) -> probe.Confinement | None:
+def confinement(cfg: config.Config, agent: ResolvedAgent) -> probe.Confinement | None:
     """A sandboxed agent is probed in its sandbox, as `run --acp` starts it."""
     settings = cfg.sandbox_for(agent.name)
     if settings is None:
@@ -222,16 +237,21 @@ async def _probe_all(
     cfg: config.Config,
     agents: list[ResolvedAgent],
     timeout: float,
-) -> list[probe.ProbeResult | BaseException]:
-    jobs = []
-    for agent in agents:
+) -> list[tuple[probe.ProbeResult, probe.ProbeResult | None] | BaseException]:
+    """Each agent's probe, and for an ACP agent a second one that asks for v2."""
+
+    async def both(agent: ResolvedAgent) -> tuple[probe.ProbeResult, probe.ProbeResult | None]:
         assert agent.argv is not None
-        confine = _confinement(cfg, agent)
+        confine = confinement(cfg, agent)
         if agent.kind == "pi-rpc":  # started as the backend starts it: in RPC mode
-            jobs.append(probe.probe_pi_rpc(rpc_argv(agent.argv), agent.env, timeout, confine))
-        else:
-            jobs.append(probe.probe_acp(agent.argv, agent.env, timeout, confine))
-    return await asyncio.gather(*jobs, return_exceptions=True)
+            return await probe.probe_pi_rpc(rpc_argv(agent.argv), agent.env, timeout, confine), None
+        v1, v2 = await asyncio.gather(
+            probe.probe_acp(agent.argv, agent.env, timeout, confine),
+            probe.probe_v2(agent.argv, agent.env, timeout, confine),
+        )
+        return v1, v2
+
+    return await asyncio.gather(*map(both, agents), return_exceptions=True)
 
 
 def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[Finding]:
@@ -278,5 +298,6 @@ def check_agents(cfg: config.Config, only: str | None, timeout: float) -> list[F
                 Finding(f"agent {agent.name}", "problem", f"probe failed: {result}"),
             ]
             continue
-        findings += [*check_engines(agent, result.answered), *_probe_findings(agent, result)]
+        v1, v2 = result
+        findings += [*check_engines(agent, v1.answered), *_probe_findings(agent, v1, v2)]
     return findings + reachable.result()
