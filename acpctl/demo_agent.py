@@ -6,6 +6,10 @@ more of the protocol, so editors, tests, `doctor` and the benchmarks can exercis
     think       a thought before the answer
     plan        a plan update
     edit        a tool call with a diff that asks for permission first
+    ask         a question (a form elicitation: a name, and whether to be excited), when
+                the client said it can answer forms
+    visit       a URL to open (a URL elicitation, then elicitation/complete), when the
+                client said it can open URLs
     title       a session_info_update with a title
     slow        a slow stream (20 chunks, 100 ms apart), good for trying cancel
     crash       dies in the middle of the turn (exit status 3)
@@ -75,6 +79,7 @@ class DemoAgent:
         self.peer: Peer[int] = Peer(output.write)  # the editor, for requests of our own
         self.sessions: dict[str, DemoSession] = {}
         self.tool_ids = itertools.count(1)
+        self.elicitation: JsonObject = {}  # what the client can answer: form, url
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -94,6 +99,9 @@ class DemoAgent:
     # -- methods ----------------------------------------------------------------------
 
     async def initialize(self, params: JsonObject) -> JsonObject:
+        capabilities = params.get("clientCapabilities")
+        elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+        self.elicitation = elicitation if isinstance(elicitation, dict) else {}
         return {
             "protocolVersion": acp.PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -173,6 +181,10 @@ class DemoAgent:
             stop = await self.edit(session_id)
             if stop is not None:
                 return {"stopReason": stop}
+        if "ask" in words:
+            await self.ask(session_id)
+        if "visit" in words:
+            await self.visit(session_id)
         await self.echo(session_id, text, words, cancelled)
         stop = acp.CANCELLED if cancelled.is_set() else acp.END_TURN
         return {"stopReason": stop, "usage": self.usage(text)}
@@ -277,6 +289,61 @@ class DemoAgent:
             return acp.CANCELLED
         return None
 
+    async def ask(self, session_id: str) -> None:
+        """A form: the answer is said back (`excited`: with "!")."""
+        if self.elicitation.get("form") is None:
+            self.chunk(session_id, "(Your client cannot answer questions.) ")
+            return
+        answer = await self.call_client(
+            acp.ELICITATION_CREATE,
+            {
+                "sessionId": session_id,
+                "mode": "form",
+                "message": "What should the demo call you?",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "title": "Your name", "minLength": 1},
+                        "excited": {"type": "boolean", "title": "Excited?", "default": False},
+                    },
+                    "required": ["name"],
+                },
+            },
+        )
+        result = _object(answer.get("result"))
+        content = _object(result.get("content"))
+        if result.get("action") == "accept" and isinstance(content.get("name"), str):
+            mark = "!" if content.get("excited") is True else "."
+            self.chunk(session_id, f"Hello, {content['name']}{mark} ")
+        else:
+            self.chunk(session_id, f"(No name: {result.get('action', 'no answer')}.) ")
+
+    async def visit(self, session_id: str) -> None:
+        """A URL to open; on accept, elicitation/complete at once (the demo's page is
+        imaginary: nothing is there to wait for)."""
+        if self.elicitation.get("url") is None:
+            self.chunk(session_id, "(Your client cannot open addresses.) ")
+            return
+        elicitation_id = f"demo-visit-{uuid.uuid4().hex[:8]}"
+        answer = await self.call_client(
+            acp.ELICITATION_CREATE,
+            {
+                "sessionId": session_id,
+                "mode": "url",
+                "message": "Open the demo's page to go on.",
+                "elicitationId": elicitation_id,
+                "url": "https://example.com/acpctl-demo",
+            },
+        )
+        result = _object(answer.get("result"))
+        if result.get("action") == "accept":
+            self.out.send(
+                jsonrpc.notification(acp.ELICITATION_COMPLETE, {"elicitationId": elicitation_id})
+            )
+            self.chunk(session_id, "Thanks for visiting. ")
+        else:
+            self.chunk(session_id, f"(Not visited: {result.get('action', 'no answer')}.) ")
+
     # -- dispatch ---------------------------------------------------------------------
 
     async def handle(self, message: Any) -> None:
@@ -321,6 +388,10 @@ class DemoAgent:
 
     async def ping(self, params: JsonObject) -> JsonObject:
         return {}
+
+
+def _object(value: Any) -> JsonObject:
+    return value if isinstance(value, dict) else {}
 
 
 def _prompt_text(blocks: Any) -> str:

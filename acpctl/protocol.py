@@ -97,6 +97,20 @@ HOST_STOPPING = "_acpctl/stopping"
 # drops, {"state": "up", "after": seconds, "how"} when it is back.
 LINK_STATE = "_acpctl/link"
 LINK_STATE_META = "acpctl/linkState"
+# A person's answers, recorded in a session's history (who asked what, who answered how):
+# a replay sends each as {"sessionId", "event"} (the stored event: permission,
+# permission_outcome, elicitation, elicitation_outcome) to a client that asked with
+# `_meta: {"acpctl/recorded": true}` in its initialize's clientCapabilities (acpctl's own
+# terminal client does).
+RECORDED = "_acpctl/recorded"
+RECORDED_META = "acpctl/recorded"
+RECORDED_EVENTS = frozenset(
+    {"permission", "permission_outcome", "elicitation", "elicitation_outcome"}
+)
+# To a session's other clients when one answers the agent's elicitation: {"sessionId",
+# "elicitationId"?, "toolCallId"?, "action", "resolvedBy"} (as permission_resolved says it
+# of a permission; the attach proposal has no update kind for elicitations).
+ELICITATION_RESOLVED = "_acpctl/elicitation_resolved"
 # The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new
 # token, and the connections that came in with the old one are ended.
 HOST_ROTATE_TOKEN = "_acpctl/rotate_token"
@@ -405,8 +419,10 @@ METHODS: dict[str, Method] = {
     TERMINAL_RELEASE: Method("agent", Handling.RELAYED, "the editor's terminals", _SESSION),
     ELICITATION_CREATE: Method(
         "agent",
-        Handling.RELAYED,
-        "the editor asks the user; a request-scoped one names the editor's request",
+        Handling.ADJUSTED,
+        "the editor asks the user; a request-scoped one names the editor's request; a "
+        "session's is recorded with its answer and who gave it, and settled as cancel when "
+        "the turn is cancelled",
         session_ids=_SESSION,
         request_ids=("requestId",),
     ),

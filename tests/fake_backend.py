@@ -230,7 +230,10 @@ class Harness:
         root: Path,
         agent: FakeAgent | None = None,
         history: bool = True,
+        shared: bool = False,
     ) -> None:
+        """`shared`: as the session host's connection, which several clients join
+        (`another`)."""
         self.agent = agent or FakeAgent()
         server_end, editor_end = memory_pair()
         self.editor = EditorSide(editor_end)
@@ -242,11 +245,29 @@ class Harness:
             Recorder(self.store, "fake", ["fake-agent"], log, history),
             log,
             silence_s=SILENCE_WARNING_S,
+            shared=shared,
         )
         self.server = AcpServer(self.conn)
         self.client = Client(server_end)
         self.endpoint = self.server.join(self.client)
         self.ids: Iterator[int] = itertools.count(1)
+
+    def another(self, may_control: bool = True) -> Harness:
+        """A second client of the same connection, as a Harness of its own (its `editor`
+        what it was sent, its `send` and `request` its own)."""
+        other = object.__new__(Harness)
+        server_end, editor_end = memory_pair()
+        other.agent, other.store, other.conn, other.server = (
+            self.agent,
+            self.store,
+            self.conn,
+            self.server,
+        )
+        other.editor = EditorSide(editor_end)
+        other.client = Client(server_end, may_control=may_control)
+        other.endpoint = self.server.join(other.client)
+        other.ids = itertools.count(1000)
+        return other
 
     def send(self, message: Any) -> None:
         self.endpoint.dispatch(message)

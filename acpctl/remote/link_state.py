@@ -445,6 +445,8 @@ class LinkState:
             self._asked(message)
         elif method == acp.CANCEL_REQUEST:
             self._cancelled(message)
+        elif method == acp.RECORDED and self._reloading(message):
+            pass  # the editor had the session's recorded answers before the link dropped
         elif method != acp.SESSION_UPDATE or not self._skip_replayed(message, as_sent):
             raw = as_sent.encode() if as_sent is not None else None  # the agent's own bytes
             if self.history is not None:
@@ -538,6 +540,13 @@ class LinkState:
                 del self._asks[key]
                 self._to_editor({**message, "params": {**params, "requestId": ask.editor_id}})
                 return
+
+    def _reloading(self, message: dict[str, Any]) -> bool:
+        """Whether the message is about a session whose reload's replay is under way."""
+        params = message.get("params")
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        session = self.sessions.get(str(session_id))
+        return session is not None and session.replaying is not None
 
     def _skip_replayed(self, message: dict[str, Any], text: str | None) -> bool:
         params = message.get("params")

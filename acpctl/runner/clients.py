@@ -38,6 +38,8 @@ class Client:
     # acpctl's link (remote/link.py), which asked in its `_acpctl/connect`: its load and
     # attach answers say how many stored updates the replay covered (REPLAYED_META).
     link: bool = False
+    # It asked for the person's recorded answers in replays (acp.RECORDED_META).
+    wants_recorded: bool = False
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))

@@ -139,6 +139,8 @@ class FromAgent:
             record.heard = time.monotonic()  # a question is not silence
             if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
                 self.conn.recorder.permission(record, params)
+            elif method == acp.ELICITATION_CREATE and isinstance(params, dict):
+                self.conn.recorder.elicitation(record, params)
         request = ReverseRequest(message["id"], generation, record, method)
         editor_id = self.conn.ids.to_editor(request)
         forwarded = {**message, "id": editor_id}

@@ -263,13 +263,14 @@ class SessionLifecycle:
         replayed = None
         if replay:
             recorded = served.wants_recorded(params)
+            store, out, answers = self.conn.store, client.channel, client.wants_recorded
             if live is None:
-                replayed = await served.replay(self.conn.store, record.id, client.channel, recorded)
+                replayed = await served.replay(store, record.id, out, recorded, answers)
             else:
                 # The session is live: its history up to now goes out in this turn of the
                 # event loop, so that no update falls between the replay and the live ones.
                 self.conn.recorder.batch_end()
-                replayed = served.replay_now(self.conn.store, record.id, client.channel, recorded)
+                replayed = served.replay_now(store, record.id, out, recorded, answers)
         others = [c.label(r) for c, r in record.clients.items() if c is not client]
         record.clients[client] = role
         if role == acp.CONTROLLER:

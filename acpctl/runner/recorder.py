@@ -49,6 +49,10 @@ from acpctl.store.sessions import (
 COMMIT_DELAY_S = 0.5
 
 
+# What a recorded elicitation keeps of elicitation/create's params.
+ELICITATION_KEYS = ("mode", "message", "requestedSchema", "url", "elicitationId", "toolCallId")
+
+
 class Recorder:
     def __init__(
         self,
@@ -182,13 +186,38 @@ class Recorder:
         record.writer.event("permission", options=options, toolCall=tool_call)
         self._dirty[record.id] = record.writer
 
-    def permission_outcome(self, record: SessionRecord, response: JsonObject) -> None:
-        """How the editor answered it (or that it was cancelled)."""
+    def permission_outcome(
+        self, record: SessionRecord, response: JsonObject, by: JsonObject | None
+    ) -> None:
+        """How the editor answered it (or that it was cancelled), and which client did
+        (`by`: its label, Client.label; None: acpctl settled it, at a cancel)."""
         result = response.get("result")
         outcome = result.get("outcome") if isinstance(result, dict) else None
         if not isinstance(outcome, dict):
             outcome = {"outcome": "error"}
-        record.writer.event("permission_outcome", outcome=outcome)
+        who = {"resolvedBy": by} if by is not None else {}
+        record.writer.event("permission_outcome", outcome=outcome, **who)
+        self._dirty[record.id] = record.writer
+
+    def elicitation(self, record: SessionRecord, params: JsonObject) -> None:
+        """The agent asked the person a question (elicitation/create): its message, and
+        the form or the URL, as the agent sent them."""
+        asked = {key: params[key] for key in ELICITATION_KEYS if key in params}
+        record.writer.event("elicitation", **asked)
+        self._dirty[record.id] = record.writer
+
+    def elicitation_outcome(
+        self, record: SessionRecord, response: JsonObject, by: JsonObject | None
+    ) -> None:
+        """How the question was answered (accept with its content, decline, cancel), and
+        by which client (None: acpctl settled it, at a cancel); an error answer is
+        recorded as the action "error"."""
+        result = response.get("result")
+        answer: JsonObject = {"action": "error"}
+        if isinstance(result, dict) and isinstance(result.get("action"), str):
+            answer = {key: result[key] for key in ("action", "content") if key in result}
+        who = {"resolvedBy": by} if by is not None else {}
+        record.writer.event("elicitation_outcome", **answer, **who)
         self._dirty[record.id] = record.writer
 
     def batch_end(self) -> None:

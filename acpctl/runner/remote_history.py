@@ -6,9 +6,10 @@ remote host keeps its own copy, which is the one `session/list` through the link
 Recorded: a session when the remote answers its session/new (or a load, resume or fork of
 one this machine has not recorded: from then on); the user's prompt; the agent's updates as
 their bytes, except a replay the editor asked for (a load: history this machine has, or has
-not, but did not see live); the turn's end; the agent's permission requests and how they
-were answered. A link to a host that records in this machine's own store (its initialize
-says which) records nothing: the host's copy is this one."""
+not, but did not see live); the turn's end; the agent's permission requests and questions
+(elicitations) and how the editor answered them. A link to a host that records in this
+machine's own store (its initialize says which) records nothing: the host's copy is this
+one."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from acpctl.runner.session import SessionRecord
 from acpctl.store.sessions import CorruptSession, SessionStore, valid_session_id
 
 OPENING = frozenset({acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK})
+QUESTIONS = frozenset({acp.REQUEST_PERMISSION, acp.ELICITATION_CREATE})
 
 
 class RemoteHistory:
@@ -33,8 +35,11 @@ class RemoteHistory:
         self.records: dict[str, SessionRecord] = {}
         self.loading: set[str] = set()  # sessions whose load's replay is under way
         self.prompts: dict[Any, str] = {}  # the editor's prompt request id -> its session
-        self.asked: dict[Any, str] = {}  # a permission request's id (editor's) -> its session
+        # A question's id (the editor's) -> its method and session: a permission's or an
+        # elicitation's, whose answer is recorded.
+        self.asked: dict[Any, tuple[str, str]] = {}
         self.recording = True  # False: the remote host records in this very store
+        self.editor: JsonObject = {"name": "editor"}  # who answers, as its initialize says
 
     # -- from the editor ------------------------------------------------------------
 
@@ -43,6 +48,13 @@ class RemoteHistory:
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         method, session = message.get("method"), params.get("sessionId")
+        info = params.get("clientInfo")
+        if (
+            method == acp.INITIALIZE
+            and isinstance(info, dict)
+            and isinstance(info.get("name"), str)
+        ):
+            self.editor = {"name": info["name"]}
         if method == acp.SESSION_LOAD and isinstance(session, str):
             self.loading.add(session)
         elif method == acp.SESSION_PROMPT and session in self.records:
@@ -52,12 +64,17 @@ class RemoteHistory:
             self.prompts[jsonrpc.id_key(message["id"])] = record.id
 
     def answered_agent(self, answer: JsonObject) -> None:
-        """The editor's answer to a request of the agent's (a permission)."""
+        """The editor's answer to a request of the agent's (a permission, a question)."""
         with_key = jsonrpc.id_key(answer.get("id")) if jsonrpc.is_id(answer.get("id")) else None
-        session = self.asked.pop(with_key, None)
-        if session in self.records:
-            self.recorder.permission_outcome(self.records[str(session)], answer)
-            self.recorder.batch_end()
+        method, session = self.asked.pop(with_key, (None, None))
+        if session not in self.records:
+            return
+        record = self.records[str(session)]
+        if method == acp.REQUEST_PERMISSION:
+            self.recorder.permission_outcome(record, answer, self.editor)
+        else:
+            self.recorder.elicitation_outcome(record, answer, self.editor)
+        self.recorder.batch_end()
 
     # -- from the remote --------------------------------------------------------------
 
@@ -105,9 +122,13 @@ class RemoteHistory:
         """A request of the agent's, as the editor is asked it (its id the editor's)."""
         params = message.get("params")
         session = params.get("sessionId") if isinstance(params, dict) else None
-        if message.get("method") == acp.REQUEST_PERMISSION and session in self.records:
-            self.recorder.permission(self.records[str(session)], params)  # type: ignore[arg-type]
-            self.asked[jsonrpc.id_key(message["id"])] = str(session)
+        method = message.get("method")
+        if method in QUESTIONS and session in self.records and isinstance(params, dict):
+            if method == acp.REQUEST_PERMISSION:
+                self.recorder.permission(self.records[str(session)], params)
+            else:
+                self.recorder.elicitation(self.records[str(session)], params)
+            self.asked[jsonrpc.id_key(message["id"])] = (str(method), str(session))
 
     async def close(self) -> None:
         for record in list(self.records.values()):

@@ -20,13 +20,18 @@ REPLAY_DRAIN_EVERY = 512
 
 
 async def replay(
-    store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
+    store: SessionStore,
+    session_id: str,
+    out: Channel,
+    as_recorded: bool = False,
+    answers: bool = False,
 ) -> int:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read. Stored agent notifications go
     out as their own bytes; `as_recorded`: every one as it came, else as the agent would
-    replay them (_replayed). How many stored updates it covered (REPLAYED_META)."""
-    items = _Counted(store.replay_items(session_id))
+    replay them (_replayed). `answers`: the person's recorded answers too, in their place
+    (acp.RECORDED). How many stored updates it covered (REPLAYED_META)."""
+    items = _Counted(store.replay_items(session_id, _events(answers)))
     for sent, line in enumerate(_lines(items, session_id, as_recorded), 1):
         out.write(line)
         if sent == 1 or sent % REPLAY_DRAIN_EVERY == 0:  # the first at once
@@ -36,10 +41,14 @@ async def replay(
 
 
 def replay_now(
-    store: SessionStore, session_id: str, out: Channel, as_recorded: bool = False
+    store: SessionStore,
+    session_id: str,
+    out: Channel,
+    as_recorded: bool = False,
+    answers: bool = False,
 ) -> int:
     """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
-    items = _Counted(store.replay_items(session_id))
+    items = _Counted(store.replay_items(session_id, _events(answers)))
     for line in _lines(items, session_id, as_recorded):
         out.write(line)
     return items.count
@@ -63,12 +72,18 @@ def wants_recorded(params: JsonObject) -> bool:
     return isinstance(meta, dict) and meta.get(acp.REPLAY_META) == acp.REPLAY_AS_RECORDED
 
 
-Item = tuple[JsonObject, JsonObject, bytes]
+def _events(answers: bool) -> frozenset[str]:
+    return acp.RECORDED_EVENTS if answers else frozenset()
+
+
+# (update, event, line); the update None: a recorded answer (acp.RECORDED).
+Item = tuple[JsonObject | None, JsonObject, bytes]
 
 
 class _Counted:
     """The stored updates a replay reads, counted: a joined replay sends fewer lines than
-    it covers, and acpctl's link needs the count to leave a reload's first ones out."""
+    it covers, and acpctl's link needs the count to leave a reload's first ones out. The
+    recorded answers are not counted: they are no update."""
 
     def __init__(self, items: Iterator[Item]) -> None:
         self._items = items
@@ -76,14 +91,27 @@ class _Counted:
 
     def __iter__(self) -> Iterator[Item]:
         for item in self._items:
-            self.count += 1
+            if item[0] is not None:
+                self.count += 1
             yield item
 
 
 def _lines(items: _Counted, session_id: str, as_recorded: bool) -> Iterator[bytes]:
     if not as_recorded:
         return _replayed(items, session_id)
-    return (_line(StoredUpdate(*item, session_id), session_id) for item in items)
+    return (
+        _line(StoredUpdate(update, event, line, session_id), session_id)
+        if update is not None
+        else recorded_line(session_id, event)
+        for update, event, line in items
+    )
+
+
+def recorded_line(session_id: str, event: JsonObject) -> bytes:
+    """A recorded answer (or question) as a replay sends it (acp.RECORDED)."""
+    return jsonrpc.encode(
+        jsonrpc.notification(acp.RECORDED, {"sessionId": session_id, "event": event})
+    )
 
 
 # What a replay leaves out or moves (issue 32, 9): the load's answer says the mode and the
@@ -102,6 +130,12 @@ def _replayed(items: _Counted, session_id: str) -> Iterator[bytes]:
     texts: list[str] = []  # the texts of its run, to be joined
     newest: dict[str, StoredUpdate] = {}
     for update, event, line in items:
+        if update is None:
+            if first is not None:
+                yield _joined(first, texts, session_id)
+                first, texts = None, []
+            yield recorded_line(session_id, event)
+            continue
         kind = update.get("sessionUpdate")
         if kind in STATE_NOW:
             continue

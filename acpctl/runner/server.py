@@ -202,9 +202,14 @@ class AcpServer:
             return
         self.conn.ids.settle(message.get("id"), message)
         record = request.session
-        if request.method == acp.REQUEST_PERMISSION and record is not None:
-            self.conn.recorder.permission_outcome(record, message)
-            self._tell_resolved(record, request.message, message, client)
+        if record is not None:
+            by = client.label(record.clients.get(client))
+            if request.method == acp.REQUEST_PERMISSION:
+                self.conn.recorder.permission_outcome(record, message, by)
+                self._tell_resolved(record, request.message, message, client)
+            elif request.method == acp.ELICITATION_CREATE:
+                self.conn.recorder.elicitation_outcome(record, message, by)
+                self._tell_answered(record, request.message, message, client)
         if request.generation == self.conn.backend.generation:  # else the agent that asked died
             self.conn.backend.send({**message, "id": request.agent_id})
         request.withdraw(message.get("id"), [c for c in request.asked if c is not client])
@@ -228,6 +233,27 @@ class AcpServer:
         tell(
             [client for client in record.clients if client is not by and client.knows_attach],
             jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
+        )
+
+    def _tell_answered(
+        self, record: SessionRecord, asked: JsonObject, answer: JsonObject, by: Client
+    ) -> None:
+        """The session's other clients learn who answered the agent's question, and how
+        (ELICITATION_RESOLVED, an extension notification: a client that does not know it
+        ignores it; the content of the answer stays with the agent and the history)."""
+        params = asked.get("params")
+        params = params if isinstance(params, dict) else {}
+        result = answer.get("result")
+        action = result.get("action") if isinstance(result, dict) else None
+        told: JsonObject = {"sessionId": record.id}
+        for key in ("elicitationId", "toolCallId"):
+            if params.get(key) is not None:
+                told[key] = params[key]
+        told["action"] = action if isinstance(action, str) else "error"
+        told["resolvedBy"] = by.label(record.clients.get(by))
+        tell(
+            [client for client in record.clients if client is not by],
+            jsonrpc.notification(acp.ELICITATION_RESOLVED, told),
         )
 
     def _relay_now(
@@ -348,6 +374,9 @@ class AcpServer:
         params = as_v1_initialize(params)
         info = params.get("clientInfo")
         client.info = info if isinstance(info, dict) else {}
+        capabilities = params.get("clientCapabilities")
+        meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
+        client.wants_recorded = isinstance(meta, dict) and meta.get(acp.RECORDED_META) is True
         handshake = self.conn.handshake
         if self.conn.shared and handshake.answer is not None:
             # The agent is initialized already (by the first client, or as a spare): the

@@ -21,6 +21,11 @@ from acpctl.runner.session import SessionRecord
 
 # How long a cancelled turn may take to end before a closing session ends it as cancelled.
 CLOSE_GRACE_S = 5.0
+# A cancelled turn's open questions, answered for the person: ACP's cancelled outcome.
+CANCELLED_ANSWER: dict[str, JsonObject] = {
+    acp.REQUEST_PERMISSION: {"outcome": {"outcome": acp.CANCELLED}},
+    acp.ELICITATION_CREATE: {"action": "cancel"},
+}
 
 
 class TurnQueue:
@@ -200,17 +205,22 @@ class Turns:
         self.queue(record).cancels += 1  # the prompts waiting their turn end as cancelled
         async with record.lock:
             self._cancel_at_agent(record, params)
-        # Permission requests of this session still open are settled as cancelled, and the
-        # editor is told to drop its dialog.
-        cancelled = jsonrpc.result(None, {"outcome": {"outcome": acp.CANCELLED}})
+        # The questions of this session still open (permissions, elicitations) are settled
+        # as cancelled, as ACP asks of a client at a cancel, and the clients asked are
+        # told to drop them.
         dialogs = conn.ids.waiting(
-            lambda request: request.session is record and request.method == acp.REQUEST_PERMISSION
+            lambda request: request.session is record and request.method in CANCELLED_ANSWER
         )
         for editor_id in dialogs:
-            request = conn.ids.settle(editor_id, cancelled)
+            request = conn.ids.pending(editor_id)
             if request is None:
                 continue
-            conn.recorder.permission_outcome(record, cancelled)
+            cancelled = jsonrpc.result(None, CANCELLED_ANSWER[request.method])
+            conn.ids.settle(editor_id, cancelled)
+            if request.method == acp.REQUEST_PERMISSION:
+                conn.recorder.permission_outcome(record, cancelled, None)
+            else:
+                conn.recorder.elicitation_outcome(record, cancelled, None)
             if request.generation == conn.backend.generation:
                 conn.backend.send({**cancelled, "id": request.agent_id})
             request.withdraw(editor_id)

@@ -696,16 +696,18 @@ class SessionStore:
         """What a session/load replays, in order: each stored update, with what it takes to
         send the agent's own line for it (StoredUpdate.raw)."""
         for update, event, line in self.replay_items(session_id):
+            assert update is not None  # no other events were asked for
             yield StoredUpdate(update, event, line, session_id)
 
     def replay_items(
-        self, session_id: str
-    ) -> Iterator[tuple[dict[str, Any], dict[str, Any], bytes]]:
+        self, session_id: str, events: frozenset[str] = frozenset()
+    ) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any], bytes]]:
         """As iter_replay, each as (update, event, line): for a replay that makes a
-        StoredUpdate of few of them (one that joins a message's fragments)."""
+        StoredUpdate of few of them (one that joins a message's fragments). `events`:
+        the other event types to yield too, in their place, with None as the update."""
         for event, line in self._iter_lines(session_id):
             update = event_update(event)
-            if update is not None:
+            if update is not None or event.get("type") in events:
                 yield update, event, line
 
     def agent_lines(self, at: StoredAt, count: int) -> Iterator[bytes]:

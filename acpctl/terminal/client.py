@@ -36,7 +36,10 @@ from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
 from acpctl.terminal.host import ClientHost
+from acpctl.terminal.questions import ask_on_terminal, elicit_on_terminal
 from acpctl.terminal.render import RENDERERS, Renderer, status
+from acpctl.terminal.screen import printable
+from acpctl.terminal.transcript import recorded_lines
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
@@ -67,6 +70,12 @@ class Options:
     through_host: bool = False  # the child goes through the session host, whatever config says
 
 
+# What the host says of the agent's questions, shown to the person (_note_of_answer).
+NOTES_OF_ANSWERS = frozenset(
+    {acp.CANCEL_REQUEST, acp.RECORDED, acp.ELICITATION_RESOLVED, acp.ELICITATION_COMPLETE}
+)
+
+
 class RelayConnection:
     """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its): the agent
     directly, or through the session host as an editor's is (its link)."""
@@ -90,6 +99,9 @@ class RelayConnection:
         self.host_stopping = False  # the host said it stops: its end is no surprise
         self.prompt_up = False  # the chat waits at its prompt (another client may be prompting)
         self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
+        # The agent's questions being asked here, by their ids: dropped when another
+        # client answers first (the host's $/cancel_request).
+        self.questions: dict[Any, asyncio.Task[Any]] = {}
 
     async def start(
         self,
@@ -176,6 +188,8 @@ class RelayConnection:
         if "id" in message:
             self.heard = time.monotonic()
             self._spawn(self._answer(message["id"], method, params))
+        elif method in NOTES_OF_ANSWERS:
+            self._note_of_answer(method, params)
         elif method == acp.SESSION_UPDATE and params.get("sessionId") == self.session_id:
             self.heard = time.monotonic()
             update = params.get("update")
@@ -190,6 +204,31 @@ class RelayConnection:
                     self.renderer.update(update)
                 except BrokenPipeError:
                     self.close_output()
+
+    def _note_of_answer(self, method: str, params: JsonObject) -> None:
+        """What is said of the agent's questions: one asked of us answered elsewhere (the
+        question is dropped), who answered one, a URL step done, a recorded answer in a
+        replay."""
+        if method == acp.CANCEL_REQUEST:
+            question = self.questions.pop(jsonrpc.id_key(params.get("requestId")), None)
+            if question is not None and not question.done():
+                question.cancel()
+                self.renderer.notice("acpctl: answered elsewhere (press Enter)")
+            return
+        if params.get("sessionId") not in (self.session_id, None):
+            return
+        if method == acp.RECORDED:
+            event = params.get("event")
+            lines = recorded_lines(event) if isinstance(event, dict) else []
+            text = "\n".join(lines)
+        elif method == acp.ELICITATION_RESOLVED:
+            by = params.get("resolvedBy")
+            name = by.get("name") if isinstance(by, dict) else None
+            text = f"  the agent's question was answered: {params.get('action')}, by {name}"
+        else:
+            text = "  the agent says the step at the address it gave is done"
+        if text:
+            self.renderer.notice(printable(text))
 
     def _clear_of_the_prompt(self) -> None:
         """Another client's turn streams while the chat waits at its prompt: the prompt
@@ -272,15 +311,23 @@ class RelayConnection:
             self.turn.abandon.set()
 
     async def _answer(self, msg_id: Any, method: str, params: JsonObject) -> None:
-        spinner = self.renderer.status if method == acp.REQUEST_PERMISSION else None
+        asking = method in (acp.REQUEST_PERMISSION, acp.ELICITATION_CREATE)
+        spinner = self.renderer.status if asking else None
         if spinner is not None:  # a question on the terminal: no status line over it
             spinner.hide()
             spinner.paused = True
+        task = asyncio.current_task()
+        if asking and task is not None:  # another client may answer it first
+            self.questions[jsonrpc.id_key(msg_id)] = task
         try:
             self.peer.send(jsonrpc.result(msg_id, await self.host.handle(method, params)))
         except RpcError as exc:
             self.peer.send(jsonrpc.error_response(msg_id, exc))
+        except asyncio.CancelledError:
+            if self.closing:
+                raise  # else: answered elsewhere, and nothing is sent
         finally:
+            self.questions.pop(jsonrpc.id_key(msg_id), None)
             if spinner is not None:
                 spinner.paused = False
                 spinner.quiet_since = time.monotonic()
@@ -300,39 +347,6 @@ class RelayConnection:
             await self.process.wait()
         for task in list(self.tasks):
             task.cancel()
-
-
-async def ask_on_terminal(params: JsonObject) -> str | None:
-    """Ask the person at the terminal; returns the chosen optionId (None: cancel)."""
-    options = [o for o in params.get("options") or [] if isinstance(o, dict)]
-    tool = params.get("toolCall") or {}
-    print(
-        f"\nThe agent asks permission: {tool.get('title') or tool.get('kind') or 'a tool call'}",
-        file=sys.stderr,
-    )
-    for index, option in enumerate(options, 1):
-        print(f"  {index}) {option.get('name')} [{option.get('kind')}]", file=sys.stderr)
-    loop = asyncio.get_running_loop()
-    while True:
-        answer = await loop.run_in_executor(None, _read_choice)
-        if answer is None:
-            return None
-        if answer.strip().isdigit() and 1 <= int(answer) <= len(options):
-            return str(options[int(answer) - 1]["optionId"])
-        print(f"  type a number from 1 to {len(options)}", file=sys.stderr)
-
-
-def _read_choice() -> str | None:
-    """One line typed at the terminal (None at its end). The prompt goes to the terminal
-    that stdin is, never to stdout: stdout carries the transcript, often into a file."""
-    try:
-        with open(os.ttyname(sys.stdin.fileno()), "w") as tty:
-            tty.write("choice> ")
-    except OSError:
-        sys.stderr.write("choice> ")
-        sys.stderr.flush()
-    line = sys.stdin.readline()
-    return line or None
 
 
 def _prompt_blocks(text: str, piped: str | None) -> list[JsonObject]:
@@ -491,7 +505,8 @@ async def run_terminal(
     policy = options.policy
     if policy == "ask" and not sys.stdin.isatty():
         policy = "approve-reads"
-    host = ClientHost([options.cwd], policy, ask_on_terminal, sandbox)
+    elicit = elicit_on_terminal if sys.stdin.isatty() else None
+    host = ClientHost([options.cwd], policy, ask_on_terminal, sandbox, elicit)
     conn = RelayConnection(host, renderer)
     loop = asyncio.get_running_loop()
 
@@ -706,7 +721,7 @@ def attach(meta: SessionMeta, observe: bool, format: str) -> int:
 
 async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: float) -> int:
     renderer = RENDERERS[format]()
-    host = ClientHost([meta.cwd], "ask", ask_on_terminal)
+    host = ClientHost([meta.cwd], "ask", ask_on_terminal, elicit=elicit_on_terminal)
     conn = RelayConnection(host, renderer)
     conn.session_id = meta.id  # the replay that answers the attach is ours to show
     # Through the host as an editor's `run --acp` goes (one started when none runs, which

@@ -25,6 +25,8 @@ READ_KINDS = {"read", "search", "think", "fetch"}
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 
 Asker = Callable[[JsonObject], Awaitable[str | None]]  # -> optionId, or None to cancel
+# elicitation/create's params -> its result (terminal/forms.py)
+Elicitor = Callable[[JsonObject], Awaitable[JsonObject]]
 
 
 @dataclass
@@ -55,27 +57,36 @@ class ClientHost:
         policy: str,
         ask: Asker | None = None,
         sandbox: Policy | None = None,
+        elicit: Elicitor | None = None,
     ) -> None:
+        """`elicit`: who answers the agent's questions (forms, URLs); None: there is no
+        one to ask, and the client does not say it can."""
         self.roots = [Path(r).resolve() for r in roots]
         self.sandbox = sandbox  # the agent's: its terminal commands run in it too
         self.policy = policy
         self.ask = ask
+        self.elicit = elicit
         self.always_allowed: set[str] = set()  # tool kinds allowed for the session
         self.denied = 0  # tool calls denied this turn
         self.terminals: dict[str, Terminal] = {}
         self._ids = itertools.count(1)
 
     def capabilities(self) -> JsonObject:
-        return {
+        capabilities: JsonObject = {
             "fs": {"readTextFile": True, "writeTextFile": True},
             "terminal": True,
-            # a remote agent's link says when it drops and comes back (the status line)
-            "_meta": {acp.LINK_STATE_META: True},
+            # a remote agent's link says when it drops and comes back (the status line);
+            # a replay brings who answered the agent's questions (sessions attach shows it)
+            "_meta": {acp.LINK_STATE_META: True, acp.RECORDED_META: True},
         }
+        if self.elicit is not None:
+            capabilities["elicitation"] = {"form": {}, "url": {}}
+        return capabilities
 
     async def handle(self, method: str, params: JsonObject) -> Any:
         handlers: dict[str, Callable[[JsonObject], Awaitable[Any]]] = {
             acp.REQUEST_PERMISSION: self.request_permission,
+            acp.ELICITATION_CREATE: self.create_elicitation,
             acp.FS_READ_TEXT_FILE: self.read_text_file,
             acp.FS_WRITE_TEXT_FILE: self.write_text_file,
             acp.TERMINAL_CREATE: self.terminal_create,
@@ -127,6 +138,13 @@ class ClientHost:
         ):
             self.denied += 1
         return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+    async def create_elicitation(self, params: JsonObject) -> JsonObject:
+        """The agent's question, for the person; cancelled when there is no one to ask (an
+        agent should not ask then: the capability was not offered)."""
+        if self.elicit is None:
+            return {"action": "cancel"}
+        return await self.elicit(params)
 
     def denied_note(self) -> str:
         """Why the run ends with exit 5: who denied, and which flag allows."""

@@ -183,10 +183,35 @@ class _Page:
             f"({_e(choices)})</div>"
         )
 
+    def elicitation(self, event: dict[str, Any]) -> None:
+        """The agent's question: its message, and the form's fields or the URL (as text,
+        never a link: the agent chose it)."""
+        self.flush()
+        detail = ""
+        if event.get("mode") == "url":
+            detail = f" at {_e(event.get('url'))}"
+        schema = event.get("requestedSchema")
+        fields = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(fields, dict) and fields:
+            detail += f" (form: {_e(', '.join(map(str, fields)))})"
+        self.parts.append(
+            f'<div class="ask">The agent asks: {_e(event.get("message") or "")}{detail}</div>'
+        )
+
     def outcome(self, event: dict[str, Any]) -> None:
-        outcome = event.get("outcome") or {}
-        answer = outcome.get("optionId") or outcome.get("outcome")
-        self.parts.append(f'<div class="ask">Answered: {_e(answer)}</div>')
+        """How a permission or a question was answered, and by whom."""
+        if event.get("type") == "elicitation_outcome":
+            answer = str(event.get("action"))
+            content = event.get("content")
+            if isinstance(content, dict) and content:
+                answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
+        else:
+            outcome = event.get("outcome") or {}
+            answer = str(outcome.get("optionId") or outcome.get("outcome"))
+        by = event.get("resolvedBy")
+        name = by.get("name") if isinstance(by, dict) else None
+        who = f", by {_e(name)}" if name else ""
+        self.parts.append(f'<div class="ask">Answered: {_e(answer)}{who}</div>')
 
 
 def _tool(tool: dict[str, Any]) -> str:
@@ -224,7 +249,9 @@ def export_html(store: SessionStore, meta: SessionMeta) -> Iterator[str]:
             page.end_turn(event)
         elif kind == "permission":
             page.permission(event)
-        elif kind == "permission_outcome":
+        elif kind == "elicitation":
+            page.elicitation(event)
+        elif kind in ("permission_outcome", "elicitation_outcome"):
             page.outcome(event)
         elif kind == "fork":
             page.flush()

@@ -190,6 +190,11 @@ class Renderer:
                 mark = STATUS_MARK.get(str(entry.get("status")), "○")
                 self.write(f"  {mark} {printable(str(entry.get('content', '')))}\n")
             self.last_kind = None
+        elif kind == acp.PERMISSION_RESOLVED:  # another client answered, in a shared session
+            by = update.get("resolvedBy")
+            name = by.get("name") if isinstance(by, dict) else None
+            chosen = update.get("chosenOptionId") or "cancelled"
+            self.notice(printable(f"  permission answered: {chosen}, by {name}"))
         elif kind == acp.USER_MESSAGE_CHUNK:
             if self.last_kind == kind:
                 self.write("\n")  # one line per content block of the prompt

@@ -8,13 +8,14 @@ from typing import Any, TextIO
 from acpctl import protocol as acp
 from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
 from acpctl.terminal.render import DIM, YELLOW, Renderer, content_text, diff_lines
+from acpctl.terminal.screen import printable
 from acpctl.terminal.status_line import context_fill
 
 
 class EventView:
     """Stored events as the terminal shows them, for `sessions show` and `sessions watch`:
-    updates as `acpctl run` renders them, permission requests and their answers, turn
-    ends."""
+    updates as `acpctl run` renders them, the agent's questions (permissions,
+    elicitations) and their answers, turn ends."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -23,7 +24,8 @@ class EventView:
 
     def header(self, meta: SessionMeta) -> None:
         label = meta.name or meta.title or "(untitled)"
-        self.out.write(self.renderer.style(f"{label} - {meta.agent} - {meta.cwd}", DIM) + "\n\n")
+        header = printable(f"{label} - {meta.agent} - {meta.cwd}")
+        self.out.write(self.renderer.style(header, DIM) + "\n\n")
 
     def show(self, event: dict[str, Any]) -> None:
         update = event_update(event)
@@ -38,17 +40,53 @@ class EventView:
             detail = event.get("stopReason") or f"error: {event.get('message')}"
             fill = f" · {self.fill}" if self.fill else ""
             self.out.write(style(f"[{detail}]{fill}", DIM) + "\n\n")
-        elif kind == "permission":
-            self.renderer.finish(None)
-            tool = event.get("toolCall") or {}
-            choices = ", ".join(str(o.get("name")) for o in event.get("options") or [])
-            asked = f"? permission asked: {tool.get('title') or 'a tool call'} ({choices})"
-            self.out.write(style(asked, YELLOW) + "\n")
-        elif kind == "permission_outcome":
-            outcome = event.get("outcome") or {}
-            answer = outcome.get("optionId") or outcome.get("outcome")
-            self.out.write(style(f"  answered: {answer}", YELLOW) + "\n")
+        elif kind in acp.RECORDED_EVENTS:
+            if kind in QUESTIONS:
+                self.renderer.finish(None)
+            for line in recorded_lines(event):
+                self.out.write(style(line, YELLOW) + "\n")
         self.out.flush()
+
+
+QUESTIONS = ("permission", "elicitation")
+
+
+def recorded_lines(event: dict[str, Any]) -> list[str]:
+    """A recorded question of the agent's (a permission, an elicitation) or its answer,
+    as plain lines a terminal may show (the agent's text made printable)."""
+    kind = event.get("type")
+    if kind == "permission":
+        tool = _dict(event.get("toolCall"))
+        choices = ", ".join(str(o.get("name")) for o in _dicts(event.get("options")))
+        return [printable(f"? permission asked: {tool.get('title') or 'a tool call'} ({choices})")]
+    if kind == "elicitation":
+        lines = [f"? the agent asks: {event.get('message') or '(no message)'}"]
+        if event.get("mode") == "url":
+            lines.append(f"  at {event.get('url')}")
+        fields = _dict(_dict(event.get("requestedSchema")).get("properties"))
+        if fields:
+            lines.append("  form: " + ", ".join(map(str, fields)))
+        return [printable(line) for line in lines]
+    if kind == "permission_outcome":
+        outcome = _dict(event.get("outcome"))
+        answer = str(outcome.get("optionId") or outcome.get("outcome"))
+    elif kind == "elicitation_outcome":
+        answer = str(event.get("action"))
+        content = _dict(event.get("content"))
+        if content:
+            answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
+    else:
+        return []
+    by = _dict(event.get("resolvedBy")).get("name")
+    return [printable(f"  answered: {answer}" + (f", by {by}" if by else ""))]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def write_terminal(store: SessionStore, meta: SessionMeta, out: TextIO) -> None:

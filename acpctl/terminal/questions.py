@@ -1,0 +1,57 @@
+"""The agent's questions asked of the person at the terminal: a permission (a numbered
+choice of the agent's options) and an elicitation (a form or a URL, terminal/forms.py).
+Questions go to the terminal that stdin is, never to stdout: stdout carries the
+transcript, often into a file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from acpctl.jsonrpc import JsonObject
+from acpctl.terminal import forms
+from acpctl.terminal.screen import printable
+
+
+async def ask_on_terminal(params: JsonObject) -> str | None:
+    """Ask the person at the terminal; returns the chosen optionId (None: cancel)."""
+    options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+    tool = params.get("toolCall") or {}
+    title = printable(str(tool.get("title") or tool.get("kind") or "a tool call"))
+    say(f"\nThe agent asks permission: {title}")
+    for index, option in enumerate(options, 1):
+        name, kind = (printable(str(option.get(key))) for key in ("name", "kind"))
+        say(f"  {index}) {name} [{kind}]")
+    while True:
+        answer = await read_line("choice> ")
+        if answer is None:
+            return None
+        if answer.strip().isdigit() and 1 <= int(answer) <= len(options):
+            return str(options[int(answer) - 1]["optionId"])
+        say(f"  type a number from 1 to {len(options)}")
+
+
+async def elicit_on_terminal(params: JsonObject) -> JsonObject:
+    """The agent's question (elicitation/create) answered at the terminal."""
+    return await forms.answer(params, read_line, say)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+async def read_line(prompt: str) -> str | None:
+    """One line typed at the terminal after `prompt` (None at its end)."""
+    return await asyncio.get_running_loop().run_in_executor(None, _read_line, prompt)
+
+
+def _read_line(prompt: str) -> str | None:
+    try:
+        with open(os.ttyname(sys.stdin.fileno()), "w") as tty:
+            tty.write(prompt)
+    except OSError:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+    line = sys.stdin.readline()
+    return line or None

@@ -1,0 +1,294 @@
+"""Issue 43, 1 to 3: the agent's questions (permissions and elicitations) with several
+clients on one session, in process: every controller is asked, however it joined; the
+first answer wins and is recorded with who gave it; the others are told; a replay brings
+the recorded answers to a client that asked for them; a cancel settles them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpctl import jsonrpc
+from acpctl import protocol as acp
+from acpctl.jsonrpc import JsonObject
+from tests.fake_backend import FakeAgent, Harness
+
+Scenario = Callable[[Harness], Awaitable[None]]
+
+FORM: JsonObject = {
+    "mode": "form",
+    "message": "What should the demo call you?",
+    "requestedSchema": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+}
+WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}}
+
+
+def run(tmp_path: Path, scenario: Scenario, agent: FakeAgent | None = None) -> Harness:
+    harness: Harness | None = None
+
+    async def main() -> None:
+        nonlocal harness
+        harness = Harness(tmp_path / "sessions", agent, shared=True)
+        await asyncio.wait_for(scenario(harness), 10)
+
+    asyncio.run(main())
+    assert harness is not None
+    return harness
+
+
+async def initialized(h: Harness, name: str, capabilities: JsonObject | None = None) -> None:
+    await h.result(
+        acp.INITIALIZE,
+        {
+            "protocolVersion": 1,
+            "clientInfo": {"name": name, "version": "1"},
+            "clientCapabilities": capabilities or {},
+        },
+    )
+
+
+def recorded(h: Harness, session_id: str, *kinds: str) -> list[dict[str, Any]]:
+    h.conn.recorder.batch_end()
+    return [e for e in h.store.iter_events(session_id) if e.get("type") in kinds]
+
+
+def test_an_elicitation_goes_to_every_controller_and_the_first_answer_wins(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        phone = h.another()
+        await initialized(phone, "phone")
+        await phone.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+        watcher = h.another(may_control=False)
+        await initialized(watcher, "watcher")
+        await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid, "role": acp.OBSERVER})
+
+        answered = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked_zed = await h.editor.request(acp.ELICITATION_CREATE)
+        asked_phone = await phone.editor.request(acp.ELICITATION_CREATE)
+        assert asked_zed["params"] == asked_phone["params"] == {"sessionId": sid, **FORM}
+        phone.send(
+            jsonrpc.result(asked_phone["id"], {"action": "accept", "content": {"name": "Ada"}})
+        )
+        assert (await answered)["result"] == {"action": "accept", "content": {"name": "Ada"}}
+        # The others are told who answered, and how; the dialog of the one asked closes.
+        await h.editor.settled()
+        told = h.editor.notifications(acp.ELICITATION_RESOLVED)
+        assert [n["params"] for n in told] == [
+            {
+                "sessionId": sid,
+                "action": "accept",
+                "resolvedBy": {"name": "phone", "version": "1", "role": acp.CONTROLLER},
+            }
+        ]
+        assert [n["params"] for n in watcher.editor.notifications(acp.ELICITATION_RESOLVED)]
+        assert watcher.editor.notifications(acp.CANCEL_REQUEST) == []  # never asked
+        (withdrawn,) = h.editor.notifications(acp.CANCEL_REQUEST)
+        assert withdrawn["params"]["requestId"] == asked_zed["id"]
+        # A late answer changes nothing: the agent had one.
+        h.send(jsonrpc.result(asked_zed["id"], {"action": "decline"}))
+        await h.editor.settled()
+        agent_id = (await answered)["id"]
+        assert len([m for m in h.agent.sent if m.get("id") == agent_id]) == 1
+        asked, outcome = recorded(h, sid, "elicitation", "elicitation_outcome")
+        assert {k: asked[k] for k in ("mode", "message", "requestedSchema")} == FORM
+        assert outcome["action"] == "accept" and outcome["content"] == {"name": "Ada"}
+        assert outcome["resolvedBy"]["name"] == "phone"
+
+    run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("method", [acp.SESSION_ATTACH, acp.SESSION_LOAD, acp.SESSION_RESUME])
+def test_a_question_waiting_is_asked_of_a_client_that_joins_and_settled_once(
+    tmp_path: Path, method: str
+) -> None:
+    """Issue 43, 1: a pending permission and a pending elicitation are asked of a
+    controller that joins by attach, load or resume; the first answer settles each."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        permission = h.agent.ask(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": "agent-1",
+                "toolCall": {"toolCallId": "t1", "title": "Edit a.txt"},
+                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+            },
+        )
+        question = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        await h.editor.request(acp.ELICITATION_CREATE)
+        joiner = h.another()
+        await initialized(joiner, "laptop")
+        await joiner.result(method, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        asked_permission = await joiner.editor.request(acp.REQUEST_PERMISSION)
+        asked_question = await joiner.editor.request(acp.ELICITATION_CREATE)
+        chosen = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        joiner.send(jsonrpc.result(asked_permission["id"], chosen))
+        joiner.send(jsonrpc.result(asked_question["id"], {"action": "decline"}))
+        assert (await permission)["result"] == chosen
+        assert (await question)["result"] == {"action": "decline"}
+        # The first client's dialogs close; its answers come too late.
+        await h.editor.settled()
+        first = await h.editor.request(acp.REQUEST_PERMISSION)
+        h.send(jsonrpc.result(first["id"], {"outcome": {"outcome": "cancelled"}}))
+        await h.editor.settled()
+        answers = [m for m in h.agent.sent if "result" in m]
+        assert len(answers) == 2
+        assert len(h.editor.notifications(acp.CANCEL_REQUEST)) == 2
+        outcomes = recorded(h, sid, "permission_outcome", "elicitation_outcome")
+        assert [o["resolvedBy"]["name"] for o in outcomes] == ["laptop", "laptop"]
+
+    run(tmp_path, scenario)
+
+
+def test_a_replay_brings_the_recorded_answers_to_a_client_that_asked(tmp_path: Path) -> None:
+    """Issue 43, 2: the question and its answer are replayed on load, in their place, as
+    `_acpctl/recorded` notes, to a client that asked in its capabilities' _meta (acpctl's
+    terminal does); another client's replay is the updates alone."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        h.agent.update(
+            "agent-1",
+            {
+                "sessionUpdate": acp.AGENT_MESSAGE_CHUNK,
+                "content": {"type": "text", "text": "before"},
+            },
+        )
+        question = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked = await h.editor.request(acp.ELICITATION_CREATE)
+        h.send(jsonrpc.result(asked["id"], {"action": "accept", "content": {"name": "Ada"}}))
+        await question
+        h.agent.update(
+            "agent-1",
+            {
+                "sessionUpdate": acp.AGENT_MESSAGE_CHUNK,
+                "content": {"type": "text", "text": "after"},
+            },
+        )
+        await h.agent.batch_end()
+
+        terminal = h.another()
+        await initialized(terminal, "acpctl", WANTS_RECORDED)
+        await terminal.result(acp.SESSION_LOAD, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        seen = [
+            (
+                m["method"],
+                m["params"].get("event", {}).get("type")
+                or m["params"]["update"].get("content", {}).get("text"),
+            )
+            for m in terminal.editor.messages
+            if m.get("method") in (acp.SESSION_UPDATE, acp.RECORDED)
+        ]
+        assert seen == [
+            (acp.SESSION_UPDATE, "before"),
+            (acp.RECORDED, "elicitation"),
+            (acp.RECORDED, "elicitation_outcome"),
+            (acp.SESSION_UPDATE, "after"),
+        ]
+        (outcome,) = [
+            m["params"]["event"]
+            for m in terminal.editor.notifications(acp.RECORDED)
+            if m["params"]["event"]["type"] == "elicitation_outcome"
+        ]
+        assert outcome["resolvedBy"]["name"] == "zed" and outcome["content"] == {"name": "Ada"}
+
+        plain = h.another()
+        await initialized(plain, "other-editor")
+        await plain.result(acp.SESSION_LOAD, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        assert plain.editor.notifications(acp.RECORDED) == []
+        (joined,) = plain.editor.notifications(acp.SESSION_UPDATE)  # one message, joined
+        assert joined["params"]["update"]["content"]["text"] == "beforeafter"
+
+    run(tmp_path, scenario)
+
+
+def test_a_cancel_settles_the_sessions_open_questions_as_cancelled(tmp_path: Path) -> None:
+    """ACP: a cancelled turn's open requests are answered cancelled; an elicitation's
+    answer is the action "cancel". Recorded without a person's name."""
+    agent = FakeAgent()
+    turn_ends = asyncio.Event()
+
+    async def prompt(params: Any) -> JsonObject:
+        await turn_ends.wait()
+        return {"stopReason": acp.CANCELLED}
+
+    agent.handlers[acp.SESSION_PROMPT] = prompt
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        h.send(jsonrpc.request("p1", acp.SESSION_PROMPT, {"sessionId": sid, "prompt": []}))
+        question = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked = await h.editor.request(acp.ELICITATION_CREATE)
+        h.send(jsonrpc.notification(acp.SESSION_CANCEL, {"sessionId": sid}))
+        assert (await question)["result"] == {"action": "cancel"}
+        turn_ends.set()
+        await h.editor.response("p1")
+        (withdrawn,) = h.editor.notifications(acp.CANCEL_REQUEST)
+        assert withdrawn["params"]["requestId"] == asked["id"]
+        (outcome,) = recorded(h, sid, "elicitation_outcome")
+        assert outcome["action"] == "cancel" and "resolvedBy" not in outcome
+
+    run(tmp_path, scenario, agent)
+
+
+def test_sessions_show_and_the_html_export_say_what_was_asked_and_who_answered(
+    tmp_path: Path,
+) -> None:
+    """Issue 43, 2: the recorded question and answer in `sessions show` and the export,
+    the agent's text made harmless in each."""
+    import io
+
+    from acpctl.store.sessions import SessionMeta, SessionStore
+    from acpctl.terminal.html_export import export_html
+    from acpctl.terminal.transcript import write_terminal
+
+    store = SessionStore(tmp_path / "sessions")
+    meta = SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")
+    writer = store.create(meta)
+    hostile = "Sign in\x1b]0;owned\x07 <img src=x onerror=alert(1)>"
+    writer.event("elicitation", mode="url", message=hostile, url="javascript:alert(1)")
+    writer.event(
+        "elicitation_outcome", action="accept", resolvedBy={"name": "phone", "role": "controller"}
+    )
+    writer.event("elicitation", **FORM)
+    writer.event(
+        "elicitation_outcome", action="accept", content={"name": "Ada"}, resolvedBy={"name": "zed"}
+    )
+    writer.event("permission", toolCall={"title": "Edit a.txt"}, options=[{"name": "Allow"}])
+    writer.event(
+        "permission_outcome",
+        outcome={"outcome": "selected", "optionId": "allow"},
+        resolvedBy={"name": "zed"},
+    )
+    writer.close()
+
+    shown = io.StringIO()
+    write_terminal(store, meta, shown)
+    text = shown.getvalue()
+    assert "\x1b]0;" not in text and "\x07" not in text
+    assert "? the agent asks: Sign in^[]0;owned^G <img src=x onerror=alert(1)>" in text
+    assert "  at javascript:alert(1)" in text
+    assert "  answered: accept, by phone" in text
+    assert "  form: name" in text and "  answered: accept (name='Ada'), by zed" in text
+    assert "? permission asked: Edit a.txt (Allow)" in text and "  answered: allow, by zed" in text
+
+    page = "".join(export_html(store, meta))
+    assert "<img" not in page and 'href="javascript' not in page
+    assert "The agent asks: Sign in" in page and "at javascript:alert(1)" in page
+    assert "Answered: accept, by phone" in page
+    assert "Answered: accept (name=&#x27;Ada&#x27;), by zed" in page
+    assert "Answered: allow, by zed" in page
