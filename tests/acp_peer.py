@@ -13,7 +13,9 @@ from typing import Any, cast
 
 import acp
 from acp.schema import (
+    AcceptElicitationResponse,
     AllowedOutcome,
+    DeclineElicitationResponse,
     DeniedOutcome,
     RequestPermissionResponse,
 )
@@ -33,7 +35,9 @@ ACPCTL_VARIABLES = (
 class RecordingClient:
     """Records session updates per session; answers permission requests by policy:
     a dict session_id -> option id to select, "allow_once" for the agent's allow-once option
-    whatever its id, "hold" to never answer (until cancelled)."""
+    whatever its id, "hold" to never answer (until cancelled). Elicitations likewise:
+    `form_answer` is the content to accept with, or "decline", or "hold". Extension
+    notifications are kept in `notes`."""
 
     def __init__(self) -> None:
         self.updates: dict[str, list[Any]] = defaultdict(list)
@@ -41,6 +45,9 @@ class RecordingClient:
         self.answers: dict[str, str] = {}
         self.default_answer = "allow"
         self.permission_asked = asyncio.Event()
+        self.elicitations: list[tuple[str, Any]] = []  # (message, mode)
+        self.form_answer: dict[str, Any] | str = "decline"
+        self.notes: list[tuple[str, dict[str, Any]]] = []
         self._updated = asyncio.Event()
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
@@ -76,6 +83,22 @@ class RecordingClient:
         return RequestPermissionResponse(
             outcome=AllowedOutcome(option_id=answer, outcome="selected")
         )
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        self.elicitations.append((message, mode))
+        self._updated.set()
+        if self.form_answer == "hold":
+            await asyncio.Event().wait()
+        if isinstance(self.form_answer, dict):
+            return AcceptElicitationResponse(action="accept", content=self.form_answer)
+        return DeclineElicitationResponse(action="decline")
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        self.notes.append(("elicitation/complete", {"elicitationId": elicitation_id}))
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        self.notes.append((method, params))
+        self._updated.set()
 
     def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
         return "".join(

@@ -43,7 +43,20 @@ def answered(params: JsonObject, typed: list[str | None]) -> tuple[JsonObject, l
 
 def test_a_form_is_filled_in_field_by_field_until_each_value_is_valid() -> None:
     params = {"mode": "form", "message": "Who are you?", "requestedSchema": SCHEMA}
-    typed: list[str | None] = ["y", "A", "Ada", "old", "200", "36", "3", "2", "1, 3, 2", "1,3", "", ""]
+    typed: list[str | None] = [
+        "y",
+        "A",
+        "Ada",
+        "old",
+        "200",
+        "36",
+        "3",
+        "2",
+        "1, 3, 2",
+        "1,3",
+        "",
+        "",
+    ]
     answer, said = answered(params, typed)
     assert answer == {
         "action": "accept",

@@ -594,6 +594,79 @@ def test_sdk_http_clients_over_streamable_http(host: Host) -> None:
     run(scenario())
 
 
+def test_questions_waiting_when_a_client_joins_are_asked_of_it_over_both_transports(
+    host: Host,
+) -> None:
+    """Issue 43, 1 and 2: two SDK clients on one session through the host. A permission
+    waiting when the second joins (by load, over Streamable HTTP) and an elicitation
+    waiting when a third joins (by resume, over WebSocket) are asked of the one that
+    joins; its answer settles each, once, with its name in the history."""
+    from acp.http import create_http_stream
+    from acp.schema import ClientCapabilities, ElicitationCapabilities, Implementation
+
+    def hello(name: str) -> dict[str, Any]:
+        capabilities = ClientCapabilities(
+            elicitation=ElicitationCapabilities.model_validate({"form": {}, "url": {}})
+        )
+        return {
+            "protocol_version": 1,
+            "client_capabilities": capabilities,
+            "client_info": Implementation(name=name, version="1"),
+        }
+
+    async def scenario() -> None:
+        editor = RecordingClient()
+        editor.default_answer = "hold"
+        editor.form_answer = "hold"
+        async with sdk_client(host, client=editor) as (conn, _):
+            await conn.initialize(**hello("editor"))
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            turn = asyncio.ensure_future(
+                conn.prompt(session_id=session, prompt=[acp.text_block("edit")])
+            )
+            await asyncio.wait_for(editor.permission_asked.wait(), 20)
+            laptop = RecordingClient()
+            laptop.default_answer = "allow"
+            transport = create_http_stream(
+                host.url.replace("ws://", "http://"), headers=host.headers()
+            )
+            http_conn = acp.connect_to_agent(
+                cast(Any, laptop), transport, use_unstable_protocol=True
+            )
+            try:
+                await http_conn.initialize(**hello("laptop"))
+                await http_conn.load_session(cwd="/tmp", session_id=session)
+                assert (await asyncio.wait_for(turn, 20)).stop_reason == "end_turn"
+                assert len(laptop.permission_requests) == 1
+            finally:
+                await http_conn.close()
+
+            turn = asyncio.ensure_future(
+                conn.prompt(session_id=session, prompt=[acp.text_block("ask")])
+            )
+            await editor.until(lambda: len(editor.elicitations) == 1)
+            async with sdk_client(host) as (phone_conn, phone):
+                phone.form_answer = {"name": "Ada", "excited": True}
+                await phone_conn.initialize(**hello("phone"))
+                await phone_conn.resume_session(cwd="/tmp", session_id=session)
+                assert (await asyncio.wait_for(turn, 20)).stop_reason == "end_turn"
+                assert [message for message, _ in phone.elicitations] == [
+                    "What should the demo call you?"
+                ]
+            assert "Hello, Ada!" in editor.text(session)
+            # The editor, asked too, is told who answered and how.
+            await editor.until(lambda: bool(editor.notes))
+            ((method, told),) = editor.notes
+            assert method.endswith("acpctl/elicitation_resolved")
+            assert (told["action"], told["resolvedBy"]["name"]) == ("accept", "phone")
+        shown = cli("sessions", "show", session).stdout
+        assert "answered: allow, by laptop" in shown
+        assert "answered: accept (name='Ada', excited=True), by phone" in shown
+        assert shown.count("answered:") == 2  # each settled once
+
+    run(scenario())
+
+
 def test_streamable_http_status_codes(host: Host) -> None:
     import httpx
 

@@ -292,3 +292,85 @@ def test_sessions_show_and_the_html_export_say_what_was_asked_and_who_answered(
     assert "Answered: accept, by phone" in page
     assert "Answered: accept (name=&#x27;Ada&#x27;), by zed" in page
     assert "Answered: allow, by zed" in page
+
+
+def test_two_clients_each_cancel_their_own_request_under_the_same_id(tmp_path: Path) -> None:
+    """Issue 43, 3: two clients of one session send a request each under the same id;
+    each `$/cancel_request` reaches the agent under the agent-hop id of its sender's
+    request only; a prompt still queued is answered -32800 without the agent seeing it."""
+    agent = FakeAgent()
+    release: dict[int, asyncio.Event] = {}
+
+    async def slow(params: Any) -> JsonObject:
+        (msg_id,) = [
+            i for i, e in agent.pending.items() if e.method == "_vendor/slow" and i not in release
+        ]
+        release[msg_id] = asyncio.Event()
+        await release[msg_id].wait()
+        return {"done": msg_id}
+
+    agent.handlers["_vendor/slow"] = slow
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        other = h.another()
+        await initialized(other, "phone")
+        await other.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+        h.send(jsonrpc.request("same", "_vendor/slow", {"sessionId": sid}))
+        await asyncio.sleep(0.05)
+        other.send(jsonrpc.request("same", "_vendor/slow", {"sessionId": sid}))
+        while len(release) < 2:
+            await asyncio.sleep(0.01)
+        first, second = sorted(release)
+        other.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": "same"}))
+        await h.editor.settled()
+        cancels = [p for m, p in agent.notifications if m == acp.CANCEL_REQUEST]
+        assert cancels == [{"requestId": second}]
+        h.send(jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": "same"}))
+        await h.editor.settled()
+        cancels = [p for m, p in agent.notifications if m == acp.CANCEL_REQUEST]
+        assert cancels == [{"requestId": second}, {"requestId": first}]
+        for event in release.values():
+            event.set()
+        assert (await h.editor.response("same"))["result"] == {"done": first}
+        assert (await other.editor.response("same"))["result"] == {"done": second}
+
+    run(tmp_path, scenario, agent)
+
+
+def test_the_agents_cancel_reaches_only_the_clients_it_asked(tmp_path: Path) -> None:
+    """Issue 43, 3: the agent's `$/cancel_request` for a question goes, under each one's
+    id, to the clients asked: the session's controllers, not its observer, nor a client
+    of another session."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        phone = h.another()
+        await initialized(phone, "phone")
+        await phone.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+        watcher = h.another(may_control=False)
+        await initialized(watcher, "watcher")
+        await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid})
+        elsewhere = h.another()
+        await initialized(elsewhere, "elsewhere")
+        await elsewhere.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+
+        question = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked = await h.editor.request(acp.ELICITATION_CREATE)
+        await phone.editor.request(acp.ELICITATION_CREATE)
+        (agent_id,) = [i for i, e in h.agent.agent_requests.items() if not e.future.done()]
+        cancel = jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": agent_id})
+        assert h.agent.events is not None
+        h.agent.events.on_agent_notification(cancel, jsonrpc.encode(cancel)[:-1])
+        await h.editor.settled()
+        for client in (h, phone):
+            (told,) = client.editor.notifications(acp.CANCEL_REQUEST)
+            assert told["params"] == {"requestId": asked["id"]}
+        for client in (watcher, elsewhere):
+            assert client.editor.notifications(acp.CANCEL_REQUEST) == []
+        h.send(jsonrpc.result(asked["id"], {"action": "cancel"}))  # the client's answer goes on
+        assert (await question)["result"] == {"action": "cancel"}
+
+    run(tmp_path, scenario)

@@ -129,6 +129,48 @@ def test_permission_asked_on_a_terminal(home: Path, tmp_path: Path) -> None:
     assert process.returncode == 0 and b"[completed]" in out
 
 
+def test_the_agents_questions_are_answered_on_a_terminal(home: Path, tmp_path: Path) -> None:
+    """Issue 43, 2: a form a field at a time, then a URL shown, never opened; without a
+    terminal acpctl does not say it can answer, and the agent does not ask."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        acpctl_argv("run", "ask and visit"),
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    os.close(follower)
+    seen = b""
+
+    def answer(after: bytes, typed: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 30
+        while after not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                seen += os.read(leader, 1024)
+        assert after in seen, seen
+        seen = b""
+        os.write(leader, typed)
+
+    answer(b"Answer it? [y/n]", b"y\n")
+    answer(b"Your name", b"Ada\n")
+    answer(b"Excited?", b"yes\n")
+    answer(b"Will you open it?", b"y\n")
+    out, err = process.communicate(timeout=30)
+    os.close(leader)
+    assert process.returncode == 0, err
+    assert b"The agent asks: What should the demo call you?" in err
+    assert b"Open this address in a browser: https://example.com/acpctl-demo" in err
+    assert b"Hello, Ada!" in out and b"Thanks for visiting." in out
+    (session,) = json.loads(run_cli("sessions", "list", "--json").stdout)
+    shown = run_cli("sessions", "show", session["id"]).stdout
+    assert "answered: accept (name='Ada', excited=True), by acpctl" in shown
+    piped = terminal("ask", cwd=tmp_path)
+    assert piped.returncode == 0 and "(Your client cannot answer questions.)" in piped.stdout
+
+
 def test_fs_and_terminal_requests_are_served(home: Path, tmp_path: Path) -> None:
     agent = write_executable(
         tmp_path / "sdk-agent", f"#!/bin/sh\nexec {sys.executable} {TEST_AGENTS / 'sdk_agent.py'}\n"
