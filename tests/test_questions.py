@@ -374,3 +374,120 @@ def test_the_agents_cancel_reaches_only_the_clients_it_asked(tmp_path: Path) -> 
         assert (await question)["result"] == {"action": "cancel"}
 
     run(tmp_path, scenario)
+
+
+def chunk(text: str, message_id: str) -> JsonObject:
+    return {
+        "sessionUpdate": acp.AGENT_MESSAGE_CHUNK,
+        "content": {"type": "text", "text": text},
+        "messageId": message_id,
+    }
+
+
+def test_a_client_id_is_echoed_wherever_the_client_is_named(tmp_path: Path) -> None:
+    """Issue 43, 1: the attach proposal's later clientId, chosen by the client in
+    session/attach or, for one that joins by load or resume, in its clientInfo."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        loader = h.another()
+        await loader.result(
+            acp.INITIALIZE,
+            {"protocolVersion": 1, "clientInfo": {"name": "laptop", "clientId": "laptop-7"}},
+        )
+        await loader.result(acp.SESSION_LOAD, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        phone = h.another()
+        await initialized(phone, "phone")
+        attached = await phone.result(
+            acp.SESSION_ATTACH, {"sessionId": sid, "clientId": "phone-1", "historyPolicy": "none"}
+        )
+        assert {"name": "laptop", "clientId": "laptop-7", "role": acp.CONTROLLER} in attached[
+            "connectedClients"
+        ]
+        asked = h.agent.ask(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": "agent-1",
+                "toolCall": {"toolCallId": "t1"},
+                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+            },
+        )
+        request = await phone.editor.request(acp.REQUEST_PERMISSION)
+        phone.send(
+            jsonrpc.result(request["id"], {"outcome": {"outcome": "selected", "optionId": "ok"}})
+        )
+        await asked
+        watcher = h.another()
+        await initialized(watcher, "watcher")
+        await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+        await phone.result(acp.SESSION_DETACH, {"sessionId": sid})
+        await watcher.editor.settled()
+        (gone,) = [
+            n["params"]["update"]
+            for n in watcher.editor.notifications(acp.SESSION_UPDATE)
+            if n["params"]["update"]["sessionUpdate"] == acp.CLIENT_DISCONNECTED
+        ]
+        assert gone["client"]["clientId"] == "phone-1"
+        (outcome,) = recorded(h, sid, "permission_outcome")
+        assert outcome["resolvedBy"]["clientId"] == "phone-1"
+        bad = await watcher.request(acp.SESSION_ATTACH, {"sessionId": sid, "clientId": "\x1b[2J"})
+        assert bad["error"]["code"] == acp.INVALID_PARAMS
+
+    run(tmp_path, scenario)
+
+
+def test_after_message_replays_only_what_follows_the_clients_last_message(
+    tmp_path: Path,
+) -> None:
+    """Issue 43, 1: historyPolicy after_message, with the id of the last message the
+    client has: the rest of the history (a tool call, a recorded answer, the next
+    message), nothing before; a message the history lacks is refused, nothing joined."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        for update in (chunk("one ", "m1"), chunk("two", "m1")):
+            h.agent.update("agent-1", update)
+        h.agent.update(
+            "agent-1", {"sessionUpdate": acp.TOOL_CALL, "toolCallId": "t1", "title": "Read"}
+        )
+        question = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked = await h.editor.request(acp.ELICITATION_CREATE)
+        h.send(jsonrpc.result(asked["id"], {"action": "decline"}))
+        await question
+        h.agent.update("agent-1", chunk("three", "m2"))
+        await h.agent.batch_end()
+
+        phone = h.another()
+        await initialized(phone, "phone", WANTS_RECORDED)
+        missing = await phone.request(
+            acp.SESSION_ATTACH,
+            {"sessionId": sid, "historyPolicy": "after_message", "afterMessageId": "m9"},
+        )
+        assert missing["error"]["code"] == acp.INVALID_PARAMS
+        assert "m9" in missing["error"]["message"]
+        live = h.conn.sessions.get(sid)
+        assert live is not None and not live.sees(phone.client)
+        await phone.result(
+            acp.SESSION_ATTACH,
+            {"sessionId": sid, "historyPolicy": "after_message", "afterMessageId": "m1"},
+        )
+        seen = [
+            m["params"].get("update", m["params"].get("event"))
+            for m in phone.editor.messages
+            if m.get("method") in (acp.SESSION_UPDATE, acp.RECORDED)
+        ]
+        assert [u.get("sessionUpdate") or u.get("type") for u in seen] == [
+            acp.TOOL_CALL,
+            "elicitation",
+            "elicitation_outcome",
+            acp.AGENT_MESSAGE_CHUNK,
+        ]
+        assert seen[-1]["content"]["text"] == "three"
+        bare = await phone.request(
+            acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "after_message"}
+        )
+        assert bare["error"]["code"] == acp.INVALID_PARAMS
+
+    run(tmp_path, scenario)

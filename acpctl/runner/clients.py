@@ -13,7 +13,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.channel import Channel
 
 _numbers = itertools.count(1)
@@ -40,6 +40,9 @@ class Client:
     link: bool = False
     # It asked for the person's recorded answers in replays (acp.RECORDED_META).
     wants_recorded: bool = False
+    # The attach proposal's clientId: the client's own name for itself (its session/attach,
+    # or its initialize's clientInfo), echoed wherever the client is named.
+    client_id: str | None = None
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))
@@ -51,6 +54,8 @@ class Client:
         }
         if isinstance(self.info.get("version"), str):
             label["version"] = self.info["version"]
+        if self.client_id is not None:
+            label["clientId"] = self.client_id
         if role is not None:
             label["role"] = role
         return label
@@ -67,6 +72,25 @@ def tell(clients: list[Client], message: JsonObject) -> None:
 def cancel_request(editor_id: Any) -> JsonObject:
     """What tells a client that a request it was asked needs no answer any more."""
     return jsonrpc.notification(acp.CANCEL_REQUEST, {"requestId": editor_id})
+
+
+MAX_CLIENT_ID = 256  # characters
+
+
+def checked_client_id(value: Any) -> str:
+    """A clientId as a client may choose it: a non-empty string of printable characters,
+    not too long to echo to every other client."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_CLIENT_ID
+        or not value.isprintable()
+    ):
+        raise RpcError(
+            acp.INVALID_PARAMS,
+            f"clientId must be a string of 1 to {MAX_CLIENT_ID} printable characters",
+        )
+    return value
 
 
 def attach_role(client: Client, asked: Any) -> str:

@@ -17,7 +17,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import served
 from acpctl.runner.attach import Attacher, with_note
-from acpctl.runner.clients import Client, attach_role, tell
+from acpctl.runner.clients import Client, attach_role, checked_client_id, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.directories import attach_params, session_directories
 from acpctl.runner.session import SessionRecord, not_found, wire_session_id
@@ -32,7 +32,7 @@ from acpctl.store.sessions import (
 # Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
 OpenHistory = Callable[[str, str], tuple[SessionMeta, HistoryWriter]]
 # The agent's own session/list: how many pages acpctl reads, and how long it waits.
-HISTORY_POLICIES = ("full", "pending_only", "none")  # session/attach's
+HISTORY_POLICIES = ("full", "pending_only", "none", "after_message")  # session/attach's
 
 
 class SessionLifecycle:
@@ -213,7 +213,8 @@ class SessionLifecycle:
         live = self.conn.sessions.get(session_id)
         if live is None and not self.conn.store.exists(session_id):
             return await self._adopt(client, session_id, params, replay)
-        record, _, replayed = await self._join(client, params, acp.CONTROLLER, replay)
+        wanted = self._wanted(client, params) if replay else None
+        record, _, replayed = await self._join(client, params, acp.CONTROLLER, wanted)
         async with record.lock:
             result, note = await self.attacher.attach(record)
         if live is not None and not replay and record.commands is not None:
@@ -226,19 +227,35 @@ class SessionLifecycle:
     async def attach(self, client: Client, params: JsonObject) -> JsonObject:
         """session/attach (the multi-client proposal): the session, open or stored, joined
         as a controller or an observer, its history replayed as `historyPolicy` asks
-        (as session/update notifications, the way load replays; a controller is also
-        asked the permission requests still open)."""
+        (as session/update notifications, the way load replays; `after_message`: only
+        what follows `afterMessageId`; a controller is also asked the questions still
+        open). `clientId`, the client's own name for itself, is echoed wherever it is
+        named (Client.label)."""
         policy = params.get("historyPolicy", "full")
         if policy not in HISTORY_POLICIES:
             raise RpcError(
                 acp.INVALID_PARAMS, f"historyPolicy must be one of {', '.join(HISTORY_POLICIES)}"
             )
+        wanted = None
+        if policy == "after_message":
+            after = params.get("afterMessageId")
+            if not isinstance(after, str):
+                raise RpcError(acp.INVALID_PARAMS, "after_message takes afterMessageId, a string")
+            wanted = served.Wanted(after_message=after, answers=client.wants_recorded)
+            if self.conn.store.exists(wire_session_id(params.get("sessionId"))):
+                self.conn.recorder.batch_end()  # a live session's newest updates too
+                served.check_message(self.conn.store, str(params["sessionId"]), after)
+        elif policy == "full":
+            wanted = self._wanted(client, params)
         info = params.get("clientInfo")
         if isinstance(info, dict):
             client.info = info
+        client_id = params.get("clientId", client.info.get("clientId"))
+        if client_id is not None:
+            client.client_id = checked_client_id(client_id)
         client.knows_attach = True
         role = attach_role(client, params.get("role"))
-        record, others, replayed = await self._join(client, params, role, policy == "full")
+        record, others, replayed = await self._join(client, params, role, wanted)
         async with record.lock:
             result, note = await self.attacher.attach(record)
         answer = {
@@ -249,10 +266,15 @@ class SessionLifecycle:
         }
         return jsonrpc.result(None, served.with_replayed(answer, replayed))
 
+    @staticmethod
+    def _wanted(client: Client, params: JsonObject) -> served.Wanted:
+        """The whole history, as the client asked for it."""
+        return served.Wanted(served.wants_recorded(params), client.wants_recorded)
+
     async def _join(
-        self, client: Client, params: JsonObject, role: str, replay: bool
+        self, client: Client, params: JsonObject, role: str, wanted: served.Wanted | None
     ) -> tuple[SessionRecord, list[JsonObject], int | None]:
-        """`client` sees the session from now on (after its replay, when asked for), in
+        """`client` sees the session from now on (after the replay `wanted`, if any), in
         `role`; the other clients that see it; how many stored updates the replay covered,
         for acpctl's link (Client.link), which asks."""
         live = self.conn.sessions.get(params.get("sessionId"))
@@ -261,16 +283,15 @@ class SessionLifecycle:
             record.attach_params = attach_params({"cwd": record.meta.cwd, **params})
         await self.conn.ensure_agent()
         replayed = None
-        if replay:
-            recorded = served.wants_recorded(params)
-            store, out, answers = self.conn.store, client.channel, client.wants_recorded
+        if wanted is not None:
+            store, out = self.conn.store, client.channel
             if live is None:
-                replayed = await served.replay(store, record.id, out, recorded, answers)
+                replayed = await served.replay(store, record.id, out, wanted)
             else:
                 # The session is live: its history up to now goes out in this turn of the
                 # event loop, so that no update falls between the replay and the live ones.
                 self.conn.recorder.batch_end()
-                replayed = served.replay_now(store, record.id, out, recorded, answers)
+                replayed = served.replay_now(store, record.id, out, wanted)
         others = [c.label(r) for c, r in record.clients.items() if c is not client]
         record.clients[client] = role
         if role == acp.CONTROLLER:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from acpctl import jsonrpc
@@ -19,20 +20,24 @@ LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512
 
 
-async def replay(
-    store: SessionStore,
-    session_id: str,
-    out: Channel,
-    as_recorded: bool = False,
-    answers: bool = False,
-) -> int:
+@dataclass(frozen=True)
+class Wanted:
+    """What a client asked of a replay. `as_recorded`: every stored update as it came, else
+    as the agent would replay them (_replayed); `answers`: the person's recorded answers
+    too, in their place (acp.RECORDED); `after_message`: only what follows the message
+    with that id (attach's historyPolicy after_message)."""
+
+    as_recorded: bool = False
+    answers: bool = False
+    after_message: str | None = None
+
+
+async def replay(store: SessionStore, session_id: str, out: Channel, wanted: Wanted) -> int:
     """The stored updates of a session, as session/update notifications, streamed: the
     first reaches the editor before the whole log is read. Stored agent notifications go
-    out as their own bytes; `as_recorded`: every one as it came, else as the agent would
-    replay them (_replayed). `answers`: the person's recorded answers too, in their place
-    (acp.RECORDED). How many stored updates it covered (REPLAYED_META)."""
-    items = _Counted(store.replay_items(session_id, _events(answers)))
-    for sent, line in enumerate(_lines(items, session_id, as_recorded), 1):
+    out as their own bytes. How many stored updates it covered (REPLAYED_META)."""
+    items = _items(store, session_id, wanted)
+    for sent, line in enumerate(_lines(items, session_id, wanted.as_recorded), 1):
         out.write(line)
         if sent == 1 or sent % REPLAY_DRAIN_EVERY == 0:  # the first at once
             await out.drain()
@@ -40,18 +45,43 @@ async def replay(
     return items.count
 
 
-def replay_now(
-    store: SessionStore,
-    session_id: str,
-    out: Channel,
-    as_recorded: bool = False,
-    answers: bool = False,
-) -> int:
+def replay_now(store: SessionStore, session_id: str, out: Channel, wanted: Wanted) -> int:
     """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
-    items = _Counted(store.replay_items(session_id, _events(answers)))
-    for line in _lines(items, session_id, as_recorded):
+    items = _items(store, session_id, wanted)
+    for line in _lines(items, session_id, wanted.as_recorded):
         out.write(line)
     return items.count
+
+
+def _items(store: SessionStore, session_id: str, wanted: Wanted) -> _Counted:
+    events = acp.RECORDED_EVENTS if wanted.answers else frozenset()
+    skip = 0
+    if wanted.after_message is not None:
+        skip = _through_message(store.replay_items(session_id, events), wanted.after_message)
+    return _Counted(store.replay_items(session_id, events), skip)
+
+
+def check_message(store: SessionStore, session_id: str, message_id: str) -> None:
+    """RpcError unless the session's history has the message `message_id`."""
+    _through_message(store.replay_items(session_id), message_id)
+
+
+def _through_message(items: Iterator[Item], message_id: str) -> int:
+    """How many of `items` go up to and including the last chunk of the message
+    `message_id`; RpcError when the history has no such message (the client's copy is not
+    this session's: it must ask for the full history)."""
+    last = None
+    for index, (update, _, _) in enumerate(items):
+        if update is not None and update.get("messageId") == message_id:
+            last = index
+    if last is None:
+        raise RpcError(
+            acp.INVALID_PARAMS,
+            f"message {message_id!r} is not in the session's history: attach with "
+            'historyPolicy "full"',
+            {"messageId": message_id},
+        )
+    return last + 1
 
 
 def with_replayed(result: JsonObject, replayed: int | None) -> JsonObject:
@@ -72,10 +102,6 @@ def wants_recorded(params: JsonObject) -> bool:
     return isinstance(meta, dict) and meta.get(acp.REPLAY_META) == acp.REPLAY_AS_RECORDED
 
 
-def _events(answers: bool) -> frozenset[str]:
-    return acp.RECORDED_EVENTS if answers else frozenset()
-
-
 # (update, event, line); the update None: a recorded answer (acp.RECORDED).
 Item = tuple[JsonObject | None, JsonObject, bytes]
 
@@ -83,17 +109,20 @@ Item = tuple[JsonObject | None, JsonObject, bytes]
 class _Counted:
     """The stored updates a replay reads, counted: a joined replay sends fewer lines than
     it covers, and acpctl's link needs the count to leave a reload's first ones out. The
-    recorded answers are not counted: they are no update."""
+    recorded answers are not counted: they are no update. The first `skip` items (updates
+    and answers) are counted, not yielded: the client has them."""
 
-    def __init__(self, items: Iterator[Item]) -> None:
+    def __init__(self, items: Iterator[Item], skip: int = 0) -> None:
         self._items = items
+        self._skip = skip
         self.count = 0
 
     def __iter__(self) -> Iterator[Item]:
-        for item in self._items:
+        for index, item in enumerate(self._items):
             if item[0] is not None:
                 self.count += 1
-            yield item
+            if index >= self._skip:
+                yield item
 
 
 def _lines(items: _Counted, session_id: str, as_recorded: bool) -> Iterator[bytes]:

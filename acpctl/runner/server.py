@@ -25,7 +25,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner import listing
 from acpctl.runner.attach import Attacher
-from acpctl.runner.clients import Client, tell
+from acpctl.runner.clients import Client, checked_client_id, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.endpoint import Answer, EditorEndpoint
 from acpctl.runner.from_agent import FromAgent
@@ -374,6 +374,8 @@ class AcpServer:
         params = as_v1_initialize(params)
         info = params.get("clientInfo")
         client.info = info if isinstance(info, dict) else {}
+        if client.info.get("clientId") is not None:  # for a load or resume that joins
+            client.client_id = checked_client_id(client.info["clientId"])
         capabilities = params.get("clientCapabilities")
         meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
         client.wants_recorded = isinstance(meta, dict) and meta.get(acp.RECORDED_META) is True
