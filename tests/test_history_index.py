@@ -190,3 +190,46 @@ def test_usage_by_model_counts_the_model_the_agent_reported(store: SessionStore)
     turn(store, writer, "c", "q", "a", totalTokens=5)  # no usage_update this time
     rows = usage(store)
     assert {row.model for row in rows} == {"claude-opus-4-5"} and rows[0].turns == 2
+
+
+def usage_update(store: SessionStore, writer: Any, session: str, **fields: Any) -> None:
+    """A turn whose only report is a usage_update with `fields` (no prompt usage)."""
+    writer.agent_message(agent_line(session, {"sessionUpdate": "usage_update", **fields}))
+    writer.turn_end("end_turn", None)
+    writer.flush()
+    store.write_meta(store.read_meta(session))
+
+
+def test_usage_by_session_says_the_context_fill_and_follows_the_cumulative_rules(
+    home: Path,
+) -> None:
+    """Issue 43, 4: the context window's fill (the last used of size, not a sum) in
+    `usage --by session`, for an agent that reports only used/size; one that reports only
+    cost has its cost and no fill; a cost that falls (a fresh agent session) is a new
+    running total, its fall never subtracted."""
+    from tests.conftest import cli
+
+    store = SessionStore()
+    fill = new(store, "fill-only")
+    usage_update(store, fill, "fill-only", used=20_000, size=200_000)
+    usage_update(store, fill, "fill-only", used=82_000, size=200_000)
+    paid = new(store, "cost-only")
+    for amount in (0.5, 1.25, 0.25, 0.75):  # the agent's session began again after 1.25
+        usage_update(store, paid, "cost-only", cost={"amount": amount, "currency": "USD"})
+    rows = {
+        row["session"]: row for row in json.loads(cli("usage", "--by", "session", "--json").stdout)
+    }
+    assert rows["fill-only"]["context"] == {"used": 82_000, "size": 200_000}
+    assert rows["fill-only"]["cost"] == {}
+    assert "context" not in rows["cost-only"]
+    assert rows["cost-only"]["cost"] == {"USD": pytest.approx(1.25 + 0.5)}
+    table = cli("usage", "--by", "session").stdout
+    header, *lines = table.splitlines()
+    assert header.split()[-1] == "CONTEXT"
+    (filled,) = [line for line in lines if line.startswith("fill-onl")]
+    assert filled.split()[-1] == "200k" and "41% of 200k" in filled
+    (costed,) = [line for line in lines if line.startswith("cost-onl")]
+    assert costed.split()[-1] == "-" and "$1.75" in costed
+    shown = cli("sessions", "show", "fill-only").stdout
+    assert "[end_turn] · context 41% of 200k" in shown  # the fill as it was at each end
+    assert "[end_turn] · context 10% of 200k" in shown

@@ -180,6 +180,7 @@ def usage(
     history = HistoryIndex(store)
     with status("reading the history..."), history.connected(listing) as connection:
         rows = history.usage(connection, since_day)
+        contexts = history.contexts(connection) if by == "session" else {}
     metas = {sid: s.meta for sid, s in listing.rows(row.session for row in rows).items()}
     groups: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"turns": 0, "sessions": set(), "tokens": {}, "cost": {}}
@@ -216,7 +217,7 @@ def usage(
                             n: group["tokens"][n] for n in TOKEN_FIELDS if n in group["tokens"]
                         },
                         "cost": {c: round(a, 6) for c, a in sorted(group["cost"].items())},
-                        **_session_fields(by, key, metas),
+                        **_session_fields(by, key, metas, contexts),
                     }
                     for key, group in ordered
                 ],
@@ -224,20 +225,33 @@ def usage(
             )
         )
         return
-    _print_usage(by, ordered, metas)
+    _print_usage(by, ordered, metas, contexts)
 
 
-def _session_fields(by: str, key: str, metas: dict[str, Any]) -> dict[str, Any]:
+def _session_fields(
+    by: str, key: str, metas: dict[str, Any], contexts: dict[str, tuple[int, int]]
+) -> dict[str, Any]:
     if by != "session":
         return {}
     meta = metas[key]
-    return {"agent": meta.agent, "name": meta.name, "title": meta.title}
+    fields = {"agent": meta.agent, "name": meta.name, "title": meta.title}
+    if key in contexts:  # the context window as the agent last reported it
+        fields["context"] = dict(zip(("used", "size"), contexts[key], strict=True))
+    return fields
 
 
-def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict[str, Any]) -> None:
+def _print_usage(
+    by: str,
+    ordered: list[tuple[str, dict[str, Any]]],
+    metas: dict[str, Any],
+    contexts: dict[str, tuple[int, int]],
+) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from acpctl.terminal.render import money, rich_console
+    from acpctl.terminal.screen import printable
+    from acpctl.terminal.status_line import context_fill
 
     console = rich_console()
     if not ordered:
@@ -250,19 +264,24 @@ def _print_usage(by: str, ordered: list[tuple[str, dict[str, Any]]], metas: dict
         if by == "session":  # one session a row: its agent says more than a count of 1
             meta = metas[key]
             label, second = f"{key[:8]} {(meta.name or meta.title or '')[:22]}", meta.agent
-        rows.append(
-            [
-                label,
-                second,
-                str(group["turns"]),
-                f"{tokens.get('inputTokens', 0):,}",
-                f"{tokens.get('outputTokens', 0):,}",
-                f"{tokens.get('totalTokens', 0):,}",
-                money(group["cost"]) or "-",
-            ]
-        )
+        row = [
+            escape(printable(label)),  # a title is the agent's text: no markup, no escapes
+            escape(second),
+            str(group["turns"]),
+            f"{tokens.get('inputTokens', 0):,}",
+            f"{tokens.get('outputTokens', 0):,}",
+            f"{tokens.get('totalTokens', 0):,}",
+            money(group["cost"]) or "-",
+        ]
+        if by == "session":
+            used, size = contexts.get(key, (None, None))
+            fill = context_fill({"used": used, "size": size})
+            row.append(fill.removeprefix("context ") if fill else "-")
+        rows.append(row)
     second = "AGENT" if by == "session" else "SESSIONS"
     headers = [by.upper(), second, "TURNS", "INPUT", "OUTPUT", "TOTAL", "COST"]
+    if by == "session":
+        headers.append("CONTEXT")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     bar = console.width - sum(widths) - 2 * len(widths) - 1  # what is left for the chart
     table = Table(box=None, pad_edge=False)

@@ -14,7 +14,9 @@ follows it counts for the fork.
 
 - `usage`: per session and day, the turns, the tokens prompt responses reported
   (`usage`), and the cost: `usage_update` carries a session's cumulative cost, so each
-  update adds what it grew by, on its day.
+  update adds what it grew by, on its day (a cost that falls, as when an agent's session
+  was started afresh, is a new running total: nothing is added for the fall). The context
+  window's fill is not cumulative: each session keeps the last `used` of `size` reported.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from acpctl.store.sessions import (
 )
 
 HISTORY_FILE = "history.sqlite3"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TOKEN_FIELDS = (
     "inputTokens",
     "outputTokens",
@@ -86,6 +88,7 @@ class _Reading:
     last_cost: float
     currency: str | None
     model: str | None
+    context: tuple[int, int] | None = None  # the last usage_update's used, size
     reported: bool = False  # the model is one the agent reported (usage_update), not chosen
     docs: list[tuple[str, str, int, str, float]] = field(default_factory=list)
     usage: dict[str, UsageRow] = field(default_factory=dict)
@@ -153,6 +156,9 @@ class _Reading:
                 self.model, self.reported = model, True
                 self.day(ts).model = model
             self.cost(update.get("cost"), ts)
+            used, size = update.get("used"), update.get("size")
+            if isinstance(used, int) and isinstance(size, int) and _count(used) and _count(size):
+                self.context = (used, size)
 
     def cost(self, cost: Any, ts: float) -> None:
         if not isinstance(cost, dict):
@@ -167,6 +173,10 @@ class _Reading:
         if grown > 0:
             row = self.day(ts)
             row.cost[currency] = row.cost.get(currency, 0.0) + grown
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def reported_model(update: dict[str, Any]) -> str | None:
@@ -226,7 +236,7 @@ class HistoryIndex:
                 DROP TABLE IF EXISTS progress;
                 CREATE TABLE progress (
                     session TEXT PRIMARY KEY, offset INTEGER, turn INTEGER,
-                    last_cost REAL, currency TEXT);
+                    last_cost REAL, currency TEXT, used INTEGER, size INTEGER);
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
         return connection
@@ -237,7 +247,7 @@ class HistoryIndex:
         known = {
             row[0]: row[1:]
             for row in connection.execute(
-                "SELECT session, offset, turn, last_cost, currency FROM progress"
+                "SELECT session, offset, turn, last_cost, currency, used, size FROM progress"
             )
         }
         read = 0
@@ -250,13 +260,16 @@ class HistoryIndex:
                     size = os.stat(events).st_size
                 except OSError:
                     continue
-                offset, turn, last_cost, currency = known.get(sid, (0, 0, 0.0, None))
+                offset, turn, last_cost, currency, used, window = known.get(
+                    sid, (0, 0, 0.0, None, None, None)
+                )
                 if size == offset:
                     continue
                 if size < offset:  # rewritten: start this session over
                     self._forget(connection, sid)
-                    offset, turn, last_cost, currency = 0, 0, 0.0, None
-                reading = _Reading(sid, turn, last_cost, currency, model)
+                    offset, turn, last_cost, currency, used, window = 0, 0, 0.0, None, None, None
+                context = (used, window) if used is not None and window is not None else None
+                reading = _Reading(sid, turn, last_cost, currency, model, context)
                 end = offset
                 for event, position in events_from(events, offset):
                     reading.event(event)
@@ -299,9 +312,10 @@ class HistoryIndex:
                     json.dumps(row.cost),
                 ),
             )
+        used, size = reading.context or (None, None)
         connection.execute(
-            "INSERT OR REPLACE INTO progress VALUES (?, ?, ?, ?, ?)",
-            (reading.session, end, reading.turn, reading.last_cost, reading.currency),
+            "INSERT OR REPLACE INTO progress VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (reading.session, end, reading.turn, reading.last_cost, reading.currency, used, size),
         )
 
     def search(
@@ -328,6 +342,11 @@ class HistoryIndex:
             f"'…', 16) FROM docs WHERE {' AND '.join(clauses)} ORDER BY rank LIMIT {int(limit)}"
         )
         return [Hit(*row) for row in connection.execute(sql, values)]
+
+    def contexts(self, connection: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+        """Each session's context window as its agent last reported it: (used, size)."""
+        sql = "SELECT session, used, size FROM progress WHERE used IS NOT NULL"
+        return {sid: (used, size) for sid, used, size in connection.execute(sql)}
 
     def usage(self, connection: sqlite3.Connection, since_day: str | None) -> list[UsageRow]:
         sql = "SELECT session, day, model, turns, tokens, cost FROM usage"
