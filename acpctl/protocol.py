@@ -102,7 +102,7 @@ LINK_STATE_META = "acpctl/linkState"
 # permission_outcome, elicitation, elicitation_outcome) to a client that asked with
 # `_meta: {"acpctl/recorded": true}` in its initialize's clientCapabilities (acpctl's own
 # terminal client does).
-RECORDED = "_acpctl/recorded"
+RECORDED_NOTE = "_acpctl/recorded"
 RECORDED_META = "acpctl/recorded"
 RECORDED_EVENTS = frozenset(
     {"permission", "permission_outcome", "elicitation", "elicitation_outcome"}

@@ -83,7 +83,7 @@ def test_an_elicitation_goes_to_every_controller_and_the_first_answer_wins(
         assert (await answered)["result"] == {"action": "accept", "content": {"name": "Ada"}}
         # The others are told who answered, and how; the dialog of the one asked closes.
         await h.editor.settled()
-        told = h.editor.notifications(acp.ELICITATION_RESOLVED)
+        told = h.editor.notifications("_acpctl/elicitation_resolved")
         assert [n["params"] for n in told] == [
             {
                 "sessionId": sid,
@@ -190,17 +190,19 @@ def test_a_replay_brings_the_recorded_answers_to_a_client_that_asked(tmp_path: P
                 or m["params"]["update"].get("content", {}).get("text"),
             )
             for m in terminal.editor.messages
-            if m.get("method") in (acp.SESSION_UPDATE, acp.RECORDED)
+            if m.get("method") in (acp.SESSION_UPDATE, acp.RECORDED_NOTE)
         ]
+        # On the wire, as docs/relay.md names it.
+        assert {m.get("method") for m in terminal.editor.messages} >= {"_acpctl/recorded"}
         assert seen == [
             (acp.SESSION_UPDATE, "before"),
-            (acp.RECORDED, "elicitation"),
-            (acp.RECORDED, "elicitation_outcome"),
+            (acp.RECORDED_NOTE, "elicitation"),
+            (acp.RECORDED_NOTE, "elicitation_outcome"),
             (acp.SESSION_UPDATE, "after"),
         ]
         (outcome,) = [
             m["params"]["event"]
-            for m in terminal.editor.notifications(acp.RECORDED)
+            for m in terminal.editor.notifications(acp.RECORDED_NOTE)
             if m["params"]["event"]["type"] == "elicitation_outcome"
         ]
         assert outcome["resolvedBy"]["name"] == "zed" and outcome["content"] == {"name": "Ada"}
@@ -208,7 +210,7 @@ def test_a_replay_brings_the_recorded_answers_to_a_client_that_asked(tmp_path: P
         plain = h.another()
         await initialized(plain, "other-editor")
         await plain.result(acp.SESSION_LOAD, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
-        assert plain.editor.notifications(acp.RECORDED) == []
+        assert plain.editor.notifications(acp.RECORDED_NOTE) == []
         (joined,) = plain.editor.notifications(acp.SESSION_UPDATE)  # one message, joined
         assert joined["params"]["update"]["content"]["text"] == "beforeafter"
 
@@ -476,7 +478,7 @@ def test_after_message_replays_only_what_follows_the_clients_last_message(
         seen = [
             m["params"].get("update", m["params"].get("event"))
             for m in phone.editor.messages
-            if m.get("method") in (acp.SESSION_UPDATE, acp.RECORDED)
+            if m.get("method") in (acp.SESSION_UPDATE, acp.RECORDED_NOTE)
         ]
         assert [u.get("sessionUpdate") or u.get("type") for u in seen] == [
             acp.TOOL_CALL,

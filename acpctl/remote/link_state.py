@@ -445,7 +445,7 @@ class LinkState:
             self._asked(message)
         elif method == acp.CANCEL_REQUEST:
             self._cancelled(message)
-        elif method == acp.RECORDED and self._reloading(message):
+        elif method == acp.RECORDED_NOTE and self._reloading(message):
             pass  # the editor had the session's recorded answers before the link dropped
         elif method != acp.SESSION_UPDATE or not self._skip_replayed(message, as_sent):
             raw = as_sent.encode() if as_sent is not None else None  # the agent's own bytes

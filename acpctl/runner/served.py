@@ -24,7 +24,7 @@ REPLAY_DRAIN_EVERY = 512
 class Wanted:
     """What a client asked of a replay. `as_recorded`: every stored update as it came, else
     as the agent would replay them (_replayed); `answers`: the person's recorded answers
-    too, in their place (acp.RECORDED); `after_message`: only what follows the message
+    too, in their place (acp.RECORDED_NOTE); `after_message`: only what follows the message
     with that id (attach's historyPolicy after_message)."""
 
     as_recorded: bool = False
@@ -102,7 +102,7 @@ def wants_recorded(params: JsonObject) -> bool:
     return isinstance(meta, dict) and meta.get(acp.REPLAY_META) == acp.REPLAY_AS_RECORDED
 
 
-# (update, event, line); the update None: a recorded answer (acp.RECORDED).
+# (update, event, line); the update None: a recorded answer (acp.RECORDED_NOTE).
 Item = tuple[JsonObject | None, JsonObject, bytes]
 
 
@@ -137,9 +137,9 @@ def _lines(items: _Counted, session_id: str, as_recorded: bool) -> Iterator[byte
 
 
 def recorded_line(session_id: str, event: JsonObject) -> bytes:
-    """A recorded answer (or question) as a replay sends it (acp.RECORDED)."""
+    """A recorded answer (or question) as a replay sends it (acp.RECORDED_NOTE)."""
     return jsonrpc.encode(
-        jsonrpc.notification(acp.RECORDED, {"sessionId": session_id, "event": event})
+        jsonrpc.notification(acp.RECORDED_NOTE, {"sessionId": session_id, "event": event})
     )
 
 

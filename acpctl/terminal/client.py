@@ -72,7 +72,7 @@ class Options:
 
 # What the host says of the agent's questions, shown to the person (_note_of_answer).
 NOTES_OF_ANSWERS = frozenset(
-    {acp.CANCEL_REQUEST, acp.RECORDED, acp.ELICITATION_RESOLVED, acp.ELICITATION_COMPLETE}
+    {acp.CANCEL_REQUEST, acp.RECORDED_NOTE, acp.ELICITATION_RESOLVED, acp.ELICITATION_COMPLETE}
 )
 
 
@@ -217,7 +217,7 @@ class RelayConnection:
             return
         if params.get("sessionId") not in (self.session_id, None):
             return
-        if method == acp.RECORDED:
+        if method == acp.RECORDED_NOTE:
             event = params.get("event")
             lines = recorded_lines(event) if isinstance(event, dict) else []
             text = "\n".join(lines)
