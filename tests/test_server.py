@@ -1004,3 +1004,76 @@ def test_a_resume_keeps_the_fields_the_agent_added(tmp_path: Path) -> None:
         assert "sessionId" not in result  # the agent's own id never reaches the editor
 
     run(tmp_path, scenario, agent)
+
+
+def test_new_and_unknown_update_kinds_are_relayed_recorded_and_replayed(
+    tmp_path: Path,
+) -> None:
+    """Issue 43, 5: compaction, notices (drafts when the issue was written) and a kind no
+    schema names yet: relayed as the agent's bytes, recorded as them, replayed as them on
+    load (a notice is left out of a load's replay, as ACP says it is no part of the
+    history; acpctl's link, which asks for the replay as recorded, gets it too)."""
+    kinds: list[JsonObject] = [
+        {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"},
+        {
+            "sessionUpdate": "compaction_summary_chunk",
+            "compactionId": "c1",
+            "content": {"type": "text", "text": "kept: the parser work"},
+        },
+        {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "completed"},
+        {"sessionUpdate": "notice", "severity": "warning", "title": "Rate limited"},
+        {"sessionUpdate": "hologram_update", "frames": [1, 2.5, None], "_meta": {"v": "x"}},
+    ]
+
+    async def live(h: Harness) -> None:
+        sid = await h.session()
+        for update in kinds:
+            h.agent.update("agent-1", update)
+        await h.agent.batch_end()
+        relayed = [m["params"]["update"] for m in h.editor.notifications(acp.SESSION_UPDATE)]
+        assert relayed == kinds
+        stored = [u.update for u in h.store.iter_replay(sid)]
+        assert stored == kinds
+        await h.server.shutdown()
+
+    run(tmp_path, live)
+
+    async def loaded(h: Harness) -> None:
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1})
+        await h.result(acp.SESSION_LOAD, {"sessionId": "agent-1", "cwd": "/tmp", "mcpServers": []})
+        replayed = [m["params"]["update"] for m in h.editor.notifications(acp.SESSION_UPDATE)]
+        assert replayed == [k for k in kinds if k["sessionUpdate"] != "notice"]
+        as_recorded = h.another()
+        await as_recorded.result(
+            acp.SESSION_LOAD,
+            {
+                "sessionId": "agent-1",
+                "cwd": "/tmp",
+                "mcpServers": [],
+                "_meta": {acp.REPLAY_META: acp.REPLAY_AS_RECORDED},
+            },
+        )
+        again = [
+            m["params"]["update"] for m in as_recorded.editor.notifications(acp.SESSION_UPDATE)
+        ]
+        assert again == kinds
+
+    run(tmp_path, loaded)
+
+
+def test_the_terminal_shows_notices_and_compactions_and_skips_kinds_it_does_not_know() -> None:
+    """Issue 43, 5: what `acpctl run` and `sessions show` do with each kind."""
+    import io
+
+    from acpctl.terminal.render import Renderer
+
+    out = io.StringIO()
+    renderer = Renderer(out)
+    for update in (
+        {"sessionUpdate": "notice", "severity": "warning", "title": "Rate\x1b[2J limited"},
+        {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "completed"},
+        {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c1", "content": {}},
+        {"sessionUpdate": "hologram_update", "frames": [1]},
+    ):
+        renderer.update(update)
+    assert out.getvalue() == "[warning] Rate^[[2J limited\n(context compaction: completed)\n"

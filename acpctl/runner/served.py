@@ -145,8 +145,12 @@ def recorded_line(session_id: str, event: JsonObject) -> bytes:
 
 # What a replay leaves out or moves (issue 32, 9): the load's answer says the mode and the
 # config options as they are now, so their old updates would only say what was; of usage
-# and commands only the newest holds, after the rest.
+# and commands only the newest holds, after the rest. Every other kind, known or not, is
+# replayed as it was recorded.
 STATE_NOW = frozenset({acp.CURRENT_MODE_UPDATE, acp.CONFIG_OPTION_UPDATE})
+# Recorded, but no part of the conversation an agent replays: a notice is "information
+# for the user that is not part of session history" (ACP's session notices).
+LIVE_ONLY = frozenset({acp.NOTICE})
 NEWEST_ONLY = (acp.USAGE_UPDATE, acp.AVAILABLE_COMMANDS_UPDATE)
 CHUNKS = frozenset({acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK, acp.USER_MESSAGE_CHUNK})
 PLAIN_CHUNK_KEYS = frozenset({"sessionUpdate", "content", "messageId"})
@@ -166,7 +170,7 @@ def _replayed(items: _Counted, session_id: str) -> Iterator[bytes]:
             yield recorded_line(session_id, event)
             continue
         kind = update.get("sessionUpdate")
-        if kind in STATE_NOW:
+        if kind in STATE_NOW or kind in LIVE_ONLY:
             continue
         if kind in NEWEST_ONLY:
             newest[str(kind)] = StoredUpdate(update, event, line, session_id)

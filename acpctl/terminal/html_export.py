@@ -169,6 +169,20 @@ class _Page:
                 if isinstance(e, dict)
             )
             self.parts.append(f'<div class="who">Plan</div><ul class="plan">{items}</ul>')
+        elif kind == acp.NOTICE:
+            self.flush()
+            detail = update.get("description")
+            self.parts.append(
+                f'<div class="ask">{_e(update.get("severity") or "info")}: '
+                f"{_e(update.get('title') or '')}"
+                + (f" — {_e(detail)}" if isinstance(detail, str) else "")
+                + "</div>"
+            )
+        elif kind == acp.COMPACTION_UPDATE:
+            self.flush()
+            self.parts.append(
+                f'<div class="end">— context compaction: {_e(update.get("status"))} —</div>'
+            )
         elif kind == acp.USAGE_UPDATE:
             cost = update.get("cost")
             if isinstance(cost, dict) and isinstance(cost.get("amount"), (int, float)):

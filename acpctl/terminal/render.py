@@ -8,7 +8,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from acpctl import protocol as acp
@@ -103,11 +103,43 @@ def status(message: str) -> Iterator[None]:
         yield
 
 
+Lines = Iterator[tuple[str, str | None]]  # (text, style)
+
+
+def _plan(update: dict[str, Any]) -> Lines:
+    yield "Plan:", BOLD
+    for entry in update.get("entries") or []:
+        mark = STATUS_MARK.get(str(entry.get("status")), "○")
+        yield f"  {mark} {printable(str(entry.get('content', '')))}", None
+
+
+def _notice(update: dict[str, Any]) -> Lines:
+    severity = printable(str(update.get("severity") or "info"))
+    detail = update.get("description")
+    line = f"[{severity}] {printable(str(update.get('title') or ''))}"
+    yield line + (f": {printable(detail)}" if isinstance(detail, str) else ""), YELLOW
+
+
+def _compaction(update: dict[str, Any]) -> Lines:
+    yield f"(context compaction: {printable(str(update.get('status')))})", DIM
+
+
+# The kinds shown as whole lines, and what makes them.
+LINES: dict[str, Callable[[dict[str, Any]], Lines]] = {
+    acp.PLAN: _plan,
+    acp.NOTICE: _notice,
+    acp.COMPACTION_UPDATE: _compaction,
+}
+
+
 class Renderer:
     """Text for people: streamed message text, dimmed thoughts, tool calls with status
-    and diffs, plans. Colour by `wants_colour`. Agent text is shown with its control
-    characters made visible (`printable`). A turn's status line is erased before anything
-    is written, and is told where the answer's cursor is (`column`)."""
+    and diffs, plans, notices, a context compaction's progress (not its summary: the
+    agent's own record of what it kept). Other kinds, and kinds it does not know, are not
+    shown (`--format json` shows every update). Colour by `wants_colour`. Agent text is
+    shown with its control characters made visible (`printable`). A turn's status line is
+    erased before anything is written, and is told where the answer's cursor is
+    (`column`)."""
 
     shows_status = True  # a turn's status line on a terminal (the other formats: none)
 
@@ -182,13 +214,11 @@ class Renderer:
             self.write(printable(content_text(update.get("content"))), DIM)
         elif kind in (acp.TOOL_CALL, acp.TOOL_CALL_UPDATE):
             self._tool(update)
-        elif kind == acp.PLAN:
-            self._break(kind)
-            self.write("Plan:", BOLD)
-            self.write("\n")
-            for entry in update.get("entries") or []:
-                mark = STATUS_MARK.get(str(entry.get("status")), "○")
-                self.write(f"  {mark} {printable(str(entry.get('content', '')))}\n")
+        elif kind in LINES:
+            self._break(str(kind))
+            for line, style in LINES[kind](update):
+                self.write(line, style)
+                self.write("\n")
             self.last_kind = None
         elif kind == acp.PERMISSION_RESOLVED:  # another client answered, in a shared session
             by = update.get("resolvedBy")
