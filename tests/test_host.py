@@ -667,6 +667,40 @@ def test_questions_waiting_when_a_client_joins_are_asked_of_it_over_both_transpo
     run(scenario())
 
 
+def test_a_loads_replay_comes_before_its_answer_over_streamable_http(host: Host) -> None:
+    """Issue 43, 9: over Streamable HTTP the load's answer and its replay went out on two
+    streams (the answer on the connection's, the replay on the session's, once the
+    session was established there), and the SDK client had the answer first: an editor
+    showed an empty thread. The answer now follows the replay on its stream."""
+    from acp.http import create_http_stream
+
+    def http_client(client: RecordingClient) -> Any:
+        transport = create_http_stream(host.url.replace("ws://", "http://"), headers=host.headers())
+        return acp.connect_to_agent(cast(Any, client), transport, use_unstable_protocol=True)
+
+    async def scenario() -> None:
+        writer = http_client(RecordingClient())
+        try:
+            await writer.initialize(protocol_version=1)
+            session = (await writer.new_session(cwd="/tmp")).session_id
+            for _ in range(40):
+                await writer.prompt(session_id=session, prompt=[acp.text_block("think, plan")])
+        finally:
+            await writer.close()
+        reader = RecordingClient()
+        conn = http_client(reader)
+        try:
+            await conn.initialize(protocol_version=1)
+            for load in range(1, 4):  # the first establishes it; the next reload it
+                await conn.load_session(cwd="/tmp", session_id=session)
+                # Each turn replays as the prompt, a thought, a plan and the answer joined.
+                assert len(reader.updates[session]) == load * 40 * 4, load
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
 def test_streamable_http_status_codes(host: Host) -> None:
     import httpx
 
@@ -948,7 +982,8 @@ def test_an_agent_used_recently_gets_an_initialized_spare(
 @pytest.mark.npm
 @pytest.mark.parametrize("transport", ["ws", "http"])
 def test_the_typescript_sdk_transports(host: Host, transport: str) -> None:
-    """The TypeScript SDK's WebSocket and Streamable HTTP clients against the host."""
+    """The TypeScript SDK's WebSocket and Streamable HTTP clients against the host: a turn,
+    and loads on a connection of their own."""
     from tests.npm_agents import NPM_DIR, install
 
     install()
@@ -966,6 +1001,9 @@ def test_the_typescript_sdk_transports(host: Host, transport: str) -> None:
     assert seen["stopReason"] == "end_turn"
     assert seen["asked"] == 1  # the permission came to it, and its answer was taken
     assert "typescript" in seen["text"]
+    # Issue 43, 9: each load's replay (the prompt, the tool call and its update, the
+    # answer) had come when its answer did, whichever stream each went on.
+    assert seen["replayed"] == [4, 4], seen
 
 
 def test_sessions_attach_shows_the_history_and_what_the_other_clients_do(host: Host) -> None:

@@ -395,6 +395,19 @@ def test_an_independent_remote_the_sdk_server_under_uvicorn(
                 assert second["result"]["stopReason"] == "end_turn", second
                 said = texts_of(updates_of(client.messages, session))
                 assert said.count("sdk: one") == 1 and said.count("sdk: two") == 1, said
+            # Issue 43, 8: load, resume and fork through the link, each answered in time.
+            # (The SDK's server app does not turn on the unstable protocol, so its agent
+            # refuses resume and fork itself: that refusal is the answer relayed.)
+            opening = {"cwd": "/tmp", "mcpServers": [], "sessionId": session}
+            async with editor("sdk") as client:
+                await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
+                loaded = await client.call(acp_names.SESSION_LOAD, opening, timeout=15)
+                assert "result" in loaded, loaded
+                said = texts_of(updates_of(client.messages, session))
+                assert said.count("sdk: one") == 1 and said.count("sdk: two") == 1, said
+                for method in (acp_names.SESSION_RESUME, acp_names.SESSION_FORK):
+                    answer = await client.call(method, opening, timeout=15)
+                    assert answer.get("error", {}).get("code") == -32601, (method, answer)
             await proxy.stop()
 
         asyncio.run(scenario())
@@ -672,7 +685,7 @@ def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
 def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str) -> None:
     """The TypeScript ACP SDK's own server (its experimental server and node adapters, on
     node's http server) with an SDK echo agent behind it, over WebSocket and Streamable
-    HTTP: a turn through the link."""
+    HTTP: a turn through the link, then a load, a resume and a fork."""
     from tests.npm_agents import NPM_DIR, install
 
     install()
@@ -688,6 +701,23 @@ def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str
                 answer = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "hi"))
                 assert answer["result"]["stopReason"] == "end_turn", answer
                 assert texts_of(updates_of(client.messages, session)) == "ts: hi"
+            # Issue 43, 8: the answers to load, resume and fork come (the server sends a
+            # session's on its stream, which the link opens before it asks), in time.
+            opening = {"cwd": "/tmp", "mcpServers": [], "sessionId": session}
+            async with editor("ts") as client:
+                await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
+                loaded = await client.call(acp_names.SESSION_LOAD, opening, timeout=15)
+                assert "result" in loaded, loaded
+                await client.wait_for(
+                    lambda m: texts_of(updates_of([m], session)) == "ts: hi", timeout=15
+                )
+                resumed = await client.call(acp_names.SESSION_RESUME, opening, timeout=15)
+                assert "result" in resumed, resumed
+                forked = await client.call(acp_names.SESSION_FORK, opening, timeout=15)
+                fork = forked["result"]["sessionId"]
+                again = await client.call(acp_names.SESSION_PROMPT, prompt_of(fork, "there"))
+                assert again["result"]["stopReason"] == "end_turn", again
+                assert texts_of(updates_of(client.messages, fork)) == "ts: there"
 
         asyncio.run(scenario())
         shell = run_cli("run", "--agent", "ts", "from the shell")  # acpctl run, too

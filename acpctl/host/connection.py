@@ -42,6 +42,11 @@ from acpctl.store.sessions import SessionStore, StoredAt
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
 CONNECTION_STREAM = ""  # the connection-scoped stream's key; a session's is its id
+MAX_SESSIONS = 1024  # streams of sessions one connection may have
+
+
+class TooManySessions(Exception):
+    """A connection asked for more session streams than MAX_SESSIONS."""
 GRACE_S = 60.0
 # The answers that name a session for the first time on this connection.
 ESTABLISHING = frozenset(
@@ -256,6 +261,18 @@ class LogicalConnection:
                 reader.push(self._cursor, text)
                 self._delivered[reader.stream] = self._cursor
 
+    def opened(self, session: str) -> None:
+        """A client opens the stream of a session no answer has established here (the
+        TypeScript SDK's client and acpctl's link open it before they send a message
+        naming the session): the session's messages go to it from now on. Unless a
+        request naming the session is under way: its replay and answer keep to the
+        stream they began on, and its answer establishes the session."""
+        if session in self.sessions or session in self._routes.values():
+            return
+        if len(self.sessions) >= MAX_SESSIONS:
+            raise TooManySessions(f"at most {MAX_SESSIONS} sessions on one connection")
+        self.sessions.add(session)
+
     def _stream_of_answer(self, key: tuple[bool, Any] | None, message: dict[str, Any]) -> str:
         if key is None:
             return CONNECTION_STREAM
@@ -265,10 +282,13 @@ class LogicalConnection:
             del self.turn_requests[session]
         result = message.get("result")
         if method in ESTABLISHING and isinstance(result, dict):
+            # The answer goes where the session's messages went: after a load's replay,
+            # on the same stream (the client's streams are not read in one order).
             established = result.get("sessionId", session)
+            stream = established if established in self.sessions else CONNECTION_STREAM
             if isinstance(established, str):
                 self.sessions.add(established)
-            return CONNECTION_STREAM
+            return stream
         if session is not None and session in self.sessions:
             return session
         return CONNECTION_STREAM

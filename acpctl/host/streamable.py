@@ -4,8 +4,10 @@ result in the body and the new `Acp-Connection-Id`; any other message needs that
 (400 without, 404 unknown), and the session-scoped ones `Acp-Session-Id` too, and is
 answered 202 at once, its result arriving on a stream. `GET` with `Accept:
 text/event-stream` (else 406) opens the connection's stream, or a session's with
-`Acp-Session-Id`; each event's `id:` is its cursor, and `Last-Event-ID` resumes after it
-(409 when the cursor is not held). `DELETE` ends the connection (202)."""
+`Acp-Session-Id` (before or after an answer establishes the session; a load's replay and
+its answer go out on one stream, in order); each event's `id:` is its cursor, and
+`Last-Event-ID` resumes after it (409 when the cursor is not held). `DELETE` ends the
+connection (202)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from acpctl.host.connection import (
     Backlog,
     LogicalConnection,
     Outbox,
+    TooManySessions,
 )
 from acpctl.host.cursors import ResumeRefused
 from acpctl.host.registry import Connections, TooManyConnections
@@ -65,8 +68,9 @@ def _named(
     request: web.Request, connections: Connections, role: str, with_session: bool = True
 ) -> tuple[LogicalConnection, str | None] | web.Response:
     """The connection `Acp-Connection-Id` names (400 without, 404 unknown or another
-    role's) and the session `Acp-Session-Id` names on it (404 when not established there);
-    or the response that refuses the request."""
+    role's) and the session `Acp-Session-Id` names on it, which need not be established
+    yet (a client opens its stream before it loads it); or the response that refuses the
+    request."""
     connection_id = request.headers.get(CONNECTION_ID_HEADER)
     if connection_id is None:
         return _error(400, f"{CONNECTION_ID_HEADER} is required")
@@ -74,8 +78,6 @@ def _named(
     if connection is None:
         return _error(404, "unknown connection")
     session = request.headers.get(SESSION_ID_HEADER) if with_session else None
-    if session is not None and session not in connection.sessions:
-        return _error(404, "unknown session")
     return connection, session
 
 
@@ -154,9 +156,13 @@ async def _get(
     connection, session = named
     stream = session if session is not None else CONNECTION_STREAM
     try:
+        if session is not None:
+            connection.opened(session)
         backlog = connection.backlog(stream, request.headers.get("Last-Event-ID"))
     except ResumeRefused as exc:
         return _error(409, str(exc))
+    except TooManySessions as exc:
+        return _error(429, str(exc))
     response = web.StreamResponse(
         headers={
             hdrs.CONTENT_TYPE: SSE,

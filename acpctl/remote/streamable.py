@@ -1,9 +1,15 @@
 """ACP's Streamable HTTP profile, the client's side, as the SDKs speak it: each message a
 POST (initialize answered in the body with a new `Acp-Connection-Id`; anything else 202,
 its answer on a stream), and server-sent events on a GET: the connection's stream, and one
-per session once an answer establishes it. A dropped stream is resumed with
-`Last-Event-ID` (the last event id it had); a 409 or 404 there means the server no longer
-holds the connection."""
+per session. A dropped stream is resumed with `Last-Event-ID` (the last event id it had);
+a 409 or 404 there means the server no longer holds the connection.
+
+A message that names a session (its params' `sessionId`; an answer, the session whose
+stream asked) is POSTed with `Acp-Session-Id`, after that session's stream is open, as
+the TypeScript SDK's client does: its server routes a session's answers (resume's, fork's)
+to the session's stream, which it opens on request. A server that knows sessions only from
+its own answers (the Python SDK's) refuses that stream with 404: the message then goes
+without the header, and the session's stream is opened once an answer establishes it."""
 
 from __future__ import annotations
 
@@ -50,9 +56,11 @@ class StreamableTransport:
         self.remote_version: str | None = None  # the initialize answer names it
         self._inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self._streams: dict[str, asyncio.Task[None]] = {}
+        self._opened: dict[str, asyncio.Future[int]] = {}  # stream -> its GET's status
         self._cursors: dict[str, str] = {}  # stream -> the last event id it had
         # request id -> (method, the session its params name): what an answer establishes
         self._methods: dict[str, tuple[str, Any]] = {}
+        self._asked_on: dict[str, str] = {}  # the server's request id -> its stream
         self.close_reason = "the connection dropped"
         self._closed = False
 
@@ -71,7 +79,9 @@ class StreamableTransport:
             await self._initialize(text)
             return
         headers = {**self._headers, CONNECTION_ID_HEADER: self.connection_id}
-        if method in acp.SESSION_SCOPED_METHODS and isinstance(session, str):
+        if method is None and "id" in message:  # an answer, to the stream that asked
+            session = self._asked_on.pop(json.dumps(message["id"]), None) or None
+        if isinstance(session, str) and await self._session_stream(session):
             headers[SESSION_ID_HEADER] = session
         status, body = await self._post(text, headers)
         if status == 404:
@@ -79,6 +89,17 @@ class StreamableTransport:
             raise LinkDown("the connection is gone (404)")
         if status >= 400:
             raise LinkDown(f"POST answered {status}: {body[:200]}")
+
+    async def _session_stream(self, session: str) -> bool:
+        """Whether the session's stream is open (opened now if need be, and answered): a
+        server that refuses it knows the session only once an answer establishes it."""
+        status = self._opened.get(session)
+        if status is None:
+            status = self._open_stream(session)
+        try:
+            return await asyncio.wait_for(asyncio.shield(status), OPEN_TIMEOUT_S) == 200
+        except asyncio.TimeoutError as exc:
+            raise LinkDown(f"the stream of session {session} did not open") from exc
 
     async def _initialize(self, text: str) -> None:
         status, body, connection_id = await self._post_initialize(text)
@@ -143,12 +164,15 @@ class StreamableTransport:
         result = message.get("result")
         if asked is not None and isinstance(result, dict):
             session = result.get("sessionId", asked[1])
-            if isinstance(session, str) and session not in self._streams:
+            opened = self._opened.get(session) if isinstance(session, str) else None
+            if isinstance(session, str) and (opened is None or _refused(opened)):
                 self._open_stream(session)
 
     def _open_stream(self, stream: str, after: str | None = None) -> asyncio.Future[int]:
         """The stream's GET, read from now on; the future is its status once it answers."""
         status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        status.add_done_callback(lambda done: done.exception())  # read: none is left unseen
+        self._opened[stream] = status
         self._streams[stream] = asyncio.ensure_future(self._read_stream(stream, after, status))
         return status
 
@@ -170,7 +194,7 @@ class StreamableTransport:
                 status.set_result(response.status)
                 if response.status == 404 and stream and not self.resumed:
                     # The server routes this session's messages on the connection's
-                    # stream (the SDKs' servers know sessions only from session/new).
+                    # stream until an answer establishes the session (the Python SDK's).
                     return
                 if response.status != 200:
                     self._drop(f"GET answered {response.status}")
@@ -212,7 +236,7 @@ class StreamableTransport:
             end = event.find("\n")
             if event.startswith("data: ", end + 1) and event.find("\n", end + 1) < 0:
                 self._cursors[stream] = event[4:end]
-                self._inbox.put_nowait(event[end + 7 :])
+                self._taken(stream, event[end + 7 :])
                 return
         event_id: str | None = None
         data: list[str] = []
@@ -228,7 +252,15 @@ class StreamableTransport:
         if data:
             if event_id is not None:
                 self._cursors[stream] = event_id
-            self._inbox.put_nowait("\n".join(data))
+            self._taken(stream, "\n".join(data))
+
+    def _taken(self, stream: str, text: str) -> None:
+        """A message from a stream; a request's stream is where its answer goes."""
+        if stream and '"id"' in text and '"method"' in text:  # a request, maybe
+            message = json_object(text)
+            if "method" in message and "id" in message:
+                self._asked_on[json.dumps(message["id"])] = stream
+        self._inbox.put_nowait(text)
 
     def _said(self, exc: BaseException) -> str:
         """What went wrong, without the URL's credentials or query."""
@@ -250,7 +282,8 @@ class StreamableTransport:
     def resume_point(self) -> ResumePoint | None:
         if not self.connection_id:
             return None
-        return ResumePoint(self.connection_id, dict(self._cursors), list(self._streams))
+        streams = [stream for stream, status in self._opened.items() if _answered_200(status)]
+        return ResumePoint(self.connection_id, dict(self._cursors), streams)
 
     async def close(self, leaving: bool) -> None:
         self._closed = True
@@ -261,6 +294,15 @@ class StreamableTransport:
             with contextlib.suppress(Exception):
                 async with self._http.delete(self._url, headers=headers, ssl=self._ssl):
                     pass
+
+
+def _answered_200(status: asyncio.Future[int]) -> bool:
+    return status.done() and status.exception() is None and status.result() == 200
+
+
+def _refused(status: asyncio.Future[int]) -> bool:
+    """The stream's GET was answered, with something else than 200."""
+    return status.done() and status.exception() is None and status.result() != 200
 
 
 async def open_streamable(

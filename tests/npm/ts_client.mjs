@@ -1,7 +1,8 @@
 // A client built on the TypeScript ACP SDK (@agentclientprotocol/sdk, its experimental
 // WebSocket and Streamable HTTP transports), for tests/test_host.py: against `acpctl serve`
-// it initializes, opens a session, runs a turn whose permission it allows, and prints what
-// it saw as one JSON line.
+// it initializes, opens a session, runs a turn whose permission it allows, then, on a
+// connection of its own, loads that session twice, and prints what it saw as one JSON
+// line (`replayed`: the updates each load had brought when its answer came).
 //
 //   node ts_client.mjs ws|http URL TOKEN
 import { client, methods } from "@agentclientprotocol/sdk";
@@ -40,5 +41,31 @@ const text = updates
   .filter((u) => u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text")
   .map((u) => u.content.text)
   .join("");
-console.log(JSON.stringify({ ...result, asked, text }));
+
+const stream2 =
+  transport === "ws"
+    ? createWebSocketStream(url, { headers, WebSocket })
+    : createHttpStream(url, { headers });
+let seen = 0;
+const loader = client({ name: "ts-sdk-loader" }).onNotification(
+  methods.client.session.update,
+  async () => {
+    seen += 1;
+  },
+);
+const replayed = await loader.connectWith(stream2, async (agent) => {
+  await agent.request(methods.agent.initialize, { protocolVersion: 1 });
+  const counts = [];
+  for (let load = 0; load < 2; load++) {
+    const before = seen;
+    await agent.request(methods.agent.session.load, {
+      sessionId: result.sessionId,
+      cwd: "/tmp",
+      mcpServers: [],
+    });
+    counts.push(seen - before);
+  }
+  return counts;
+});
+console.log(JSON.stringify({ ...result, asked, text, replayed }));
 process.exit(0);
