@@ -668,10 +668,12 @@ def test_questions_waiting_when_a_client_joins_are_asked_of_it_over_both_transpo
 
 
 def test_a_loads_replay_comes_before_its_answer_over_streamable_http(host: Host) -> None:
-    """Issue 43, 9: over Streamable HTTP the load's answer and its replay went out on two
+    """Issue 43, 9: over Streamable HTTP a reload's answer and its replay went out on two
     streams (the answer on the connection's, the replay on the session's, once the
-    session was established there), and the SDK client had the answer first: an editor
-    showed an empty thread. The answer now follows the replay on its stream."""
+    session was established there), which a client reads in no particular order. The
+    answer now follows the replay on its stream. (The Python SDK's client happened to
+    read them in order here; the TypeScript SDK's could not load at all, as
+    test_the_typescript_sdk_transports shows.)"""
     from acp.http import create_http_stream
 
     def http_client(client: RecordingClient) -> Any:
