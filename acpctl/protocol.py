@@ -459,8 +459,7 @@ UPDATES: dict[str, str] = {
     CONFIG_OPTION_UPDATE: RECORDED + "; the options are kept for load, resume and reattach",
     SESSION_INFO_UPDATE: RECORDED + "; the title is stored for session/list",
     USAGE_UPDATE: RECORDED,
-    NOTICE: RECORDED + "; left out of a load's replay: ACP says a notice is no part of the "
-    "history",
+    NOTICE: RECORDED + "; left out of a load's replay: ACP says a notice is no part of the history",
     COMPACTION_UPDATE: RECORDED,
     COMPACTION_SUMMARY_CHUNK: RECORDED,
     SUBAGENT_UPDATE: RECORDED

@@ -59,6 +59,9 @@ class FakeAgent:
             acp.SESSION_CLOSE: self.ok,
         }
         self.agent_requests: PendingRequests[int] = PendingRequests(itertools.count(500))
+        # What the agent writes right behind its answer to a method, before the server's
+        # tasks run (as a real agent's next line, read in the same pass).
+        self.after_answer: dict[str, Callable[[Any], None]] = {}
 
     # -- Backend -----------------------------------------------------------------------
 
@@ -98,6 +101,8 @@ class FakeAgent:
         except RpcError as exc:
             response = jsonrpc.error_response(msg_id, exc)
         self.pending.resolve(msg_id, response)
+        if method in self.after_answer:
+            self.after_answer[method](params)
 
     def request_id_of(self, future: asyncio.Future[JsonObject]) -> int | None:
         return self.pending.id_of(future)

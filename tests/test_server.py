@@ -1077,3 +1077,44 @@ def test_the_terminal_shows_notices_and_compactions_and_skips_kinds_it_does_not_
     ):
         renderer.update(update)
     assert out.getvalue() == "[warning] Rate^[[2J limited\n(context compaction: completed)\n"
+
+
+@pytest.mark.parametrize(
+    "method", [acp.SESSION_SET_MODE, acp.SESSION_PROMPT, "_vendor/ping", "_vendor/session_ping"]
+)
+def test_what_the_agent_writes_after_a_result_reaches_the_editor_after_it(
+    tmp_path: Path, method: str
+) -> None:
+    """Issue 43, 10: codex-acp writes set_mode's result and then a config_option_update;
+    the editor got the update first, as the result went through a task. Relayed answers
+    now go out from the read loop: a setting, a prompt, a request with no session (the
+    fast path) and one with a session."""
+    agent = FakeAgent()
+    agent.handlers[acp.SESSION_SET_MODE] = agent.ok
+    agent.handlers["_vendor/ping"] = agent.ok
+    agent.handlers["_vendor/session_ping"] = agent.ok
+    behind = {"sessionUpdate": acp.CONFIG_OPTION_UPDATE, "configOptions": []}
+    agent.after_answer[method] = lambda params: agent.update("agent-1", behind)
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        params: JsonObject = {"sessionId": sid}
+        if method == acp.SESSION_SET_MODE:
+            params["modeId"] = "code"
+        elif method == acp.SESSION_PROMPT:
+            params["prompt"] = [{"type": "text", "text": "hi"}]
+        elif method == "_vendor/ping":
+            params = {}
+        answer = await h.request(method, params)
+        assert "result" in answer, answer
+        await h.editor.settled()
+        order = [
+            "answer" if m.get("id") == answer["id"] and "method" not in m else "update"
+            for m in h.editor.messages
+            if m.get("id") == answer["id"]
+            or m.get("params", {}).get("update", {}).get("sessionUpdate")
+            == acp.CONFIG_OPTION_UPDATE
+        ]
+        assert order == ["answer", "update"]
+
+    run(tmp_path, scenario, agent)

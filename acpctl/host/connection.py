@@ -47,6 +47,8 @@ MAX_SESSIONS = 1024  # streams of sessions one connection may have
 
 class TooManySessions(Exception):
     """A connection asked for more session streams than MAX_SESSIONS."""
+
+
 GRACE_S = 60.0
 # The answers that name a session for the first time on this connection.
 ESTABLISHING = frozenset(

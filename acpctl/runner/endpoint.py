@@ -21,8 +21,9 @@ BATCH_SLICE = 64
 # agent's queue and the event loop, not all of them, and the others' answers stay quick.
 MAX_IN_FLIGHT = 32
 
-# What routing a request gives: the answer now, or later.
-Answer = JsonObject | Awaitable[JsonObject]
+# What routing a request gives: the answer now, or later; later and None: the router has
+# answered it itself (runner/replies.py).
+Answer = JsonObject | Awaitable[JsonObject | None]
 
 
 class Router(Protocol):
@@ -84,17 +85,18 @@ class EditorEndpoint:
         else:
             self.spawn(self._answered_later(answer, counted))
 
-    def _answered(self, done: asyncio.Future[JsonObject], counted: bool) -> None:
+    def _answered(self, done: asyncio.Future[JsonObject | None], counted: bool) -> None:
         self._free(counted)
-        if not done.cancelled():  # cancelled: the connection is closing
-            self.reply(done.result())
+        if not done.cancelled() and (response := done.result()) is not None:
+            self.reply(response)  # (cancelled: the connection is closing)
 
-    async def _answered_later(self, answer: Awaitable[JsonObject], counted: bool) -> None:
+    async def _answered_later(self, answer: Awaitable[JsonObject | None], counted: bool) -> None:
         try:
             response = await answer  # in this task: nothing the answer sent overtakes it
         finally:
             self._free(counted)
-        self.reply(response)
+        if response is not None:
+            self.reply(response)
 
     def _free(self, counted: bool) -> None:
         """A request answered (or given up): its place in flight is free."""
@@ -124,7 +126,7 @@ class EditorEndpoint:
         if not messages:
             self.out.send(jsonrpc.error(None, acp.INVALID_REQUEST, "invalid request: empty batch"))
             return
-        pending: list[JsonObject | asyncio.Future[JsonObject]] = []
+        pending: list[JsonObject | asyncio.Future[JsonObject | None]] = []
         for index, message in enumerate(messages, 1):
             if _is_notification(message):
                 # The batch's requests before it run as tasks: it goes out after their first
@@ -139,6 +141,7 @@ class EditorEndpoint:
             if index % BATCH_SLICE == 0:
                 await asyncio.sleep(0)  # let the rest of the connection's input through
         answers = [a if isinstance(a, dict) else await a for a in pending]
+        answers = [a for a in answers if a is not None]  # (a batch's are never sent early)
         if answers:
             self.out.send(answers)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import listing
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import Client, checked_client_id, tell
@@ -31,6 +31,7 @@ from acpctl.runner.endpoint import Answer, EditorEndpoint
 from acpctl.runner.from_agent import FromAgent
 from acpctl.runner.handshake import as_v1_initialize
 from acpctl.runner.lifecycle import SessionLifecycle
+from acpctl.runner.replies import ReadLoopReply
 from acpctl.runner.session import SessionRecord
 from acpctl.runner.turns import Turns
 from acpctl.store.sessions import CorruptSession
@@ -66,6 +67,8 @@ OBSERVER_METHODS = frozenset(
 )
 
 Handler = Callable[[Client, JsonObject, Any], Awaitable[JsonObject]]
+# A method whose answer is the agent's own, answered from the read loop when it may be.
+AgentAnswered = Callable[[Client, JsonObject, Any, ReadLoopReply | None], Awaitable[JsonObject]]
 
 
 def _params_only(handler: Callable[[JsonObject], Awaitable[JsonObject]]) -> Handler:
@@ -119,6 +122,8 @@ class AcpServer:
             acp.SESSION_LIST: _params_only(functools.partial(listing.list_sessions, conn)),
             acp.SESSION_CLOSE: _no_id(lifecycle.close),
             acp.SESSION_DELETE: _params_only(lifecycle.delete),
+        }
+        self.agent_answered: dict[str, AgentAnswered] = {
             acp.SESSION_PROMPT: self.prompt,
             **{method: functools.partial(self.setting, method) for method in SETTINGS_METHODS},
         }
@@ -167,14 +172,16 @@ class AcpServer:
             return jsonrpc.error(
                 msg_id, acp.INVALID_REQUEST, f"initialize failed on this connection: no {method}"
             )
+        reply = None if in_order else ReadLoopReply(client, msg_id, method, self.conn.incidents)
         if (
-            not in_order
+            reply is not None
             and method not in self.handlers
+            and method not in self.agent_answered
             and self.conn.backend.alive
             and not (isinstance(params, dict) and "sessionId" in params)
         ):
-            return self._relay_now(client, method, params, msg_id)
-        return self._request(client, method, params, msg_id)
+            return self._relay_now(client, method, params, msg_id, reply)
+        return self._request(client, method, params, msg_id, reply)
 
     def route_notification(self, client: Client, method: str, params: Any) -> None:
         if method == acp.CANCEL_REQUEST:
@@ -257,61 +264,82 @@ class AcpServer:
         )
 
     def _relay_now(
-        self, client: Client, method: str, params: Any, msg_id: Any
-    ) -> asyncio.Future[JsonObject]:
+        self, client: Client, method: str, params: Any, msg_id: Any, reply: ReadLoopReply
+    ) -> asyncio.Future[JsonObject | None]:
         """A request that needs no session routing goes to the agent at once, without a
-        task: this is the path whose round trip the relay benchmark measures."""
-        upstream = self.conn.backend.call(method, params)
+        task: this is the path whose round trip the relay benchmark measures. Answered
+        from the read loop (replies.py); the future says when."""
+        upstream = self.conn.backend.call(method, params, on_response=reply.hook())
         self.conn.ids.forwarded(
             client.key(msg_id), msg_id, upstream, self.conn.backend.request_id_of(upstream)
         )
-        answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        answered: asyncio.Future[JsonObject | None] = asyncio.get_running_loop().create_future()
 
-        def relay(done: asyncio.Future[JsonObject]) -> None:
-            response = done.result()
-            if "error" in response:
-                self.conn.incidents.failed(method, response["error"])
-            answer.set_result({**response, "jsonrpc": "2.0", "id": msg_id})
+        def done(upstream: asyncio.Future[JsonObject]) -> None:
+            if answered.done():
+                return
+            if reply.sent or upstream.cancelled():
+                answered.set_result(None)
+            else:  # a backend that settled it without its hook: answered here
+                answered.set_result({**upstream.result(), "jsonrpc": "2.0", "id": msg_id})
 
-        upstream.add_done_callback(relay)
-        return answer
+        upstream.add_done_callback(done)
+        return answered
 
-    async def _request(self, client: Client, method: str, params: Any, msg_id: Any) -> JsonObject:
+    async def _request(
+        self, client: Client, method: str, params: Any, msg_id: Any, reply: ReadLoopReply | None
+    ) -> JsonObject | None:
+        """The answer to send; None when the read loop has sent it (`reply`)."""
         try:
             handler = self.handlers.get(method)
-            if handler is None:
-                response = await self._forward(client, method, params, msg_id)
+            answered = self.agent_answered.get(method)
+            if handler is None and answered is None:
+                response = await self._forward(client, method, params, msg_id, reply)
             elif not isinstance(params, dict):
                 raise RpcError(acp.INVALID_PARAMS, f"{method} takes an object as params")
+            elif answered is not None:
+                response = await answered(client, params, msg_id, reply)
             else:
+                assert handler is not None
                 response = await handler(client, params, msg_id)
         except RpcError as exc:
             return jsonrpc.error_response(msg_id, exc)
         except Exception as exc:  # a bug must not take the connection down
             self.conn.log.exception("internal error in %s", method)
             return jsonrpc.error(msg_id, acp.INTERNAL_ERROR, f"internal error: {exc}")
+        if reply is not None and reply.sent:
+            return None
         if "error" in response:  # the agent's answer (acpctl's own errors are raised)
             self.conn.incidents.failed(method, response["error"])
         return {**response, "jsonrpc": "2.0", "id": msg_id}
 
-    async def _forward(self, client: Client, method: str, params: Any, msg_id: Any) -> JsonObject:
-        """Any other request: relay it, mapping the session id if it names one."""
+    async def _forward(
+        self,
+        client: Client,
+        method: str,
+        params: Any,
+        msg_id: Any,
+        reply: ReadLoopReply | None,
+        before: ResponseHook | None = None,
+    ) -> JsonObject:
+        """Any other request: relay it, mapping the session id if it names one; answered
+        from the read loop when `reply` is given, after `before`."""
         await self.conn.ensure_agent()
+        hook = reply.hook(before) if reply is not None else before
+        call = functools.partial(self.conn.backend.call, on_response=hook)
         if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
-            future = self.conn.backend.call(method, params)
+            future = call(method, params)
         elif method in DETACHED_METHODS or (
             acp.is_extension(method) and not self.conn.sessions.get(params["sessionId"])
         ):
             # An extension method naming a session acpctl does not have open is relayed as
             # it is (the id mapped when acpctl knows it): docs/relay.md.
-            future = self.conn.backend.call(
-                method, {**params, "sessionId": self._agent_id_of(params)}
-            )
+            future = call(method, {**params, "sessionId": self._agent_id_of(params)})
         else:
             record = self._require(params, client)
             async with record.lock:
                 await self.attacher.attach(record)
-                future = self.conn.backend.call(method, record.to_agent(params))
+                future = call(method, record.to_agent(params))
         self.conn.ids.forwarded(
             client.key(msg_id), msg_id, future, self.conn.backend.request_id_of(future)
         )
@@ -333,20 +361,29 @@ class AcpServer:
         return session_id
 
     async def setting(
-        self, method: str, client: Client, params: JsonObject, msg_id: Any
+        self,
+        method: str,
+        client: Client,
+        params: JsonObject,
+        msg_id: Any,
+        reply: ReadLoopReply | None,
     ) -> JsonObject:
         """set_mode, set_model, set_config_option, set_title: relayed; what the agent
         accepted is kept in the session's state (re-applied after a context-less
-        reattach) and its metadata."""
-        response = await self._forward(client, method, params, msg_id)
-        record = self.conn.sessions.get(params.get("sessionId"))
-        if record is not None and "result" in response:
+        reattach) and its metadata, in the read loop: before an update the agent sends
+        after its answer changes the state again."""
+
+        def kept(response: JsonObject) -> None:
+            record = self.conn.sessions.get(params.get("sessionId"))
+            if record is None or "result" not in response:
+                return
             if method == acp.SESSION_SET_TITLE and isinstance(params.get("title"), str):
                 record.meta.title = params["title"]
             else:
                 record.state.on_set(method, params, response["result"])
             self.conn.recorder.save(record)
-        return response
+
+        return await self._forward(client, method, params, msg_id, reply, kept)
 
     def _cancel_request(self, client: Client, params: Any) -> None:
         """$/cancel_request from a client names its own id: translate it (or end a prompt
@@ -432,7 +469,9 @@ class AcpServer:
 
     # == prompts and cancellation (runner/turns.py) ===================================
 
-    async def prompt(self, client: Client, params: JsonObject, msg_id: Any) -> JsonObject:
+    async def prompt(
+        self, client: Client, params: JsonObject, msg_id: Any, reply: ReadLoopReply | None
+    ) -> JsonObject:
         record = self._require(params, client)
         prompt = params.get("prompt")
         if not isinstance(prompt, list):
@@ -447,7 +486,7 @@ class AcpServer:
                     acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}
                 ),
             )
-        return await self.turns.prompt(record, params, prompt, client.key(msg_id), msg_id)
+        return await self.turns.prompt(record, params, prompt, client.key(msg_id), msg_id, reply)
 
     async def cancel(self, client: Client, params: Any) -> None:
         record = (

@@ -17,6 +17,7 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import RequestKey
 from acpctl.runner.context import Connection
+from acpctl.runner.replies import ReadLoopReply
 from acpctl.runner.session import SessionRecord
 
 # How long a cancelled turn may take to end before a closing session ends it as cancelled.
@@ -68,22 +69,23 @@ class Turns:
         prompt: list[Any],
         key: RequestKey,
         msg_id: Any,
+        reply: ReadLoopReply | None = None,
     ) -> JsonObject:
         """One turn, answered with the agent's response (or `cancelled` when a cancel came
-        while it waited its turn)."""
+        while it waited its turn); from the read loop when `reply` is given."""
         queue = self.queue(record)
         cancels = queue.cancels
         queue.active += 1
         queue.idle.clear()
         try:
             if self.conn.handshake.queues_prompts():
-                return await self._run(record, queue, params, prompt, key, msg_id)
+                return await self._run(record, queue, params, prompt, key, msg_id, reply)
             if not await self._my_turn(queue, key):
                 return jsonrpc.error(None, acp.REQUEST_CANCELLED, "request cancelled")
             try:
                 if queue.cancels != cancels:
                     return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
-                return await self._run(record, queue, params, prompt, key, msg_id)
+                return await self._run(record, queue, params, prompt, key, msg_id, reply)
             finally:
                 queue.turn.release()
         finally:
@@ -126,12 +128,18 @@ class Turns:
         prompt: list[Any],
         key: RequestKey,
         msg_id: Any,
+        reply: ReadLoopReply | None,
     ) -> JsonObject:
         conn = self.conn
+
+        def ended(response: JsonObject) -> None:  # recorded before the editor sees it
+            conn.recorder.turn_end(record, response)
+
         async with record.lock:
             await self.attacher.attach(record)
             conn.recorder.prompt(record, prompt)
-            future = conn.backend.call(acp.SESSION_PROMPT, record.to_agent(params))
+            hook = reply.hook(ended) if reply is not None else ended
+            future = conn.backend.call(acp.SESSION_PROMPT, record.to_agent(params), hook)
         conn.ids.forwarded(key, msg_id, future, conn.backend.request_id_of(future))
         queue.prompts.add(future)
         self.running[future] = record
@@ -144,7 +152,6 @@ class Turns:
         finally:
             queue.prompts.discard(future)
             self.running.pop(future, None)
-        conn.recorder.turn_end(record, response)
         if silent:
             result = response.get("result")
             stop = result.get("stopReason") if isinstance(result, dict) else "error"

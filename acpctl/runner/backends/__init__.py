@@ -43,7 +43,11 @@ class Backend(Protocol):
         params: Any,
         on_response: ResponseHook | None = None,
     ) -> asyncio.Future[JsonObject]:
-        """Send a request; the future resolves to the agent's whole response message."""
+        """Send a request; the future resolves to the agent's whole response message.
+        `on_response` runs with the response before the future resolves, whoever made it
+        (the agent, or acpctl for it: the agent died, is not running, took too long, or
+        acpctl settled it at shutdown), and for the agent's own before its next message
+        is routed (runner/replies.py relies on this)."""
         ...
 
     def request_id_of(self, future: asyncio.Future[JsonObject]) -> Any:

@@ -144,10 +144,15 @@ class AcpBackend:
         """Send a request now; the future resolves to the agent's response message.
 
         `on_response` runs in the read loop as soon as the response arrives, before any
-        later message from the agent is routed (session/new relies on this)."""
+        later message from the agent is routed (session/new relies on this); and with
+        whatever answers the request for the agent (it is not running, it died, it took
+        too long, acpctl is shutting down)."""
         if not self.alive or self.peer is None:
             future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-            future.set_result(jsonrpc.error(None, acp.INTERNAL_ERROR, "agent is not running"))
+            response = jsonrpc.error(None, acp.INTERNAL_ERROR, "agent is not running")
+            if on_response is not None:
+                on_response(response)
+            future.set_result(response)
             return future
         return self._request(self.peer, method, params, on_response)
 

@@ -54,7 +54,8 @@ class PiRpcBackend:
         self.sessions: dict[str, PiSession] = {}
         self.dialogs: dict[int, tuple[PiChild, JsonObject]] = {}
         self._dialog_ids = itertools.count(1)
-        self._calls: dict[asyncio.Future[JsonObject], str] = {}
+        # Each call in flight: its method, and its hook (run however it is answered).
+        self._calls: dict[asyncio.Future[JsonObject], tuple[str, ResponseHook | None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.warm: PiSession | None = None  # pi started ahead for the next session/new
         self._handlers = {
@@ -92,15 +93,15 @@ class PiRpcBackend:
         on_response: ResponseHook | None = None,
     ) -> asyncio.Future[JsonObject]:
         future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self._calls[future] = method
+        self._calls[future] = (method, on_response)
 
         async def run() -> None:
             response = await self._answer(method, params or {})
+            if self._calls.pop(future, None) is None or future.done():
+                return  # settled already (settle_pending), its hook run then
             if on_response is not None:
                 on_response(response)
-            if not future.done():
-                future.set_result(response)
-            self._calls.pop(future, None)
+            future.set_result(response)
 
         self.spawn(run())
         return future
@@ -136,8 +137,11 @@ class PiRpcBackend:
         child.send(pt.dialog_answer(request, outcome))
 
     def settle_pending(self, method: str, response: JsonObject) -> None:
-        for future, called in list(self._calls.items()):
+        for future, (called, on_response) in list(self._calls.items()):
             if called == method and not future.done():
+                del self._calls[future]
+                if on_response is not None:
+                    on_response(response)
                 future.set_result(response)
 
     async def stop(self) -> None:
