@@ -1,0 +1,78 @@
+"""Issue 43, 10 against the agent it was seen with: codex-acp (npm, pinned) answers
+session/set_mode and writes a config_option_update, mostly in that order (it writes the
+update from a task of its own, so not always); through acpctl the editor got the update
+first. What codex-acp wrote is copied to a file as it writes it (tests/agents/
+stdout_tee.py), and the editor must get the answers and updates in that order. codex-acp
+runs here without its model: an API key from the environment is all session/new and
+set_mode need (the key is never used: no prompt is sent)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpctl import protocol as acp
+from tests.conftest import TEST_AGENTS, run_cli
+from tests.npm_agents import package_command
+from tests.raw_peer import raw_editor
+
+pytestmark = [pytest.mark.e2e, pytest.mark.npm]
+
+
+def test_codex_acps_update_after_set_modes_result_reaches_the_editor_after_it(
+    home: Path, tmp_path: Path
+) -> None:
+    command = package_command("@zed-industries/codex-acp")
+    codex_home = home / "codex-home"
+    codex_home.mkdir()
+    env = {
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # never reached: no prompt is sent
+        "HOME": str(codex_home),
+        "CODEX_HOME": str(codex_home),
+    }
+    args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+    written = tmp_path / "written.jsonl"
+    tee = [sys.executable, str(TEST_AGENTS / "stdout_tee.py"), str(written), *command]
+    assert run_cli("agents", "add", "codex", *args, "--", *tee).returncode == 0
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "codex", cwd=str(tmp_path)) as editor:
+            await editor.call(acp.INITIALIZE, {"protocolVersion": 1})
+            signed = await editor.call(acp.AUTHENTICATE, {"methodId": "openai-api-key"})
+            assert "result" in signed, signed
+            new = await editor.call(acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []})
+            session = new["result"]["sessionId"]
+            modes = [m["id"] for m in new["result"]["modes"]["availableModes"]]
+            after_new = len(editor.messages)
+            for mode in (modes * 4)[1:11]:
+                answer = await editor.call(
+                    acp.SESSION_SET_MODE, {"sessionId": session, "modeId": mode}
+                )
+                assert "result" in answer, answer
+            await editor.wait_for(lambda _: order(editor.messages[after_new:]).count("U") >= 10)
+            got = order(editor.messages[after_new:])
+            lines = [json.loads(line) for line in written.read_text().splitlines()]
+            (new_answered,) = [
+                i for i, m in enumerate(lines) if "sessionId" in (m.get("result") or {})
+            ]
+            assert order(lines[new_answered + 1 :]) == got
+            assert got.count("R") == 10
+
+    asyncio.run(scenario())
+
+
+def order(messages: list[Any]) -> list[str]:
+    """R for an answer, U for a config_option_update: the order to keep."""
+    kinds = []
+    for message in messages:
+        if "method" not in message:
+            kinds.append("R")
+        elif message["params"]["update"].get("sessionUpdate") == acp.CONFIG_OPTION_UPDATE:
+            kinds.append("U")
+    return kinds
