@@ -703,6 +703,65 @@ def test_a_loads_replay_comes_before_its_answer_over_streamable_http(host: Host)
     run(scenario())
 
 
+def test_two_sdk_clients_each_cancel_their_own_request(host: Host) -> None:
+    """Issue 43, 3: two SDK clients on one session, one over WebSocket and one over
+    Streamable HTTP, each with a prompt under its own id (the SDKs number from the same
+    start); each one's `$/cancel_request` ends its own prompt only: the queued one answers
+    -32800 at once, the running one ends its turn as cancelled."""
+    from acp import RequestError
+    from acp.http import create_http_stream
+
+    def sent_ids(conn: Any) -> list[Any]:
+        ids: list[Any] = []
+
+        def observe(event: Any) -> None:
+            message = event.message
+            if isinstance(message, dict) and message.get("method") == acp_names.SESSION_PROMPT:
+                ids.append(message["id"])
+
+        conn._conn.add_observer(observe)
+        return ids
+
+    async def scenario() -> None:
+        async with sdk_client(host) as (conn, editor):
+            await conn.initialize(protocol_version=1)
+            session = (await conn.new_session(cwd="/tmp")).session_id
+            laptop = RecordingClient()
+            transport = create_http_stream(
+                host.url.replace("ws://", "http://"), headers=host.headers()
+            )
+            http_conn = acp.connect_to_agent(
+                cast(Any, laptop), transport, use_unstable_protocol=True
+            )
+            try:
+                await http_conn.initialize(protocol_version=1)
+                await http_conn.load_session(cwd="/tmp", session_id=session)
+                ours, theirs = sent_ids(conn), sent_ids(http_conn)
+                running = asyncio.ensure_future(
+                    conn.prompt(session_id=session, prompt=[acp.text_block("slow")])
+                )
+                await editor.streaming(session)
+                queued = asyncio.ensure_future(
+                    http_conn.prompt(session_id=session, prompt=[acp.text_block("later")])
+                )
+                while not theirs:
+                    await asyncio.sleep(0.01)
+                assert ours == theirs  # one id, each in its own client's namespace
+                await http_conn._conn.send_notification(
+                    acp_names.CANCEL_REQUEST, {"requestId": theirs[0]}
+                )
+                with pytest.raises(RequestError) as refused:
+                    await asyncio.wait_for(queued, 10)
+                assert refused.value.code == -32800
+                assert not running.done()  # the other client's turn goes on
+                await conn._conn.send_notification(acp_names.CANCEL_REQUEST, {"requestId": ours[0]})
+                assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
+            finally:
+                await http_conn.close()
+
+    run(scenario())
+
+
 def test_streamable_http_status_codes(host: Host) -> None:
     import httpx
 

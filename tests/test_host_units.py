@@ -56,6 +56,7 @@ def test_messages_get_cursors_and_go_to_their_session_stream() -> None:
             jsonrpc.encode(jsonrpc.request(1, acp.SESSION_NEW, {"cwd": "/", "mcpServers": []}))
         )
         connection.send(jsonrpc.result(1, {"sessionId": "s1"}))  # establishes s1
+        connection.opened("s1")  # the client opens its stream, as the answer names it
         connection.attach(session.reader, connection.backlog(session.reader.stream, None))
         connection.deliver(
             jsonrpc.encode(
@@ -77,6 +78,45 @@ def test_messages_get_cursors_and_go_to_their_session_stream() -> None:
 
 async def nothing() -> None:
     return None
+
+
+@pytest.mark.parametrize("opened", ["never", "before the load", "during the load"])
+def test_a_sessions_messages_go_to_its_stream_once_the_client_opens_it(opened: str) -> None:
+    """Issue 43, 9: a session's messages go on its stream only once the client has opened
+    it: a client that never does (the Python SDK's, after a resume, which names no session
+    in its answer) gets them on the connection's stream. A load's replay and its answer
+    keep to one stream: the session's, opened before (the TypeScript SDK's client), or
+    the connection's, when the client opens the session's during the load (the Python
+    SDK's, on the replay's first message)."""
+
+    async def scenario() -> None:
+        connection = LogicalConnection()
+        main, session = Collected(CONNECTION_STREAM), Collected("s1")
+        connection.attach(main.reader, connection.backlog(CONNECTION_STREAM, None))
+        if opened == "before the load":
+            connection.opened("s1")
+        load = {"sessionId": "s1", "cwd": "/", "mcpServers": []}
+        connection.deliver(jsonrpc.encode(jsonrpc.request(1, acp.SESSION_LOAD, load)))
+        replayed = jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": "s1", "update": {}})
+        connection.write(jsonrpc.encode(replayed))
+        if opened == "during the load":
+            connection.opened("s1")
+        connection.write(jsonrpc.encode(replayed))
+        connection.send(jsonrpc.result(1, {}))
+        if opened != "never":
+            connection.attach(session.reader, connection.backlog("s1", None))
+        connection.write(jsonrpc.encode(replayed))  # a live update, after the answer
+        on_main = [m.get("id", "update") for _, m in main.messages]
+        on_session = [m.get("id", "update") for _, m in session.messages]
+        if opened == "before the load":
+            assert (on_main, on_session) == ([], ["update", "update", 1, "update"])
+        elif opened == "during the load":
+            assert (on_main, on_session) == (["update", "update", 1], ["update"])
+        else:
+            assert (on_main, on_session) == (["update", "update", 1, "update"], [])
+        assert connection.sessions == {"s1"}
+
+    run(scenario())
 
 
 def test_a_relayed_line_goes_out_as_a_written_one_without_a_second_decode(

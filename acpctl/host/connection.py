@@ -161,7 +161,12 @@ class LogicalConnection:
         self._cursor = 0
         self._readers: list[Reader] = []
         self._delivered: dict[str | None, int] = {}  # stream -> last cursor a reader got
-        self.sessions: set[str] = set()  # sessions established (their streams exist)
+        self.sessions: set[str] = set()  # the sessions an answer established here
+        # The sessions whose stream the client opened (Streamable HTTP): their messages go
+        # there; any other session's go on the connection's stream, where a client that
+        # opens no session stream (the Python SDK's, after a resume) still gets them.
+        self.session_streams: set[str] = set()
+        self._opening: set[str] = set()  # opened while a request naming it was under way
         self._routes: dict[tuple[bool, Any], str | None] = {}  # request -> session, method
         self._methods: dict[tuple[bool, Any], str] = {}
         self._seen: collections.OrderedDict[tuple[bool, Any], None] = collections.OrderedDict()
@@ -251,7 +256,7 @@ class LogicalConnection:
             else:
                 params = message.get("params")
                 session = params.get("sessionId") if isinstance(params, dict) else None
-                if isinstance(session, str) and session in self.sessions:
+                if isinstance(session, str) and session in self.session_streams:
                     stream = session
         self._cursor += 1
         cursor = str(self._cursor)
@@ -264,16 +269,20 @@ class LogicalConnection:
                 self._delivered[reader.stream] = self._cursor
 
     def opened(self, session: str) -> None:
-        """A client opens the stream of a session no answer has established here (the
-        TypeScript SDK's client and acpctl's link open it before they send a message
-        naming the session): the session's messages go to it from now on. Unless a
-        request naming the session is under way: its replay and answer keep to the
-        stream they began on, and its answer establishes the session."""
-        if session in self.sessions or session in self._routes.values():
+        """The client opens a session's stream (before it sends a message naming the
+        session, as the TypeScript SDK's client and acpctl's link do, or once it has seen
+        one, as the Python SDK's does): the session's messages go to it from now on.
+        Unless a request naming the session is under way: its replay and its answer keep
+        to the stream they began on, and the session's stream takes over after the
+        answer."""
+        if session in self.session_streams:
             return
-        if len(self.sessions) >= MAX_SESSIONS:
-            raise TooManySessions(f"at most {MAX_SESSIONS} sessions on one connection")
-        self.sessions.add(session)
+        if len(self.session_streams) + len(self._opening) >= MAX_SESSIONS:
+            raise TooManySessions(f"at most {MAX_SESSIONS} session streams on one connection")
+        if session in self._routes.values():
+            self._opening.add(session)
+        else:
+            self.session_streams.add(session)
 
     def _stream_of_answer(self, key: tuple[bool, Any] | None, message: dict[str, Any]) -> str:
         if key is None:
@@ -285,13 +294,16 @@ class LogicalConnection:
         result = message.get("result")
         if method in ESTABLISHING and isinstance(result, dict):
             # The answer goes where the session's messages went: after a load's replay,
-            # on the same stream (the client's streams are not read in one order).
+            # on the same stream (a client reads its streams in no one order).
             established = result.get("sessionId", session)
-            stream = established if established in self.sessions else CONNECTION_STREAM
+            stream = established if established in self.session_streams else CONNECTION_STREAM
             if isinstance(established, str):
                 self.sessions.add(established)
+                if established in self._opening:
+                    self._opening.discard(established)
+                    self.session_streams.add(established)
             return stream
-        if session is not None and session in self.sessions:
+        if session is not None and session in self.session_streams:
             return session
         return CONNECTION_STREAM
 

@@ -4,8 +4,9 @@ result in the body and the new `Acp-Connection-Id`; any other message needs that
 (400 without, 404 unknown), and the session-scoped ones `Acp-Session-Id` too, and is
 answered 202 at once, its result arriving on a stream. `GET` with `Accept:
 text/event-stream` (else 406) opens the connection's stream, or a session's with
-`Acp-Session-Id` (before or after an answer establishes the session; a load's replay and
-its answer go out on one stream, in order); each event's `id:` is its cursor, and
+`Acp-Session-Id` (before or after an answer establishes the session: the session's
+messages go there from then on, and on the connection's stream until then; a load's
+replay and its answer go out on one stream, in order); each event's `id:` is its cursor, and
 `Last-Event-ID` resumes after it (409 when the cursor is not held). `DELETE` ends the
 connection (202)."""
 
