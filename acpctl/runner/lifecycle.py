@@ -20,6 +20,7 @@ from acpctl.runner.attach import Attacher, with_note
 from acpctl.runner.clients import Client, attach_role, checked_client_id, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.directories import attach_params, session_directories
+from acpctl.runner.questions import Questions
 from acpctl.runner.session import SessionRecord, not_found, wire_session_id
 from acpctl.store.sessions import (
     CorruptSession,
@@ -41,10 +42,12 @@ class SessionLifecycle:
         conn: Connection,
         attacher: Attacher,
         end_turns: Callable[[SessionRecord], Awaitable[None]],
+        questions: Questions,
     ) -> None:
         self.conn = conn
         self.attacher = attacher
         self.end_turns = end_turns
+        self.questions = questions
         # While the agent forks, what it says about a session no one has yet (the fork's,
         # whose id its answer will name: opencode replays the history there first) is held,
         # and routed once the answer has registered the session (runner/server.py).
@@ -295,10 +298,7 @@ class SessionLifecycle:
         others = [c.label(r) for c, r in record.clients.items() if c is not client]
         record.clients[client] = role
         if role == acp.CONTROLLER:
-            for editor_id in self.conn.ids.waiting(lambda request: request.session is record):
-                request = self.conn.ids.pending(editor_id)
-                if request is not None:
-                    request.ask([client])
+            self.questions.ask_joiner(record, client)
         return record, others, replayed if client.link else None
 
     async def detach(self, client: Client, params: JsonObject) -> JsonObject:
@@ -319,10 +319,7 @@ class SessionLifecycle:
         """The session goes on without `client`; the clients still there that attached are
         told. The permission requests it was asked wait for another controller."""
         role = record.clients.pop(client)
-        for editor_id in self.conn.ids.waiting(lambda request: request.session is record):
-            request = self.conn.ids.pending(editor_id)
-            if request is not None and client in request.asked:
-                request.asked.remove(client)
+        self.questions.forget_asked(record, client)
         update: JsonObject = {
             "sessionUpdate": acp.CLIENT_DISCONNECTED,
             "client": client.label(role),

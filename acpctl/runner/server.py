@@ -31,6 +31,7 @@ from acpctl.runner.endpoint import Answer, EditorEndpoint
 from acpctl.runner.from_agent import FromAgent
 from acpctl.runner.handshake import as_v1_initialize
 from acpctl.runner.lifecycle import SessionLifecycle
+from acpctl.runner.questions import Questions
 from acpctl.runner.replies import ReadLoopReply
 from acpctl.runner.session import SessionRecord
 from acpctl.runner.turns import Turns
@@ -103,8 +104,9 @@ class AcpServer:
         self.conn = conn
         self.tasks: set[asyncio.Future[Any]] = set()  # every client's requests in flight
         self.attacher = Attacher(conn)
-        self.turns = Turns(conn, self.attacher)
-        self.lifecycle = SessionLifecycle(conn, self.attacher, self.turns.end)
+        self.questions = Questions(conn)
+        self.turns = Turns(conn, self.attacher, self.questions)
+        self.lifecycle = SessionLifecycle(conn, self.attacher, self.turns.end, self.questions)
         self.from_agent = FromAgent(conn, self.lifecycle)
         self.lifecycle.route_held = self.from_agent.on_agent_notification
         self._closed = False
@@ -201,67 +203,7 @@ class AcpServer:
             self.conn.backend.notify(method, record.to_agent(params) if record else params)
 
     def route_response(self, client: Client, message: JsonObject) -> None:
-        """A client answered a request that came from the agent: the first answer from a
-        client that was asked goes back; the others asked are told it is settled."""
-        request = self.conn.ids.pending(message.get("id"))
-        if request is None or client not in request.asked:
-            self.conn.log.debug("client answered unknown or settled request %r", message.get("id"))
-            return
-        self.conn.ids.settle(message.get("id"), message)
-        record = request.session
-        if record is not None:
-            by = client.label(record.clients.get(client))
-            if request.method == acp.REQUEST_PERMISSION:
-                self.conn.recorder.permission_outcome(record, message, by)
-                self._tell_resolved(record, request.message, message, client)
-            elif request.method == acp.ELICITATION_CREATE:
-                self.conn.recorder.elicitation_outcome(record, message, by)
-                self._tell_answered(record, request.message, message, client)
-        if request.generation == self.conn.backend.generation:  # else the agent that asked died
-            self.conn.backend.send({**message, "id": request.agent_id})
-        request.withdraw(message.get("id"), [c for c in request.asked if c is not client])
-
-    def _tell_resolved(
-        self, record: SessionRecord, asked: JsonObject, answer: JsonObject, by: Client
-    ) -> None:
-        """The session's other clients that attached learn who answered a permission, and
-        how (the attach proposal's permission_resolved; the rest are told by the
-        $/cancel_request that closes their dialog)."""
-        params = asked.get("params")
-        tool = params.get("toolCall") if isinstance(params, dict) else None
-        result = answer.get("result")
-        outcome = result.get("outcome") if isinstance(result, dict) else None
-        update: JsonObject = {
-            "sessionUpdate": acp.PERMISSION_RESOLVED,
-            "toolCallId": tool.get("toolCallId") if isinstance(tool, dict) else None,
-            "chosenOptionId": outcome.get("optionId") if isinstance(outcome, dict) else None,
-            "resolvedBy": by.label(record.clients.get(by)),
-        }
-        tell(
-            [client for client in record.clients if client is not by and client.knows_attach],
-            jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
-        )
-
-    def _tell_answered(
-        self, record: SessionRecord, asked: JsonObject, answer: JsonObject, by: Client
-    ) -> None:
-        """The session's other clients learn who answered the agent's question, and how
-        (ELICITATION_RESOLVED, an extension notification: a client that does not know it
-        ignores it; the content of the answer stays with the agent and the history)."""
-        params = asked.get("params")
-        params = params if isinstance(params, dict) else {}
-        result = answer.get("result")
-        action = result.get("action") if isinstance(result, dict) else None
-        told: JsonObject = {"sessionId": record.id}
-        for key in ("elicitationId", "toolCallId"):
-            if params.get(key) is not None:
-                told[key] = params[key]
-        told["action"] = action if isinstance(action, str) else "error"
-        told["resolvedBy"] = by.label(record.clients.get(by))
-        tell(
-            [client for client in record.clients if client is not by],
-            jsonrpc.notification(acp.ELICITATION_RESOLVED, told),
-        )
+        self.questions.answered(client, message)
 
     def _relay_now(
         self, client: Client, method: str, params: Any, msg_id: Any, reply: ReadLoopReply

@@ -17,16 +17,12 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import RequestKey
 from acpctl.runner.context import Connection
+from acpctl.runner.questions import Questions
 from acpctl.runner.replies import ReadLoopReply
 from acpctl.runner.session import SessionRecord
 
 # How long a cancelled turn may take to end before a closing session ends it as cancelled.
 CLOSE_GRACE_S = 5.0
-# A cancelled turn's open questions, answered for the person: ACP's cancelled outcome.
-CANCELLED_ANSWER: dict[str, JsonObject] = {
-    acp.REQUEST_PERMISSION: {"outcome": {"outcome": acp.CANCELLED}},
-    acp.ELICITATION_CREATE: {"action": "cancel"},
-}
 
 
 class TurnQueue:
@@ -43,9 +39,10 @@ class TurnQueue:
 
 
 class Turns:
-    def __init__(self, conn: Connection, attacher: Attacher) -> None:
+    def __init__(self, conn: Connection, attacher: Attacher, questions: Questions) -> None:
         self.conn = conn
         self.attacher = attacher
+        self.questions = questions
         # Each open session's queue, gone with its record.
         self._queues: weakref.WeakKeyDictionary[SessionRecord, TurnQueue] = (
             weakref.WeakKeyDictionary()
@@ -208,29 +205,10 @@ class Turns:
             backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
-        conn = self.conn
         self.queue(record).cancels += 1  # the prompts waiting their turn end as cancelled
         async with record.lock:
             self._cancel_at_agent(record, params)
-        # The questions of this session still open (permissions, elicitations) are settled
-        # as cancelled, as ACP asks of a client at a cancel, and the clients asked are
-        # told to drop them.
-        dialogs = conn.ids.waiting(
-            lambda request: request.session is record and request.method in CANCELLED_ANSWER
-        )
-        for editor_id in dialogs:
-            request = conn.ids.pending(editor_id)
-            if request is None:
-                continue
-            cancelled = jsonrpc.result(None, CANCELLED_ANSWER[request.method])
-            conn.ids.settle(editor_id, cancelled)
-            if request.method == acp.REQUEST_PERMISSION:
-                conn.recorder.permission_outcome(record, cancelled, None)
-            else:
-                conn.recorder.elicitation_outcome(record, cancelled, None)
-            if request.generation == conn.backend.generation:
-                conn.backend.send({**cancelled, "id": request.agent_id})
-            request.withdraw(editor_id)
+        self.questions.cancel_open(record)
 
     async def end(self, record: SessionRecord) -> None:
         """Before a session closes: cancel its running and waiting prompts and wait for
