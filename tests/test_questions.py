@@ -55,6 +55,20 @@ async def initialized(h: Harness, name: str, capabilities: JsonObject | None = N
     )
 
 
+async def three_clients(h: Harness) -> tuple[str, Harness, Harness]:
+    """A session `h`'s client ("zed") opened, joined by a controller ("phone") and an
+    observer ("watcher") that attached: its id, the phone, the watcher."""
+    await initialized(h, "zed")
+    sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+    phone = h.another()
+    await initialized(phone, "phone")
+    await phone.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+    watcher = h.another(may_control=False)
+    await initialized(watcher, "watcher")
+    await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid, "role": acp.OBSERVER})
+    return sid, phone, watcher
+
+
 def recorded(h: Harness, session_id: str, *kinds: str) -> list[dict[str, Any]]:
     h.conn.recorder.batch_end()
     return [e for e in h.store.iter_events(session_id) if e.get("type") in kinds]
@@ -64,14 +78,7 @@ def test_an_elicitation_goes_to_every_controller_and_the_first_answer_wins(
     tmp_path: Path,
 ) -> None:
     async def scenario(h: Harness) -> None:
-        await initialized(h, "zed")
-        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
-        phone = h.another()
-        await initialized(phone, "phone")
-        await phone.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
-        watcher = h.another(may_control=False)
-        await initialized(watcher, "watcher")
-        await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid, "role": acp.OBSERVER})
+        sid, phone, watcher = await three_clients(h)
 
         answered = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
         asked_zed = await h.editor.request(acp.ELICITATION_CREATE)
@@ -347,14 +354,7 @@ def test_the_agents_cancel_reaches_only_the_clients_it_asked(tmp_path: Path) -> 
     of another session."""
 
     async def scenario(h: Harness) -> None:
-        await initialized(h, "zed")
-        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
-        phone = h.another()
-        await initialized(phone, "phone")
-        await phone.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
-        watcher = h.another(may_control=False)
-        await initialized(watcher, "watcher")
-        await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid})
+        _, phone, watcher = await three_clients(h)
         elsewhere = h.another()
         await initialized(elsewhere, "elsewhere")
         await elsewhere.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})

@@ -106,60 +106,57 @@ def test_permission_policies(home: Path, tmp_path: Path) -> None:
     assert denied.returncode == 5
 
 
+class AskedOnATerminal:
+    """`acpctl ARGS` with a terminal for its stdin (its questions are typed there) and its
+    stdout and stderr piped."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        self.leader, follower = pty.openpty()
+        self.process = subprocess.Popen(
+            acpctl_argv(*args),
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+        )
+        os.close(follower)
+        self.seen = b""
+
+    def answer(self, after: bytes, typed: bytes) -> None:
+        """Once the terminal shows `after`, type `typed`."""
+        deadline = time.monotonic() + 30
+        while after not in self.seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.leader], [], [], 0.5)
+            if ready:
+                self.seen += os.read(self.leader, 1024)
+        assert after in self.seen, self.seen
+        self.seen = b""
+        os.write(self.leader, typed)
+
+    def ended(self) -> tuple[bytes, bytes]:
+        out, err = self.process.communicate(timeout=30)
+        os.close(self.leader)
+        return out, err
+
+
 def test_permission_asked_on_a_terminal(home: Path, tmp_path: Path) -> None:
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        acpctl_argv("run", "edit please"),
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    os.close(follower)
-    deadline = time.monotonic() + 30
-    seen = b""
-    while b"choice>" not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.5)
-        if ready:
-            seen += os.read(leader, 1024)
-    os.write(leader, b"1\n")
-    out, err = process.communicate(timeout=30)
-    os.close(leader)
+    terminal = AskedOnATerminal("run", "edit please", cwd=tmp_path)
+    terminal.answer(b"choice>", b"1\n")
+    out, err = terminal.ended()
     assert b"The agent asks permission" in err
-    assert process.returncode == 0 and b"[completed]" in out
+    assert terminal.process.returncode == 0 and b"[completed]" in out
 
 
 def test_the_agents_questions_are_answered_on_a_terminal(home: Path, tmp_path: Path) -> None:
     """Issue 43, 2: a form a field at a time, then a URL shown, never opened; without a
     terminal acpctl does not say it can answer, and the agent does not ask."""
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        acpctl_argv("run", "ask and visit"),
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    os.close(follower)
-    seen = b""
-
-    def answer(after: bytes, typed: bytes) -> None:
-        nonlocal seen
-        deadline = time.monotonic() + 30
-        while after not in seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([leader], [], [], 0.5)
-            if ready:
-                seen += os.read(leader, 1024)
-        assert after in seen, seen
-        seen = b""
-        os.write(leader, typed)
-
-    answer(b"Answer it? [y/n]", b"y\n")
-    answer(b"Your name", b"Ada\n")
-    answer(b"Excited?", b"yes\n")
-    answer(b"Will you open it?", b"y\n")
-    out, err = process.communicate(timeout=30)
-    os.close(leader)
+    asked = AskedOnATerminal("run", "ask and visit", cwd=tmp_path)
+    asked.answer(b"Answer it? [y/n]", b"y\n")
+    asked.answer(b"Your name", b"Ada\n")
+    asked.answer(b"Excited?", b"yes\n")
+    asked.answer(b"Will you open it?", b"y\n")
+    out, err = asked.ended()
+    process = asked.process
     assert process.returncode == 0, err
     assert b"The agent asks: What should the demo call you?" in err
     assert b"Open this address in a browser: https://example.com/acpctl-demo" in err
