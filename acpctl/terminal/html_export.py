@@ -20,6 +20,7 @@ from acpctl import __version__
 from acpctl import protocol as acp
 from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
 from acpctl.terminal.render import STATUS_MARK, content_text, diff_lines, money
+from acpctl.terminal.transcript import answer_of
 
 STYLE = """
 :root { color-scheme: light dark; --fg: #1f2328; --bg: #fff; --muted: #656d76;
@@ -214,18 +215,7 @@ class _Page:
 
     def outcome(self, event: dict[str, Any]) -> None:
         """How a permission or a question was answered, and by whom."""
-        if event.get("type") == "elicitation_outcome":
-            answer = str(event.get("action"))
-            content = event.get("content")
-            if isinstance(content, dict) and content:
-                answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
-        else:
-            outcome = event.get("outcome") or {}
-            answer = str(outcome.get("optionId") or outcome.get("outcome"))
-        by = event.get("resolvedBy")
-        name = by.get("name") if isinstance(by, dict) else None
-        who = f", by {_e(name)}" if name else ""
-        self.parts.append(f'<div class="ask">Answered: {_e(answer)}{who}</div>')
+        self.parts.append(f'<div class="ask">Answered: {_e(answer_of(event))}</div>')
 
 
 def _tool(tool: dict[str, Any]) -> str:

@@ -67,18 +67,24 @@ def recorded_lines(event: dict[str, Any]) -> list[str]:
         if fields:
             lines.append("  form: " + ", ".join(map(str, fields)))
         return [printable(line) for line in lines]
-    if kind == "permission_outcome":
+    if kind in ("permission_outcome", "elicitation_outcome"):
+        return [printable(f"  answered: {answer_of(event)}")]
+    return []
+
+
+def answer_of(event: dict[str, Any]) -> str:
+    """A recorded answer (permission_outcome, elicitation_outcome) in words: the option
+    chosen, or the action and the form's content; and who gave it."""
+    if event.get("type") == "permission_outcome":
         outcome = _dict(event.get("outcome"))
         answer = str(outcome.get("optionId") or outcome.get("outcome"))
-    elif kind == "elicitation_outcome":
+    else:
         answer = str(event.get("action"))
         content = _dict(event.get("content"))
         if content:
             answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
-    else:
-        return []
     by = _dict(event.get("resolvedBy")).get("name")
-    return [printable(f"  answered: {answer}" + (f", by {by}" if by else ""))]
+    return answer + (f", by {by}" if by else "")
 
 
 def _dict(value: Any) -> dict[str, Any]:
