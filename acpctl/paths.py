@@ -112,6 +112,11 @@ def host_tokens() -> Path:
     return config_dir() / "host-tokens.json"
 
 
+def host_devices() -> Path:
+    """The devices paired with the session host: names, roles, credential digests (0600)."""
+    return config_dir() / "host-devices.json"
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` with mode 0700, and each missing parent too, whatever the umask;
     tighten `path` if it already exists."""

@@ -111,6 +111,12 @@ RECORDED_EVENTS = frozenset(
 # "elicitationId"?, "toolCallId"?, "action", "resolvedBy"} (as permission_resolved says it
 # of a permission; the attach proposal has no update kind for elicitations).
 ELICITATION_RESOLVED = "_acpctl/elicitation_resolved"
+# The unix socket's first line from `acpctl serve --pair` ({"role", "name"}: a one-time
+# pairing code for a device), `--devices` and `--revoke` ({"name"}: the device unpaired and
+# its connections ended).
+HOST_PAIR = "_acpctl/pair"
+HOST_DEVICES = "_acpctl/devices"
+HOST_REVOKE = "_acpctl/revoke"
 # The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new
 # token, and the connections that came in with the old one are ended.
 HOST_ROTATE_TOKEN = "_acpctl/rotate_token"

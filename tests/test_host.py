@@ -451,7 +451,8 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
 
 
 def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None:
-    from acpctl.host.http import MAX_CONNECTIONS, MAX_MESSAGE_BYTES
+    from acpctl.host.door import MAX_CONNECTIONS
+    from acpctl.host.http import MAX_MESSAGE_BYTES
 
     async def scenario() -> None:
         async with raw_client(host) as client:

@@ -474,7 +474,8 @@ def test_a_loopback_listener_takes_loopback_names_on_any_port(
 ) -> None:
     from aiohttp.test_utils import make_mocked_request
 
-    from acpctl.host.http import Door
+    from acpctl.host.door import Door
+    from acpctl.host.registry import Caller
     from acpctl.host.tokens import Tokens
 
     hosts = frozenset({"127.0.0.1:8765", "localhost:8765", "acp.example.com"})
@@ -483,7 +484,7 @@ def test_a_loopback_listener_takes_loopback_names_on_any_port(
         "GET", "/acp", headers={"Host": host, "Authorization": f"Bearer {'t' * 43}"}
     )
     answer = door.refusal(request)
-    assert (answer == "controller") is passes, answer
+    assert (answer == Caller("controller")) is passes, answer
 
 
 def test_environments_are_compared_by_name_and_digest_only() -> None:

@@ -493,3 +493,32 @@ def test_after_message_replays_only_what_follows_the_clients_last_message(
         assert bare["error"]["code"] == acp.INVALID_PARAMS
 
     run(tmp_path, scenario)
+
+
+def test_an_answer_from_a_paired_device_is_recorded_with_the_devices_name(
+    tmp_path: Path,
+) -> None:
+    """Issue 42, 4: the audit trail names the device (acpctl serve --pair --name)."""
+    from acpctl.terminal.transcript import answer_of
+
+    async def scenario(h: Harness) -> None:
+        sid, phone, _ = await three_clients(h)
+        phone.client.device = "Ada's phone"
+        asked = h.agent.ask(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": "agent-1",
+                "toolCall": {"toolCallId": "t1"},
+                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+            },
+        )
+        request = await phone.editor.request(acp.REQUEST_PERMISSION)
+        phone.send(
+            jsonrpc.result(request["id"], {"outcome": {"outcome": "selected", "optionId": "ok"}})
+        )
+        await asked
+        (outcome,) = recorded(h, sid, "permission_outcome")
+        assert outcome["resolvedBy"]["device"] == "Ada's phone"
+        assert answer_of(outcome) == "ok, by Ada's phone (a paired device)"
+
+    run(tmp_path, scenario)

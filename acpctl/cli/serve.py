@@ -109,7 +109,25 @@ def serve(
         "its connections with the old one end.",
     ),
     observer: bool = typer.Option(
-        False, "--observer", help="With --show-token: the observer token (sees, never acts)."
+        False,
+        "--observer",
+        help="With --show-token, --rotate-token or --pair: the observer's (sees, never acts).",
+    ),
+    pair: bool = typer.Option(
+        False,
+        "--pair",
+        help="Pair a device (a phone's browser): print a one-time address and its QR code.",
+    ),
+    name: str | None = typer.Option(None, "--name", help="With --pair: the device's name."),
+    public_url: str | None = typer.Option(
+        None,
+        "--public-url",
+        metavar="URL",
+        help="With --pair: the address the device reaches the host by (a proxy's).",
+    ),
+    devices: bool = typer.Option(False, "--devices", help="List the paired devices."),
+    revoke: str | None = typer.Option(
+        None, "--revoke", metavar="NAME", help="Unpair a device: its connections end at once."
     ),
     print_systemd: bool = typer.Option(
         False, "--print-systemd", help="Print a systemd user unit that runs this command."
@@ -120,7 +138,7 @@ def serve(
     status: bool = typer.Option(
         False, "--status", help="Show the running host's agents, sessions and clients."
     ),
-    as_json: bool = typer.Option(False, "--json", help="With --status: print JSON."),
+    as_json: bool = typer.Option(False, "--json", help="With --status or --devices: print JSON."),
     bridge: bool = typer.Option(
         False,
         "--bridge",
@@ -134,12 +152,16 @@ def serve(
 
     if token_file is not None and not show_token:
         raise UsageError("--token-file goes with --show-token")
+    if (name is not None or public_url is not None) and not pair:
+        raise UsageError("--name and --public-url go with --pair")
     if show_token:
         raise typer.Exit(main.show_token(observer, token_file))
     if rotate_token:
         raise typer.Exit(main.rotate(observer))
     if status:
         raise typer.Exit(main.show_status(as_json))
+    if pair or devices or revoke is not None:
+        raise typer.Exit(_devices(pair, name, public_url, devices, revoke, observer, as_json))
     if bridge:
         from acpctl.host.bridge import bridge as run_bridge
 
@@ -178,6 +200,26 @@ def serve(
     raise typer.Exit(main.serve(options, replace))
 
 
+def _devices(
+    pair: bool,
+    name: str | None,
+    public_url: str | None,
+    devices: bool,
+    revoke: str | None,
+    observer: bool,
+    as_json: bool,
+) -> int:
+    """--pair, --devices or --revoke, asked of the running host."""
+    from acpctl.host import pairing
+
+    if pair:
+        return pairing.pair(observer, name, public_url)
+    if devices:
+        return pairing.devices(as_json)
+    assert revoke is not None
+    return pairing.revoke(revoke)
+
+
 def _service_argv(options: HostOptions) -> list[str]:
     """The command a service manager runs: this one, with its options, paths absolute."""
     argv = [sys.executable, "-m", "acpctl", "serve"]
@@ -193,7 +235,7 @@ def _service_argv(options: HostOptions) -> list[str]:
     for name in options.allow_hosts:
         argv += ["--allow-host", name]
     argv += ["--idle-stop", f"{options.idle_s:g}", "--spare-for", f"{options.spare_s:g}"]
-    from acpctl.host.http import HEADER_TIMEOUT_S
+    from acpctl.host.door import HEADER_TIMEOUT_S
     from acpctl.host.main import STOP_GRACE_S
 
     if options.header_timeout_s != HEADER_TIMEOUT_S:

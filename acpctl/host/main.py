@@ -27,7 +27,10 @@ from acpctl.errors import AcpctlError, UsageError
 from acpctl.files import atomic_write
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
-from acpctl.host.http import ENDPOINT, HEADER_TIMEOUT_S, Door, SlowHeadersGuard, make_app
+from acpctl.host.devices import PAIR_CODE_TTL_S, Devices
+from acpctl.host.door import HEADER_TIMEOUT_S, Door
+from acpctl.host.http import ENDPOINT, SlowHeadersGuard, make_app
+from acpctl.host.page import PAIR_PATH
 from acpctl.host.registry import Connections
 from acpctl.host.tokens import ROLES, load_or_create
 from acpctl.host.tokens import rotate as rotate_token
@@ -58,14 +61,58 @@ class HostOptions:
 
 
 class TcpDoor:
-    """The TCP listener's door and its logical connections, as a token rotation (asked on
-    the unix socket) changes them: the new token from then on, the old one's connections
-    ended."""
+    """The TCP listener's door and its logical connections, as what the unix socket asks
+    changes them: a token rotated (the new token from then on, the old one's connections
+    ended), a device paired (a one-time code) or revoked (its connections ended)."""
 
-    def __init__(self, pool: AgentPool, log: logging.Logger) -> None:
+    def __init__(self, pool: AgentPool, log: logging.Logger, devices: Devices) -> None:
         self.door: Door | None = None  # with --listen
         self.connections = Connections(pool, log)
+        self.devices = devices
         self.log = log
+        self.listening: list[JsonObject] = []  # the TCP listener's address, once it listens
+
+    def controls(self) -> dict[str, unix.Control]:
+        """What the unix socket may ask of the door."""
+        return {
+            acp.HOST_ROTATE_TOKEN: self.rotate,
+            acp.HOST_PAIR: self.pair,
+            acp.HOST_DEVICES: self.listed,
+            acp.HOST_REVOKE: self.revoke,
+        }
+
+    async def pair(self, params: JsonObject) -> JsonObject:
+        """A one-time code that pairs a device, and the page's address it goes with."""
+        if self.door is None or not self.listening:
+            raise AcpctlError(
+                "the session host has no TCP listener for a device to reach: restart it "
+                "with one (acpctl serve --replace --listen 127.0.0.1:8765)"
+            )
+        role = params.get("role", acp.CONTROLLER)
+        name = params.get("name")
+        code, named = self.devices.pairing_code(str(role), name if isinstance(name, str) else None)
+        address = str(self.listening[0]["address"])
+        page = address.replace("wss://", "https://").replace("ws://", "http://")
+        page = page.removesuffix(ENDPOINT)
+        self.log.info("session host: a pairing code for device %r (%s)", named, role)
+        return {
+            "name": named,
+            "role": role,
+            "expiresIn": PAIR_CODE_TTL_S,
+            "code": code,
+            "url": f"{page}{PAIR_PATH}#{code}",
+        }
+
+    async def listed(self, params: JsonObject) -> JsonObject:
+        return {"devices": self.devices.listed()}
+
+    async def revoke(self, params: JsonObject) -> JsonObject:
+        """The device unpaired: its credential refused, its connections ended, now."""
+        name = params.get("name")
+        device = self.devices.revoke(str(name))
+        ended = self.connections.end_device(device.name)
+        self.log.info("session host: device %r revoked; %d connection(s) ended", name, ended)
+        return {"name": device.name, "ended": ended}
 
     async def rotate(self, params: JsonObject) -> JsonObject:
         role = params.get("role")
@@ -197,8 +244,8 @@ async def _serve(options: HostOptions) -> None:
     created_socket = False
     try:
         listening: list[JsonObject] = []  # what serve --status and doctor show
-        tcp = TcpDoor(pool, log)
-        servers.append(await unix.listen(socket_path, pool, log, listening, tcp.rotate))
+        tcp = TcpDoor(pool, log, Devices())
+        servers.append(await unix.listen(socket_path, pool, log, listening, tcp.controls()))
         created_socket = True
         log.info("session host: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
@@ -209,6 +256,8 @@ async def _serve(options: HostOptions) -> None:
                 tokens,
                 origins=frozenset(options.allow_origins),
                 header_timeout_s=options.header_timeout_s,
+                devices=tcp.devices,
+                secure=context is not None or options.behind_tls_proxy,
             )
             app = make_app(pool, door, tcp.connections, log)
             tcp_runner = web.AppRunner(app, handle_signals=False)
@@ -232,6 +281,7 @@ async def _serve(options: HostOptions) -> None:
             listening.append(
                 {"address": address, "tls": context is not None, "loopback": is_loopback(host)}
             )
+            tcp.listening = listening[-1:]
             log.info("session host: listening on %s", address)
             log.info(
                 "session host: clients need its token: acpctl serve --show-token "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import NamedTuple
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
@@ -24,6 +25,14 @@ SHORT_GRACE_S = 5.0
 ROOM_SAID_EVERY_S = 10.0
 
 
+class Caller(NamedTuple):
+    """Who a connection came in as: a token's role, or a paired device (acpctl serve
+    --pair), which has a role of its own. A connection is resumed only by the same."""
+
+    role: str
+    device: str | None = None
+
+
 class TooManyConnections(AcpctlError):
     """Every place a token may hold is in use by a client that is connected."""
 
@@ -32,7 +41,7 @@ class Connections:
     def __init__(self, pool: AgentPool, log: logging.Logger) -> None:
         self.pool = pool
         self.log = log
-        self.by_id: dict[str, tuple[LogicalConnection, str]] = {}  # id -> (it, role)
+        self.by_id: dict[str, tuple[LogicalConnection, Caller]] = {}  # id -> (it, whose)
         self._tasks: set[asyncio.Task[None]] = set()
         self._made_room = 0  # idle connections ended for new ones, since it was last said
         self._said_room = -ROOM_SAID_EVERY_S
@@ -40,7 +49,7 @@ class Connections:
     async def open(
         self,
         agent: str | None,
-        role: str,
+        caller: Caller,
         connection_id: str,
         forward_log: bool = False,
         link: bool = False,
@@ -51,7 +60,7 @@ class Connections:
         anything is made."""
         if connection_id in self.by_id:
             raise AcpctlError(f"connection {connection_id} exists; resume it with stream/resume")
-        self._make_room(role)
+        self._make_room(caller)
         hosted = await self.pool.get(agent, client_dir)
         turns = hosted.server.turns
         connection = LogicalConnection(
@@ -61,8 +70,13 @@ class Connections:
             grace_s=self._grace_s,
             turn_running=lambda session: any(r.id == session for r in turns.running.values()),
         )
-        self.by_id[connection.id] = (connection, role)
-        client = Client(connection, may_control=role == acp.CONTROLLER, link=link)
+        self.by_id[connection.id] = (connection, caller)
+        client = Client(
+            connection,
+            may_control=caller.role == acp.CONTROLLER,
+            link=link,
+            device=caller.device,
+        )
         task = asyncio.ensure_future(self._serve(hosted, client, connection, forward_log))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -82,9 +96,9 @@ class Connections:
             connection.end()
             self.by_id.pop(connection.id, None)
 
-    def _make_room(self, role: str) -> None:
-        held = [(c, r) for c, r in self.by_id.values() if not c.ended]
-        mine = [c for c, r in held if r == role]
+    def _make_room(self, caller: Caller) -> None:
+        held = [(c, whose) for c, whose in self.by_id.values() if not c.ended]
+        mine = [c for c, whose in held if whose == caller]
         if len(mine) >= MAX_PER_TOKEN:
             crowded, limit = mine, MAX_PER_TOKEN
         elif len(held) >= MAX_IN_ALL:
@@ -111,18 +125,28 @@ class Connections:
     def _forget(self, connection: LogicalConnection) -> None:
         self.by_id.pop(connection.id, None)
 
-    def find(self, connection_id: str | None, role: str) -> LogicalConnection | None:
-        """The live connection `connection_id` names, for a client of `role` (a connection
-        id is a name, not a credential: an observer's token never reaches a controller's
-        connection)."""
+    def find(self, connection_id: str | None, caller: Caller) -> LogicalConnection | None:
+        """The live connection `connection_id` names, for `caller` (a connection id is a
+        name, not a credential: an observer's token never reaches a controller's
+        connection, nor one device another's)."""
         found = self.by_id.get(connection_id or "")
-        if found is None or found[1] != role or found[0].ended:
+        if found is None or found[1] != caller or found[0].ended:
             return None
         return found[0]
 
     def end_role(self, role: str) -> int:
-        """End every connection that came in as `role` (its token was replaced); how many."""
-        ending = [connection for connection, its in self.by_id.values() if its == role]
+        """End every connection that came in with `role`'s token (it was replaced); how
+        many."""
+        return self._end(Caller(role))
+
+    def end_device(self, device: str) -> int:
+        """End every connection of the device (it was revoked); how many."""
+        return sum(
+            self._end(whose) for whose in {w for _, w in self.by_id.values() if w.device == device}
+        )
+
+    def _end(self, caller: Caller) -> int:
+        ending = [connection for connection, whose in self.by_id.values() if whose == caller]
         for connection in ending:
             connection.end()
         return len(ending)

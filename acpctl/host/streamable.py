@@ -33,7 +33,7 @@ from acpctl.host.connection import (
     TooManySessions,
 )
 from acpctl.host.cursors import ResumeRefused
-from acpctl.host.registry import Connections, TooManyConnections
+from acpctl.host.registry import Caller, Connections, TooManyConnections
 
 SSE = "text/event-stream"
 KEEPALIVE_S = 15.0  # an SSE comment this often on an idle stream (the SDKs' interval)
@@ -48,16 +48,16 @@ async def handle(
     request: web.Request,
     connections: Connections,
     agent: str | None,
-    role: str,
+    caller: Caller,
     log: logging.Logger,
     body_timeout_s: float,
 ) -> web.StreamResponse:
     if request.method == "POST":
-        return await _post(request, connections, agent, role, body_timeout_s)
+        return await _post(request, connections, agent, caller, body_timeout_s)
     if request.method == "GET":
-        return await _get(request, connections, role, log)
+        return await _get(request, connections, caller, log)
     if request.method == "DELETE":
-        named = _named(request, connections, role, with_session=False)
+        named = _named(request, connections, caller, with_session=False)
         if isinstance(named, web.Response):
             return named
         named[0].end()
@@ -66,16 +66,16 @@ async def handle(
 
 
 def _named(
-    request: web.Request, connections: Connections, role: str, with_session: bool = True
+    request: web.Request, connections: Connections, caller: Caller, with_session: bool = True
 ) -> tuple[LogicalConnection, str | None] | web.Response:
     """The connection `Acp-Connection-Id` names (400 without, 404 unknown or another
-    role's) and the session `Acp-Session-Id` names on it, which need not be established
+    caller's) and the session `Acp-Session-Id` names on it, which need not be established
     yet (a client opens its stream before it loads it); or the response that refuses the
     request."""
     connection_id = request.headers.get(CONNECTION_ID_HEADER)
     if connection_id is None:
         return _error(400, f"{CONNECTION_ID_HEADER} is required")
-    connection = connections.find(connection_id, role)
+    connection = connections.find(connection_id, caller)
     if connection is None:
         return _error(404, "unknown connection")
     session = request.headers.get(SESSION_ID_HEADER) if with_session else None
@@ -86,7 +86,7 @@ async def _post(
     request: web.Request,
     connections: Connections,
     agent: str | None,
-    role: str,
+    caller: Caller,
     body_timeout_s: float,
 ) -> web.Response:
     if not request.content_type.lower().startswith("application/json"):
@@ -106,8 +106,8 @@ async def _post(
     if not isinstance(message, dict):
         return _error(400, "the body is not a JSON-RPC message")
     if message.get("method") == acp.INITIALIZE and jsonrpc.is_id(message.get("id")):
-        return await _initialize(connections, agent, role, message, body)
-    named = _named(request, connections, role)
+        return await _initialize(connections, agent, caller, message, body)
+    named = _named(request, connections, caller)
     if isinstance(named, web.Response):
         return named
     connection, session = named
@@ -120,12 +120,12 @@ async def _post(
 async def _initialize(
     connections: Connections,
     agent: str | None,
-    role: str,
+    caller: Caller,
     message: dict[str, object],
     body: bytes,
 ) -> web.Response:
     try:
-        connection = await connections.open(agent, role, "")
+        connection = await connections.open(agent, caller, "")
     except AgentChanged as exc:
         return _error(409, str(exc))
     except TooManyConnections as exc:
@@ -147,11 +147,11 @@ async def _initialize(
 
 
 async def _get(
-    request: web.Request, connections: Connections, role: str, log: logging.Logger
+    request: web.Request, connections: Connections, caller: Caller, log: logging.Logger
 ) -> web.StreamResponse:
     if SSE not in request.headers.get(hdrs.ACCEPT, ""):
         return _error(406, f"Accept must include {SSE}")
-    named = _named(request, connections, role)
+    named = _named(request, connections, caller)
     if isinstance(named, web.Response):
         return named
     connection, session = named

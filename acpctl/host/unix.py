@@ -42,7 +42,7 @@ from acpctl.host.connection import (
     resume_failed,
 )
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
-from acpctl.host.registry import Connections
+from acpctl.host.registry import Caller, Connections
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.jsontext import encode_text
@@ -50,6 +50,9 @@ from acpctl.jsontext import encode_text
 T = TypeVar("T")
 UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
 FIRST_LINE_TIMEOUT_S = 30.0
+# What `acpctl serve --rotate-token`, `--pair`, `--devices` and `--revoke` ask the running
+# host (the unix socket's permissions are their check): params -> result.
+Control = Callable[[JsonObject], Awaitable[JsonObject]]
 
 
 async def listen(
@@ -57,7 +60,7 @@ async def listen(
     pool: AgentPool,
     log: logging.Logger,
     listening: list[JsonObject],
-    rotate_token: Callable[[JsonObject], Awaitable[JsonObject]],
+    controls: dict[str, Control],
 ) -> asyncio.AbstractServer:
     """The socket at `path`, 0600 in a 0700 directory; a stale one (no host answers on it)
     is replaced, a live one is refused."""
@@ -79,7 +82,7 @@ async def listen(
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _client(reader, writer, connections, log, listening, rotate_token)
+            await _client(reader, writer, connections, log, listening, controls)
         except asyncio.CancelledError:
             # The host stops with this client connected. Nothing awaits this task, and
             # Python 3.11's stream callback would print the cancellation as a traceback.
@@ -102,7 +105,7 @@ async def _client(
     connections: Connections,
     log: logging.Logger,
     listening: list[JsonObject],
-    rotate_token: Callable[[JsonObject], Awaitable[JsonObject]],
+    controls: dict[str, Control],
 ) -> None:
     pool = connections.pool
     try:
@@ -126,9 +129,10 @@ async def _client(
         _answer(writer, jsonrpc.result(msg_id, status))
         await writer.drain()
         return
-    if method == acp.HOST_ROTATE_TOKEN:
+    control = controls.get(str(method))
+    if control is not None:
         try:
-            _answer(writer, jsonrpc.result(msg_id, await rotate_token(params)))
+            _answer(writer, jsonrpc.result(msg_id, await control(params)))
         except AcpctlError as exc:
             _answer(writer, jsonrpc.error(msg_id, acp.INVALID_PARAMS, exc.message))
         await writer.drain()
@@ -156,7 +160,7 @@ async def _open(
     name = agent if isinstance(agent, str) else None
     opening = connections.open(
         name,
-        acp.CONTROLLER,
+        Caller(acp.CONTROLLER),
         uuid.uuid4().hex,
         forward_log=params.get("log") is True,
         link=params.get("link") is True,
@@ -203,7 +207,7 @@ async def _resume(
     attached = UnixSender(writer, log).reader()
     try:
         connection = resume(
-            request, lambda wanted: connections.find(wanted, acp.CONTROLLER), attached
+            request, lambda wanted: connections.find(wanted, Caller(acp.CONTROLLER)), attached
         )
     except ResumeRefused as exc:
         writer.write("".join(text + "\n" for text in resume_failed(request, str(exc))).encode())

@@ -43,6 +43,8 @@ class Client:
     # The attach proposal's clientId: the client's own name for itself (its session/attach,
     # or its initialize's clientInfo), echoed wherever the client is named.
     client_id: str | None = None
+    # The paired device it came in as (acpctl serve --pair): named wherever the client is.
+    device: str | None = None
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))
@@ -56,6 +58,8 @@ class Client:
             label["version"] = self.info["version"]
         if self.client_id is not None:
             label["clientId"] = self.client_id
+        if self.device is not None:
+            label["device"] = self.device
         if role is not None:
             label["role"] = role
         return label

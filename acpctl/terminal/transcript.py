@@ -74,7 +74,8 @@ def recorded_lines(event: dict[str, Any]) -> list[str]:
 
 def answer_of(event: dict[str, Any]) -> str:
     """A recorded answer (permission_outcome, elicitation_outcome) in words: the option
-    chosen, or the action and the form's content; and who gave it."""
+    chosen, or the action and the form's content; and who gave it (a paired device by
+    its name, any other client by its clientInfo's)."""
     if event.get("type") == "permission_outcome":
         outcome = _dict(event.get("outcome"))
         answer = str(outcome.get("optionId") or outcome.get("outcome"))
@@ -83,7 +84,8 @@ def answer_of(event: dict[str, Any]) -> str:
         content = _dict(event.get("content"))
         if content:
             answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
-    by = _dict(event.get("resolvedBy")).get("name")
+    who = _dict(event.get("resolvedBy"))
+    by = f"{who['device']} (a paired device)" if who.get("device") else who.get("name")
     return answer + (f", by {by}" if by else "")
 
 

@@ -1,0 +1,214 @@
+"""Issue 42, 2: pairing a device with the session host, against a real host on 127.0.0.1.
+`acpctl serve --pair` hands out a one-time code in the page's address. The page's POST
+exchanges it for an HttpOnly, SameSite=Strict cookie, from the page's own origin only.
+With the cookie, the page's own origin reaches the agents in the device's role.
+`--devices` lists the device, and `--revoke` ends it and its connections at once. The
+browser half runs in Debian's chromium, driven by Playwright."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from acpctl import protocol as acp
+from tests.conftest import cli, run
+from tests.test_host import LISTENING, RawClient, serving
+
+pytestmark = pytest.mark.e2e
+
+COOKIE = "acpctl-device"  # over plain HTTP on loopback (under TLS: __Host-acpctl-device)
+
+
+@dataclass
+class Page:
+    base: str  # http://127.0.0.1:PORT: the page's origin
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+
+@pytest.fixture
+def page(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
+    with serving(monkeypatch, *args, until=LISTENING) as (_, found, _state):
+        yield Page(found.group(1).decode().replace("ws://", "http://").removesuffix("/acp"))
+
+
+def paired_address(*args: str) -> tuple[str, str]:
+    """`acpctl serve --pair ARGS`: the address it printed, and the code in its fragment."""
+    shown = cli("serve", "--pair", *args)
+    assert shown.returncode == 0, shown.stderr
+    (address,) = [line for line in shown.stdout.splitlines() if line.startswith("http")]
+    assert "▀" in shown.stdout or "█" in shown.stdout  # the QR code, drawn in blocks
+    return address, address.split("#", 1)[1]
+
+
+async def exchange(
+    http: aiohttp.ClientSession, page: Page, code: str, origin: str | None = None
+) -> aiohttp.ClientResponse:
+    headers = {"Origin": origin if origin is not None else page.base}
+    async with http.post(page.url("/pair"), json={"code": code}, headers=headers) as answer:
+        await answer.read()
+        return answer
+
+
+@asynccontextmanager
+async def device_socket(
+    page: Page, cookie: str, origin: str | None = None
+) -> AsyncIterator[RawClient]:
+    headers = {"Cookie": f"{COOKIE}={cookie}", "Origin": origin or page.base}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(page.url("/acp"), headers=headers) as socket,
+    ):
+        client = RawClient(socket)
+        client.initialized = await client.request(acp.INITIALIZE, {"protocolVersion": 1})
+        yield client
+
+
+def test_pairing_without_a_host_or_a_listener_says_what_to_start(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alone = cli("serve", "--pair")
+    assert alone.returncode == 1 and "acpctl serve --listen 127.0.0.1:8765" in alone.stderr
+    with serving(monkeypatch, "--idle-stop", "0"):
+        unix_only = cli("serve", "--pair")
+        assert unix_only.returncode == 1 and "no TCP listener" in unix_only.stderr
+        assert "--replace --listen" in unix_only.stderr
+        assert cli("serve", "--devices").stdout.startswith("no device is paired")
+    assert cli("serve", "--name", "x").returncode == 2  # --name goes with --pair
+
+
+def test_a_code_becomes_a_device_cookie_once_and_from_the_pages_origin_only(page: Page) -> None:
+    address, code = paired_address("--name", "phone")
+    assert address.startswith(page.base + "/pair#")
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            foreign = await exchange(http, page, code, origin="http://127.0.0.1:1")
+            assert foreign.status == 403
+            async with http.post(
+                page.url("/pair"), data=json.dumps({"code": code}), headers={"Origin": page.base}
+            ) as plain:  # not sent as JSON: a form of another site's could send it
+                assert plain.status == 415
+            assert (await exchange(http, page, "not-the-code")).status == 403
+            answer = await exchange(http, page, code)
+            assert answer.status == 200
+            cookie = answer.cookies[COOKIE]
+            assert cookie["httponly"] and cookie["samesite"] == "Strict"
+            assert cookie["path"] == "/" and not cookie["secure"]  # no TLS on loopback here
+            assert (await exchange(http, page, code)).status == 403  # once only
+        credential = cookie.value
+        async with device_socket(page, credential) as phone:
+            assert phone.initialized["result"]["protocolVersion"] == 1
+            new = await phone.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            assert "result" in new, new  # a controller
+        async with aiohttp.ClientSession() as http:
+            headers = {"Cookie": f"{COOKIE}={credential}", "Origin": "http://evil.example"}
+            async with http.get(page.url("/acp"), headers=headers) as other_site:
+                assert other_site.status == 403
+            async with http.get(
+                page.url("/acp"), headers={"Cookie": f"{COOKIE}={credential}"}
+            ) as no_origin:  # the cookie counts from the host's own page only
+                assert no_origin.status == 401
+
+    run(scenario())
+    listed = json.loads(cli("serve", "--devices", "--json").stdout)
+    assert [(d["name"], d["role"]) for d in listed] == [("phone", acp.CONTROLLER)]
+    assert listed[0]["lastSeen"] is not None
+    assert "phone" in cli("serve", "--devices").stdout
+
+
+def test_wrong_codes_are_limited_and_the_right_credential_still_gets_in(page: Page) -> None:
+    _, code = paired_address()
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            statuses = [(await exchange(http, page, f"guess-{n}")).status for n in range(11)]
+            assert statuses == [403] * 10 + [429]
+            # The right code still pairs: whoever fails on purpose locks no one out (a
+            # proxy's or a NAT's address is many people's), and 128 bits are not guessed.
+            assert (await exchange(http, page, code)).status == 200
+
+    run(scenario())
+
+
+def test_a_revoked_device_is_out_within_a_second(page: Page) -> None:
+    _, code = paired_address("--name", "tablet", "--observer")
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            credential = (await exchange(http, page, code)).cookies[COOKIE].value
+        async with device_socket(page, credential) as tablet:
+            refused = await tablet.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            assert refused["error"]["code"] == acp.NOT_AUTHORISED  # an observer device
+            revoked = await asyncio.to_thread(cli, "serve", "--revoke", "tablet")
+            assert "1 connection(s) ended" in revoked.stderr
+            started = time.monotonic()
+            frame = await asyncio.wait_for(tablet.socket.receive(), 1.0)
+            assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            assert time.monotonic() - started < 1.0
+        async with aiohttp.ClientSession() as http:
+            headers = {"Cookie": f"{COOKIE}={credential}", "Origin": page.base}
+            async with http.get(page.url("/acp"), headers=headers) as again:
+                assert again.status == 401
+
+    run(scenario())
+    assert cli("serve", "--revoke", "tablet").returncode == 1  # no such device any more
+
+
+def chromium() -> str:
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    return found
+
+
+ARTIFACTS = Path(
+    os.environ.get("ACPCTL_TEST_ARTIFACTS", Path(__file__).parent.parent / "artifacts")
+)
+
+
+@pytest.mark.parametrize("viewport", [(390, 844), (1280, 800)], ids=["phone", "desktop"])
+def test_the_page_pairs_in_a_browser_and_never_holds_the_credential(
+    page: Page, viewport: tuple[int, int]
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    address, _ = paired_address("--name", "browser")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+            tab = context.new_page()
+            blocked: list[str] = []
+            tab.on("console", lambda m: blocked.append(m.text) if m.type == "error" else None)
+            response = tab.goto(address)
+            assert response is not None
+            policy = response.headers["content-security-policy"]
+            assert "script-src 'self'" in policy and "default-src 'none'" in policy
+            tab.wait_for_selector("#status.ok")
+            assert tab.inner_text("#status") == "Paired as “browser” (controller)."
+            assert tab.evaluate("window.location.hash") == ""  # the code is off the address
+            assert tab.evaluate("document.cookie") == ""  # HttpOnly: no script sees it
+            (cookie,) = context.cookies()
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+            ARTIFACTS.mkdir(exist_ok=True)
+            tab.screenshot(path=str(ARTIFACTS / f"pairing-{viewport[0]}x{viewport[1]}.png"))
+            again = context.new_page()  # the same address again: the code is spent
+            again.goto(address)
+            again.wait_for_selector("#status.problem")
+            assert "wrong, used or expired" in again.inner_text("#status")
+            assert blocked == [], blocked  # the policy blocked nothing of the page's own
+        finally:
+            browser.close()
