@@ -212,3 +212,38 @@ def test_the_page_pairs_in_a_browser_and_never_holds_the_credential(
             assert blocked == [], blocked  # the policy blocked nothing of the page's own
         finally:
             browser.close()
+
+
+def test_under_tls_the_cookie_is_secure_and_host_prefixed(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The page over TLS (the host's own certificate here; a proxy's works alike, docs/
+    web.md): the address printed is https, and the cookie is Secure, named __Host-."""
+    import re
+    import ssl
+
+    from tests.test_host import self_signed
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = self_signed(tmp_path)
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
+    with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
+        base = found.group(1).decode().replace("wss://", "https://").removesuffix("/acp")
+        address, code = paired_address("--name", "secure")
+        assert address.startswith(base + "/pair#")
+        trusted = ssl.create_default_context(cafile=str(cert))
+
+        async def scenario() -> None:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(
+                    base + "/pair", json={"code": code}, headers={"Origin": base}, ssl=trusted
+                ) as answer,
+            ):
+                assert answer.status == 200
+                cookie = answer.cookies["__Host-acpctl-device"]
+                assert cookie["secure"] and cookie["httponly"] and cookie["path"] == "/"
+
+        run(scenario())
