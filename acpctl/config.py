@@ -37,6 +37,11 @@ Layout:
     ca_file = "~/devbox-ca.pem"     # else the system's CAs
     outage_limit_s = 300            # waiting prompts fail after the link is down this long
 
+    [serve]                         # the session host (acpctl serve)
+    on_waiting = ["ntfy", "publish", "my-topic"]   # run when a question waits (no shell)
+    on_waiting_after_s = 30         # ... this long unanswered; a JSON summary on its stdin
+    on_waiting_timeout_s = 10       # and it is ended if it runs longer
+
     [agents.gpu]                    # a remote agent over ssh
     ssh = "me@gpu"
     remote_agent = "claude"         # the agent's name there (else its default)
@@ -124,6 +129,15 @@ class AgentSpec(NamedTuple):
     remote: Remote | None = None
 
 
+class ServeSettings(NamedTuple):
+    """[serve]: what the session host runs when an agent's question waits for a person
+    (host/notify.py)."""
+
+    on_waiting: tuple[str, ...] = ()  # an argv, run without a shell; empty: nothing
+    on_waiting_after_s: float = 30.0
+    on_waiting_timeout_s: float = 10.0
+
+
 class Config:
     def __init__(
         self,
@@ -139,6 +153,7 @@ class Config:
         outage_limit_s: float = OUTAGE_LIMIT_S,
         sandbox: dict[str, SandboxSettings | None] | None = None,
         sandbox_default: SandboxSettings | None = None,
+        serve: ServeSettings | None = None,
     ) -> None:
         self.path = path
         self.text = text
@@ -154,6 +169,7 @@ class Config:
         # settings for the others (None: default = false).
         self.sandbox = sandbox or {}
         self.sandbox_default = sandbox_default
+        self.serve = serve or ServeSettings()
         self._document: TOMLDocument | None = None
 
     def through_host(self, agent: str) -> bool:
@@ -355,6 +371,30 @@ def load(path: Path | None = None) -> Config:
         outage_limit,
         sandbox,
         base if _flag(path, sandbox_table, "default", "[sandbox] ") else None,
+        _serve_settings(path, plain.get("serve", {})),
+    )
+
+
+def _serve_settings(path: Path, table: Any) -> ServeSettings:
+    if not isinstance(table, dict):
+        raise _fail(path, "[serve] must be a table")
+    argv = table.get("on_waiting", [])
+    if not isinstance(argv, list) or not all(isinstance(a, str) and a for a in argv):
+        raise _fail(
+            path,
+            '[serve] on_waiting must be a command as a list of strings (["ntfy", "publish", '
+            '"my-topic"]): it runs without a shell',
+        )
+    defaults = ServeSettings()
+    timeout = _seconds(
+        path, table, "on_waiting_timeout_s", defaults.on_waiting_timeout_s, "not allowed"
+    )
+    if timeout == 0:  # a notifier that hangs would pile up: it always has a limit
+        raise _fail(path, "[serve] on_waiting_timeout_s must be more than 0 seconds")
+    return ServeSettings(
+        tuple(argv),
+        _seconds(path, table, "on_waiting_after_s", defaults.on_waiting_after_s, "at once"),
+        timeout,
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acpctl.errors import AcpctlError
+from acpctl.host.notify import Notifier
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.connection import wire
@@ -99,9 +100,11 @@ class AgentPool:
         idle_s: float,
         exit_when_idle: bool,
         spare_s: float = 0.0,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.log = log
+        self.notifier = notifier  # [serve] on_waiting, told of each agent's questions
         self.idle_s = idle_s  # 0: never stopped for idleness
         self.spare_s = spare_s  # how long after its last client an agent has a spare
         # Set once no agent has run for idle_s, when the host is to exit then.
@@ -152,6 +155,8 @@ class AgentPool:
         conn = wire(
             name, kind, argv, env, log, log_path, self.store, limits, shared=True, sandbox=sandbox
         )
+        if self.notifier is not None:
+            self.notifier.watch(conn, name)
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:

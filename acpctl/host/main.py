@@ -20,7 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from acpctl import jsonrpc, paths
+from acpctl import config, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError, UsageError
@@ -30,6 +30,7 @@ from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.devices import PAIR_CODE_TTL_S, Devices
 from acpctl.host.door import HEADER_TIMEOUT_S, Door
 from acpctl.host.http import ENDPOINT, SlowHeadersGuard, make_app
+from acpctl.host.notify import Notifier
 from acpctl.host.page import PAIR_PATH
 from acpctl.host.registry import Connections
 from acpctl.host.tokens import ROLES, load_or_create
@@ -236,7 +237,10 @@ def _stop_running_host(directory: Path) -> None:
 
 async def _serve(options: HostOptions) -> None:
     log, log_path = open_log("serve", "acpctl.serve")
-    pool = AgentPool(SessionStore(), log, options.idle_s, options.exit_when_idle, options.spare_s)
+    notifier = Notifier(config.load().serve, log)
+    pool = AgentPool(
+        SessionStore(), log, options.idle_s, options.exit_when_idle, options.spare_s, notifier
+    )
     runners: list[web.AppRunner] = []
     servers: list[asyncio.AbstractServer] = []
     loop = asyncio.get_running_loop()

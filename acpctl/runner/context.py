@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import RpcError
@@ -55,6 +56,9 @@ class Connection:
         self.sessions = SessionTable(self.update_run_record)
         self.ids = IdMap()
         self.sandbox = sandbox  # the agent's: a session outside its roots is refused
+        # Told of each question the agent asks a person in a session (a permission, an
+        # elicitation), by its editor-hop id: the session host's notifier (host/notify.py).
+        self.on_question: Callable[[int], None] | None = None
 
     def broadcast(self, line: bytes) -> None:
         """What concerns no one session goes to every client."""

@@ -30,6 +30,7 @@ SPECIAL_UPDATES = STATE_UPDATES | {
     acp.SESSION_MESSAGE_CHUNK,
 }
 NESTED_SESSION_IDS = acp.METHODS[acp.SESSION_UPDATE].session_ids[1:]
+QUESTIONS = frozenset({acp.REQUEST_PERMISSION, acp.ELICITATION_CREATE})  # for a person
 
 
 class FromAgent:
@@ -137,10 +138,7 @@ class FromAgent:
                 return
         if record is not None:
             record.heard = time.monotonic()  # a question is not silence
-            if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
-                self.conn.recorder.permission(record, params)
-            elif method == acp.ELICITATION_CREATE and isinstance(params, dict):
-                self.conn.recorder.elicitation(record, params)
+            self._record_question(record, method, params)
         request = ReverseRequest(message["id"], generation, record, method)
         editor_id = self.conn.ids.to_editor(request)
         forwarded = {**message, "id": editor_id}
@@ -169,6 +167,15 @@ class FromAgent:
             )
             return
         request.ask(asked)
+        if record is not None and method in QUESTIONS and self.conn.on_question is not None:
+            self.conn.on_question(editor_id)
+
+    def _record_question(self, record: SessionRecord, method: str, params: Any) -> None:
+        """A question for a person (a permission, an elicitation) goes in the history."""
+        if method == acp.REQUEST_PERMISSION and isinstance(params, dict):
+            self.conn.recorder.permission(record, params)
+        elif method == acp.ELICITATION_CREATE and isinstance(params, dict):
+            self.conn.recorder.elicitation(record, params)
 
     async def on_agent_batch_end(self) -> None:
         self.conn.recorder.batch_end()

@@ -1,0 +1,147 @@
+"""Issue 42, 5: being told something waits. config.toml's [serve] on_waiting runs, with no
+shell, when an agent's question has waited unanswered for on_waiting_after_s: a JSON
+summary on its stdin, ended after on_waiting_timeout_s. Against a real host and the demo
+agent, whose word `edit` asks a permission."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from acpctl import config
+from acpctl import protocol as acp
+from acpctl.errors import UsageError
+from tests.conftest import run
+from tests.test_host import serving, unix_client
+
+
+def notifier_config(home: Path, tmp_path: Path, after_s: float, script: str) -> Path:
+    """[serve] on_waiting: python running `script` (its stdin in `told`); the file it
+    writes to."""
+    told = tmp_path / "told.jsonl"
+    notifier = tmp_path / "notifier.py"
+    notifier.write_text(script.replace("TOLD", repr(str(told))))
+    path = config.load().path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "[serve]\n"
+        f"on_waiting = [{json.dumps(sys.executable)}, {json.dumps(str(notifier))}]\n"
+        f"on_waiting_after_s = {after_s}\n"
+        "on_waiting_timeout_s = 1\n"
+    )
+    return told
+
+
+WRITES_STDIN = "import sys\nopen(TOLD, 'a').write(sys.stdin.read())\nprint('sent')\n"
+
+
+@pytest.mark.e2e
+def test_a_question_left_waiting_runs_the_notifier_with_a_summary(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    told = notifier_config(home, tmp_path, 0.3, WRITES_STDIN)
+
+    async def scenario() -> None:
+        async with unix_client() as editor:
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []})
+            session = new["result"]["sessionId"]
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": acp.SESSION_PROMPT,
+                    "params": {"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]},
+                }
+            )
+            asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+            deadline = time.monotonic() + 10
+            while not told.exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            summary = json.loads(told.read_text())
+            assert summary["sessionId"] == session and summary["agent"] == "demo"
+            assert summary["kind"] == "permission" and summary["asked"] == "Edit /tmp/demo.txt"
+            assert summary["options"] == ["Allow", "Reject"] and summary["cwd"] == str(tmp_path)
+            # Answered now: the turn goes on; a question answered in time runs nothing.
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": asked["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
+                }
+            )
+            assert (await editor.until(lambda m: m.get("id") == 7))["result"]
+
+    with serving(monkeypatch, "--idle-stop", "0"):
+        run(scenario())
+    assert len(told.read_text().splitlines()) == 1  # once: the question was answered
+
+
+@pytest.mark.e2e
+def test_a_question_answered_in_time_runs_nothing_and_a_hung_notifier_is_ended(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hangs = (
+        "import time, sys\nsys.stdin.read()\nopen(TOLD, 'a').write('started\\n')\ntime.sleep(60)\n"
+    )
+    told = notifier_config(home, tmp_path, 0.5, hangs)
+
+    async def turn(text: str, answer_after: float | None) -> None:
+        async with unix_client() as editor:
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []})
+            params = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": text}],
+            }
+            await editor.send(
+                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": params}
+            )
+            asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+            if answer_after is not None:
+                await asyncio.sleep(answer_after)
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": asked["id"],
+                    "result": {"outcome": {"outcome": "cancelled"}},
+                }
+            )
+            await editor.until(lambda m: m.get("id") == 7)
+
+    with serving(monkeypatch, "--idle-stop", "0") as (_, _, state):
+        run(turn("edit", None))  # answered at once
+        time.sleep(0.8)
+        assert not told.exists()
+        run(turn("edit", 0.8))  # left waiting: the notifier starts, and hangs
+        deadline = time.monotonic() + 5
+        while "was ended" not in host_log(state) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "ran longer than 1 s and was ended" in host_log(state)
+    assert told.read_text() == "started\n"
+
+
+def host_log(state: Path) -> str:
+    return "".join(p.read_text() for p in state.rglob("serve-*.log"))
+
+
+def test_the_serve_table_is_checked(home: Path) -> None:
+    path = config.load().path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for text, said in (
+        ('[serve]\non_waiting = "ntfy publish topic"\n', "list of strings"),
+        ("[serve]\non_waiting = []\non_waiting_timeout_s = 0\n", "more than 0"),
+        ("[serve]\non_waiting_after_s = -1\n", "on_waiting_after_s must be"),
+        ("serve = 3\n", "[serve] must be a table"),
+    ):
+        path.write_text(text)
+        with pytest.raises(UsageError, match=said.replace("[", r"\[").replace("]", r"\]")):
+            config.load()
+    path.write_text('[serve]\non_waiting = ["ntfy", "publish", "t"]\n')
+    settings = config.load().serve
+    assert settings.on_waiting == ("ntfy", "publish", "t") and settings.on_waiting_after_s == 30
