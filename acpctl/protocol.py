@@ -115,6 +115,12 @@ ELICITATION_RESOLVED = "_acpctl/elicitation_resolved"
 # pairing code for a device), `--devices` and `--revoke` ({"name"}: the device unpaired and
 # its connections ended).
 HOST_PAIR = "_acpctl/pair"
+# A client of the session host may ask these of any agent's connection; the host answers,
+# across all its agents (read-only: an observer may ask too). docs/web.md.
+# {"waiting": [...]}: every question for a person still unanswered, where and since when.
+HOST_WAITING = "_acpctl/waiting"
+# {"sessions": [...]}: the sessions live at the host, each running, waiting or idle.
+HOST_SESSIONS = "_acpctl/sessions"
 HOST_DEVICES = "_acpctl/devices"
 HOST_REVOKE = "_acpctl/revoke"
 # The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new

@@ -322,6 +322,51 @@ def test_an_observer_sees_but_cannot_act(host: Host) -> None:
     run(scenario())
 
 
+def test_the_host_says_what_waits_and_which_sessions_are_live(host: Host) -> None:
+    """Issue 42, 1: the page's extension methods, answered by the host across its agents:
+    `_acpctl/waiting` (every question unanswered) and `_acpctl/sessions` (running,
+    waiting, idle); read-only, so an observer may ask them too."""
+
+    async def scenario() -> None:
+        async with raw_client(host) as editor, raw_client(host, host.observer) as watcher:
+            new = await editor.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            session = new["result"]["sessionId"]
+            idle = await watcher.request(acp_names.HOST_SESSIONS, {})
+            assert [(s["sessionId"], s["state"]) for s in idle["result"]["sessions"]] == [
+                (session, "idle")
+            ]
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": acp_names.SESSION_PROMPT,
+                    "params": {"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]},
+                }
+            )
+            asked = await editor.until(lambda m: m.get("method") == acp_names.REQUEST_PERMISSION)
+            waiting = (await watcher.request(acp_names.HOST_WAITING, {}))["result"]["waiting"]
+            assert [(w["agent"], w["sessionId"], w["kind"], w["asked"]) for w in waiting] == [
+                ("demo", session, "permission", "Edit /tmp/demo.txt")
+            ]
+            assert waiting[0]["options"] == ["Allow", "Reject"]
+            live = (await watcher.request(acp_names.HOST_SESSIONS, {}))["result"]["sessions"]
+            assert [(s["agent"], s["state"], s["clients"]) for s in live] == [
+                ("demo", "waiting", 1)
+            ]
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": asked["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
+                }
+            )
+            await editor.until(lambda m: m.get("id") == 7 and "result" in m)
+            after = await watcher.request(acp_names.HOST_WAITING, {})
+            assert after["result"]["waiting"] == []
+
+    run(scenario())
+
+
 def test_the_door_refuses_without_a_token_and_for_foreign_origins_and_hosts(host: Host) -> None:
     async def status(headers: dict[str, str]) -> int:
         async with aiohttp.ClientSession() as http:

@@ -19,12 +19,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.notify import Notifier
+from acpctl.host.notify import Notifier, waiting_summary
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.connection import wire
 from acpctl.runner.context import Connection
+from acpctl.runner.from_agent import QUESTIONS
+from acpctl.runner.idmap import ReverseRequest
 from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
@@ -157,10 +160,45 @@ class AgentPool:
         )
         if self.notifier is not None:
             self.notifier.watch(conn, name)
+        conn.host_methods = {acp.HOST_WAITING: self.waiting, acp.HOST_SESSIONS: self.sessions}
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:
         return [hosted.status() for hosted in self.agents.values()]
+
+    def waiting(self) -> JsonObject:
+        """HOST_WAITING: every question for a person unanswered, across the agents, the
+        oldest first (what a client attaches to a session to answer)."""
+        found = [
+            waiting_summary(hosted.name, request.session, request.message, request.asked_at)
+            for hosted in self.agents.values()
+            for request in _questions(hosted.conn)
+        ]
+        return {"waiting": sorted(found, key=lambda entry: float(entry["waitingSince"]))}
+
+    def sessions(self) -> JsonObject:
+        """HOST_SESSIONS: the sessions the host holds, across the agents: running (a turn
+        at the agent), waiting (a question for a person), or idle."""
+        listed = []
+        for hosted in self.agents.values():
+            asking = {id(request.session) for request in _questions(hosted.conn)}
+            running = {id(record) for record in hosted.server.turns.running.values()}
+            for record in hosted.conn.sessions:
+                state = "waiting" if id(record) in asking else "idle"
+                if state == "idle" and id(record) in running:
+                    state = "running"
+                listed.append(
+                    {
+                        "agent": hosted.name,
+                        "sessionId": record.id,
+                        "title": record.meta.title,
+                        "cwd": record.meta.cwd,
+                        "state": state,
+                        "clients": len(record.clients),
+                        "updatedAt": record.meta.updated,
+                    }
+                )
+        return {"sessions": listed}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
@@ -250,6 +288,14 @@ def _command(resolved: Resolved) -> tuple[Any, ...]:
     changes it."""
     spec, argv, *_ = resolved
     return (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
+
+
+def _questions(conn: Connection) -> list[ReverseRequest]:
+    """The agent's questions for a person still unanswered in its sessions."""
+    asking = conn.ids.waiting(
+        lambda request: request.session is not None and request.method in QUESTIONS
+    )
+    return [request for editor_id in asking if (request := conn.ids.pending(editor_id))]
 
 
 def _key(name: str, sandbox: Policy | None) -> str:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 
 from acpctl import protocol as acp
-from acpctl.jsonrpc import RpcError
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.backends import Backend
 from acpctl.runner.clients import Client
 from acpctl.runner.handshake import Handshake
@@ -59,6 +59,9 @@ class Connection:
         # Told of each question the agent asks a person in a session (a permission, an
         # elicitation), by its editor-hop id: the session host's notifier (host/notify.py).
         self.on_question: Callable[[int], None] | None = None
+        # Methods the session host answers itself, on any agent's connection (HOST_WAITING,
+        # HOST_SESSIONS): its state across all its agents. Empty for `run --acp`.
+        self.host_methods: dict[str, Callable[[], JsonObject]] = {}
 
     def broadcast(self, line: bytes) -> None:
         """What concerns no one session goes to every client."""

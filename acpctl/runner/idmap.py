@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ class ReverseRequest:
     # The clients asked (a controller that attaches later is asked too); the first to
     # answer settles it.
     asked: list[Client] = field(default_factory=list)
+    asked_at: float = field(default_factory=time.time)  # when the agent asked (epoch)
 
     def ask(self, clients: list[Client]) -> None:
         """Send the request to those of `clients` not asked yet."""

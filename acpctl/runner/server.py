@@ -166,7 +166,8 @@ class AcpServer:
         rule = acp.METHODS.get(method)
         if rule is not None and rule.handling is acp.Handling.NOT_RELAYED:
             return jsonrpc.error(msg_id, acp.METHOD_NOT_FOUND, f"{method}: {rule.why}")
-        if not client.may_control and method not in OBSERVER_METHODS:
+        answered_by_host = self.conn.host_methods.get(method)  # read-only: observers too
+        if not client.may_control and method not in OBSERVER_METHODS and not answered_by_host:
             return jsonrpc.error(
                 msg_id, acp.NOT_AUTHORISED, f"not authorised: an observer cannot send {method}"
             )
@@ -174,6 +175,8 @@ class AcpServer:
             return jsonrpc.error(
                 msg_id, acp.INVALID_REQUEST, f"initialize failed on this connection: no {method}"
             )
+        if answered_by_host is not None:
+            return jsonrpc.result(msg_id, answered_by_host())
         reply = None if in_order else ReadLoopReply(client, msg_id, method, self.conn.incidents)
         if (
             reply is not None
