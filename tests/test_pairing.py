@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -247,3 +248,121 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
                 assert cookie["secure"] and cookie["httponly"] and cookie["path"] == "/"
 
         run(scenario())
+
+
+@pytest.mark.parametrize("viewport", [(390, 844), (1280, 800)], ids=["phone", "desktop"])
+def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
+    page: Page, viewport: tuple[int, int]
+) -> None:
+    """Issue 42: the page lists what waits, across sessions, and answers it. An editor's
+    turn (a raw client with the token, in a thread of its own) waits on a permission; the
+    paired browser answers it; the editor's turn goes on, its own dialog withdrawn, and
+    the history names the device."""
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    address, _ = paired_address("--name", "phone")
+    token = cli("serve", "--show-token").stdout.strip()
+    asked = threading.Event()
+    seen: dict[str, Any] = {}
+
+    async def editors_turn() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(page.url("/acp"), headers=headers) as socket,
+        ):
+            editor = RawClient(socket)
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            seen["session"] = new["result"]["sessionId"]
+            prompt = {"sessionId": seen["session"], "prompt": [{"type": "text", "text": "edit"}]}
+            await editor.send(
+                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
+            )
+            request = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+            asked.set()
+            withdrawn = await editor.until(lambda m: m.get("method") == acp.CANCEL_REQUEST, 30)
+            seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
+            ended = await editor.until(lambda m: m.get("id") == 7 and "result" in m, 30)
+            seen["stop"] = ended["result"]["stopReason"]
+            seen["tool"] = [
+                m["params"]["update"].get("status")
+                for m in editor.messages
+                if m.get("method") == acp.SESSION_UPDATE
+                and m["params"]["update"].get("sessionUpdate") == "tool_call_update"
+            ]
+
+    editor = threading.Thread(target=lambda: asyncio.run(editors_turn()))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+            tab = context.new_page()
+            errors: list[str] = []
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            tab.goto(address)
+            tab.wait_for_selector("#status.ok")
+            tab.goto(page.url("/"))
+            tab.wait_for_selector("#nothing-waits:not([hidden])")
+            editor.start()
+            assert asked.wait(30)
+            tab.wait_for_selector("#waiting button.allow", timeout=15000)
+            assert "Edit /tmp/demo.txt" in tab.inner_text("#waiting")
+            ARTIFACTS.mkdir(exist_ok=True)
+            tab.screenshot(path=str(ARTIFACTS / f"waiting-{viewport[0]}x{viewport[1]}.png"))
+            tab.click("#waiting button.allow")
+            editor.join(60)
+            tab.wait_for_selector("#nothing-waits:not([hidden])")
+            assert errors == [], errors
+        finally:
+            browser.close()
+    assert seen["withdrawn"] and seen["stop"] == "end_turn" and seen["tool"] == ["completed"]
+    shown = cli("sessions", "show", seen["session"]).stdout
+    assert "answered: allow, by phone (a paired device)" in shown
+
+
+def test_the_agents_text_on_the_page_is_text(page: Page) -> None:
+    """Issue 42, 6: what an agent wrote (a session's title here) is shown as text: no
+    markup of it is parsed, nothing of it runs."""
+    from playwright.sync_api import sync_playwright
+
+    address, _ = paired_address("--name", "reader")
+    token = cli("serve", "--show-token").stdout.strip()
+    hostile = "title <img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
+
+    async def titled() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(page.url("/acp"), headers=headers) as socket,
+        ):
+            editor = RawClient(socket)
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            prompt = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": hostile}],
+            }
+            answer = await editor.request(acp.SESSION_PROMPT, prompt)
+            assert answer["result"]["stopReason"] == "end_turn"
+
+    run(titled())
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            tab = browser.new_page()
+            tab.goto(address)
+            tab.wait_for_selector("#status.ok")
+            tab.goto(page.url("/"))
+            tab.wait_for_selector("#sessions li")
+            assert "<img src=x onerror=window.pwned=1>" in tab.inner_text("#sessions")
+            assert (
+                tab.evaluate("document.querySelectorAll('#sessions img, #sessions script').length")
+                == 0
+            )
+            assert tab.evaluate("window.pwned === undefined")
+        finally:
+            browser.close()

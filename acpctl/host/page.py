@@ -21,7 +21,7 @@ from acpctl.host.door import Door
 PAIR_PATH = "/pair"
 ASSETS = "/assets/"
 WEB = Path(__file__).parent / "web"
-PAGES = {PAIR_PATH: "pair.html"}
+PAGES = {"/": "index.html", PAIR_PATH: "pair.html"}
 CONTENT_TYPES = {
     ".html": "text/html",
     ".js": "text/javascript",
@@ -43,6 +43,7 @@ PRIVATE_HEADERS = {
 
 
 def add_routes(app: web.Application, door: Door, log: logging.Logger) -> None:
+    app.router.add_get("/", lambda request: _file(door, request))
     app.router.add_get(PAIR_PATH, lambda request: _file(door, request))
     app.router.add_get(ASSETS + "{name}", lambda request: _file(door, request))
     app.router.add_post(PAIR_PATH, lambda request: _pair(door, log, request))

@@ -1,0 +1,233 @@
+// The host's page: what waits for a person, across agents and sessions, answered here;
+// the sessions live at the host. It speaks ACP to its own host over WebSocket; the
+// device's cookie (HttpOnly, set at pairing) is its credential, so this script never
+// holds one. Everything an agent wrote is put on the page as text (textContent), never
+// as markup.
+"use strict";
+
+const REFRESH_MS = 2000;
+const PERMISSION = "session/request_permission";
+const CANCEL_REQUEST = "$/cancel_request";
+
+function element(tag, className, text) {
+  const made = document.createElement(tag);
+  if (className) made.className = className;
+  if (text !== undefined) made.textContent = String(text);
+  return made;
+}
+
+// One ACP connection to the host, over WebSocket: to /acp (the default agent) or
+// /acp/NAME. Requests are answered by id; the agent's requests go to `onRequest`.
+class Connection {
+  constructor(path) {
+    this.path = path;
+    this.nextId = 1;
+    this.pending = new Map();
+    this.onRequest = () => {};
+    this.onNotification = () => {};
+    this.onClose = () => {};
+  }
+
+  open() {
+    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+    this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`);
+    this.socket.onmessage = (event) => this.received(JSON.parse(event.data));
+    this.socket.onclose = () => {
+      for (const { reject } of this.pending.values()) reject(new Error("disconnected"));
+      this.pending.clear();
+      this.onClose();
+    };
+    return new Promise((resolve, reject) => {
+      this.socket.onopen = resolve;
+      this.socket.onerror = () => reject(new Error("the host refused the connection"));
+    });
+  }
+
+  received(message) {
+    if ("method" in message && "id" in message) {
+      this.onRequest(message);
+    } else if ("method" in message) {
+      this.onNotification(message);
+    } else {
+      const waiting = this.pending.get(message.id);
+      if (!waiting) return;
+      this.pending.delete(message.id);
+      if ("error" in message) waiting.reject(new Error(message.error.message));
+      else waiting.resolve(message.result);
+    }
+  }
+
+  request(method, params) {
+    const id = this.nextId++;
+    this.socket.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  }
+
+  respond(id, result) {
+    this.socket.send(JSON.stringify({ jsonrpc: "2.0", id, result }));
+  }
+
+  async initialize() {
+    return this.request("initialize", {
+      protocolVersion: 1,
+      clientInfo: { name: "acpctl page", version: "1" },
+      clientCapabilities: {},
+    });
+  }
+}
+
+// The page's state: the host's answers, and each agent's connection with the sessions
+// it has joined to answer their questions.
+const page = {
+  main: null,
+  agents: new Map(), // agent name -> { connection, joined: Set of session ids }
+  asked: new Map(), // session id -> the agent's request this device was asked
+  role: new Map(), // session id -> this device's role there
+};
+
+function say(text) {
+  document.getElementById("link").textContent = text;
+}
+
+async function agentConnection(agent) {
+  let known = page.agents.get(agent);
+  if (known) return known;
+  const connection = new Connection(`/acp/${encodeURIComponent(agent)}`);
+  known = { connection, joined: new Set() };
+  page.agents.set(agent, known);
+  connection.onRequest = (request) => {
+    const session = request.params && request.params.sessionId;
+    if (request.method === PERMISSION && session) {
+      page.asked.set(session, { connection, request });
+      render();
+    } else {
+      connection.socket.send(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: request.id,
+          error: { code: -32601, message: "the page answers permissions only, for now" },
+        }),
+      );
+    }
+  };
+  connection.onNotification = (message) => {
+    if (message.method !== CANCEL_REQUEST) return;
+    for (const [session, asked] of page.asked) {
+      if (asked.request.id === message.params.requestId) page.asked.delete(session);
+    }
+    refresh();
+  };
+  connection.onClose = () => page.agents.delete(agent);
+  await connection.open();
+  await connection.initialize();
+  return known;
+}
+
+// A session with a question waiting is joined, so that this device is asked it too.
+async function join(entry) {
+  const known = await agentConnection(entry.agent);
+  if (known.joined.has(entry.sessionId)) return;
+  known.joined.add(entry.sessionId);
+  const attached = await known.connection.request("session/attach", {
+    sessionId: entry.sessionId,
+    historyPolicy: "none",
+    clientInfo: { name: "acpctl page", version: "1" },
+  });
+  page.role.set(entry.sessionId, attached.role);
+}
+
+function answer(session, optionId) {
+  const asked = page.asked.get(session);
+  if (!asked) return;
+  page.asked.delete(session);
+  asked.connection.respond(asked.request.id, {
+    outcome: { outcome: "selected", optionId },
+  });
+  render();
+  setTimeout(refresh, 300);
+}
+
+let latest = { waiting: [], sessions: [] };
+
+function render() {
+  const waiting = document.getElementById("waiting");
+  waiting.replaceChildren();
+  for (const entry of latest.waiting) {
+    const card = element("li");
+    card.append(element("div", "where", `${entry.agent} · ${entry.title || entry.sessionId}`));
+    card.append(element("div", "where", entry.cwd));
+    card.append(element("div", "asked", entry.asked));
+    const asked = page.asked.get(entry.sessionId);
+    if (asked) {
+      const choices = element("div", "choices");
+      for (const option of asked.request.params.options || []) {
+        const kind = String(option.kind || "");
+        const button = element(
+          "button",
+          kind.startsWith("allow") ? "allow" : kind.startsWith("reject") ? "reject" : "",
+          option.name,
+        );
+        button.type = "button";
+        button.addEventListener("click", () => answer(entry.sessionId, option.optionId));
+        choices.append(button);
+      }
+      card.append(choices);
+    } else if (page.role.get(entry.sessionId) === "observer") {
+      card.append(element("div", "muted", "This device watches only: it cannot answer."));
+    } else if (entry.kind !== "permission") {
+      card.append(element("div", "muted", "Answer this question in the editor or terminal."));
+    }
+    waiting.append(card);
+  }
+  document.getElementById("nothing-waits").hidden = latest.waiting.length > 0;
+  const sessions = document.getElementById("sessions");
+  sessions.replaceChildren();
+  for (const entry of latest.sessions) {
+    const card = element("li");
+    const title = element("div", "", entry.title || entry.sessionId);
+    title.append(element("span", `state ${entry.state}`, entry.state));
+    card.append(title);
+    card.append(element("div", "where", `${entry.agent} · ${entry.cwd}`));
+    sessions.append(card);
+  }
+  document.getElementById("no-sessions").hidden = latest.sessions.length > 0;
+}
+
+async function refresh() {
+  if (!page.main) return;
+  try {
+    const [waiting, sessions] = await Promise.all([
+      page.main.request("_acpctl/waiting", {}),
+      page.main.request("_acpctl/sessions", {}),
+    ]);
+    latest = { waiting: waiting.waiting, sessions: sessions.sessions };
+    for (const entry of latest.waiting) {
+      if (entry.kind === "permission") join(entry).catch(() => {});
+    }
+    render();
+  } catch (error) {
+    say(`(${error.message})`);
+  }
+}
+
+async function start() {
+  const main = new Connection("/acp");
+  main.onClose = () => {
+    page.main = null;
+    say("disconnected: reconnecting…");
+    setTimeout(start, REFRESH_MS);
+  };
+  try {
+    await main.open();
+    await main.initialize();
+  } catch (error) {
+    say("not connected: is this device paired? (acpctl serve --pair)");
+    return;
+  }
+  page.main = main;
+  say("");
+  await refresh();
+}
+
+start();
+setInterval(refresh, REFRESH_MS);
