@@ -41,6 +41,7 @@ Layout:
     on_waiting = ["ntfy", "publish", "my-topic"]   # run when a question waits (no shell)
     on_waiting_after_s = 30         # ... this long unanswered; a JSON summary on its stdin
     on_waiting_timeout_s = 10       # and it is ended if it runs longer
+    page_url = "https://desk.example.ts.net"      # where devices reach the host's page
 
     [agents.gpu]                    # a remote agent over ssh
     ssh = "me@gpu"
@@ -136,6 +137,9 @@ class ServeSettings(NamedTuple):
     on_waiting: tuple[str, ...] = ()  # an argv, run without a shell; empty: nothing
     on_waiting_after_s: float = 30.0
     on_waiting_timeout_s: float = 10.0
+    # The page's address as devices reach it (a proxy's), for on_waiting's summary; None:
+    # the TCP listener's own.
+    page_url: str | None = None
 
 
 class Config:
@@ -391,10 +395,16 @@ def _serve_settings(path: Path, table: Any) -> ServeSettings:
     )
     if timeout == 0:  # a notifier that hangs would pile up: it always has a limit
         raise _fail(path, "[serve] on_waiting_timeout_s must be more than 0 seconds")
+    page_url = table.get("page_url")
+    if page_url is not None and (
+        not isinstance(page_url, str) or not page_url.startswith(("https://", "http://"))
+    ):
+        raise _fail(path, "[serve] page_url must be an http:// or https:// address")
     return ServeSettings(
         tuple(argv),
         _seconds(path, table, "on_waiting_after_s", defaults.on_waiting_after_s, "at once"),
         timeout,
+        page_url.rstrip("/") if page_url else None,
     )
 
 

@@ -33,6 +33,7 @@ def notifier_config(home: Path, tmp_path: Path, after_s: float, script: str) -> 
         f"on_waiting = [{json.dumps(sys.executable)}, {json.dumps(str(notifier))}]\n"
         f"on_waiting_after_s = {after_s}\n"
         "on_waiting_timeout_s = 1\n"
+        'page_url = "https://desk.example.ts.net/"\n'
     )
     return told
 
@@ -67,6 +68,7 @@ def test_a_question_left_waiting_runs_the_notifier_with_a_summary(
             assert summary["sessionId"] == session and summary["agent"] == "demo"
             assert summary["kind"] == "permission" and summary["asked"] == "Edit /tmp/demo.txt"
             assert summary["options"] == ["Allow", "Reject"] and summary["cwd"] == str(tmp_path)
+            assert summary["url"] == "https://desk.example.ts.net/"  # where it is answered
             # Answered now: the turn goes on; a question answered in time runs nothing.
             await editor.send(
                 {
@@ -138,6 +140,7 @@ def test_the_serve_table_is_checked(home: Path) -> None:
         ("[serve]\non_waiting = []\non_waiting_timeout_s = 0\n", "more than 0"),
         ("[serve]\non_waiting_after_s = -1\n", "on_waiting_after_s must be"),
         ("serve = 3\n", "[serve] must be a table"),
+        ('[serve]\npage_url = "desk:8765"\n', "page_url must be an http"),
     ):
         path.write_text(text)
         with pytest.raises(UsageError, match=said.replace("[", r"\[").replace("]", r"\]")):

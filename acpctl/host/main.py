@@ -92,9 +92,7 @@ class TcpDoor:
         role = params.get("role", acp.CONTROLLER)
         name = params.get("name")
         code, named = self.devices.pairing_code(str(role), name if isinstance(name, str) else None)
-        address = str(self.listening[0]["address"])
-        page = address.replace("wss://", "https://").replace("ws://", "http://")
-        page = page.removesuffix(ENDPOINT)
+        page = page_address(str(self.listening[0]["address"]))
         self.log.info("session host: a pairing code for device %r (%s)", named, role)
         return {
             "name": named,
@@ -128,6 +126,11 @@ class TcpDoor:
             "session host: a new %s token; %d connection(s) with the old one ended", role, ended
         )
         return {"role": role, "ended": ended}
+
+
+def page_address(address: str) -> str:
+    """The host's page, from its listener's ACP address (wss://HOST:PORT/acp)."""
+    return address.replace("wss://", "https://").replace("ws://", "http://").removesuffix(ENDPOINT)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -286,6 +289,8 @@ async def _serve(options: HostOptions) -> None:
                 {"address": address, "tls": context is not None, "loopback": is_loopback(host)}
             )
             tcp.listening = listening[-1:]
+            if notifier.page_url is None:
+                notifier.page_url = page_address(address)
             log.info("session host: listening on %s", address)
             log.info(
                 "session host: clients need its token: acpctl serve --show-token "

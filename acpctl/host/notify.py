@@ -4,9 +4,10 @@ the session host runs the configured command. It runs without a shell, with a JS
 on its stdin, and is ended after on_waiting_timeout_s. Any notifier then reaches the
 phone: `ntfy publish`, Gotify's CLI, a mail command, `notify-send`.
 
-The summary says which session, which agent, and what is asked (the tool call's title,
-the question's message). It is agent text: a notifier shows it, and must not run it. The
-command's output goes to the host's log, a line of it at most."""
+The summary says which session, which agent, what is asked (the tool call's title, the
+question's message), and the page's address, where it is answered. What is asked is the
+agent's text: a notifier shows it, and must not run it. The command's output goes to the
+host's log, a line of it at most."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ class Notifier:
         self.settings = settings
         self.log = log
         self.running: set[asyncio.Task[None]] = set()
+        # The host's page, where the question is answered: [serve] page_url, else the TCP
+        # listener's address once it listens; None without a listener.
+        self.page_url: str | None = settings.page_url
 
     def watch(self, conn: Connection, agent: str) -> None:
         """The agent's questions are watched, when a command is configured."""
@@ -50,6 +54,8 @@ class Notifier:
             self.log.warning("on_waiting: %d notifiers still run; this one is dropped", MAX_RUNNING)
             return
         summary = waiting_summary(agent, request.session, request.message, asked_at)
+        if self.page_url is not None:
+            summary["url"] = self.page_url + "/"
         task = asyncio.ensure_future(self._run(summary))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
