@@ -299,6 +299,13 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
         browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         try:
             context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+            # The page's notifications, allowed and counted (the OS's would show them).
+            context.grant_permissions(["notifications"], origin=page.base)
+            context.add_init_script(
+                "window.told = []; window.Notification = class { "
+                "static permission = 'granted'; "
+                "constructor(title, options) { window.told.push([title, options.body]); } };"
+            )
             tab = context.new_page()
             errors: list[str] = []
             tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -313,6 +320,8 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
             assert "Edit /tmp/demo.txt" in tab.inner_text("#waiting")
             ARTIFACTS.mkdir(exist_ok=True)
             tab.screenshot(path=str(ARTIFACTS / f"waiting-{viewport[0]}x{viewport[1]}.png"))
+            told = tab.evaluate("window.told")
+            assert told == [["demo asks", "Edit /tmp/demo.txt"]], told  # once, while open
             tab.click("#waiting button.allow")
             editor.join(60)
             tab.wait_for_selector("#nothing-waits:not([hidden])")

@@ -149,6 +149,33 @@ function answer(session, optionId) {
 
 let latest = { waiting: [], sessions: [] };
 
+// The browser's notifications, while the page is open (its tab in the background, say):
+// one for each question that comes to wait after the page has first shown the list.
+const told = new Set();
+let listed = false;
+
+function notify(entries) {
+  const fresh = entries.filter((entry) => !told.has(`${entry.sessionId} ${entry.waitingSince}`));
+  for (const entry of fresh) told.add(`${entry.sessionId} ${entry.waitingSince}`);
+  const allowed = "Notification" in window && Notification.permission === "granted";
+  if (listed && allowed) {
+    for (const entry of fresh) {
+      new Notification(`${entry.agent} asks`, { body: entry.asked, tag: entry.sessionId });
+    }
+  }
+  listed = true;
+}
+
+function offerNotifications() {
+  const button = document.getElementById("notify");
+  const can = "Notification" in window && Notification.permission === "default";
+  button.hidden = !can;
+  button.onclick = async () => {
+    await Notification.requestPermission();
+    offerNotifications();
+  };
+}
+
 function render() {
   const waiting = document.getElementById("waiting");
   waiting.replaceChildren();
@@ -201,6 +228,7 @@ async function refresh() {
       page.main.request("_acpctl/sessions", {}),
     ]);
     latest = { waiting: waiting.waiting, sessions: sessions.sessions };
+    notify(latest.waiting);
     for (const entry of latest.waiting) {
       if (entry.kind === "permission") join(entry).catch(() => {});
     }
@@ -229,5 +257,6 @@ async function start() {
   await refresh();
 }
 
+offerNotifications();
 start();
 setInterval(refresh, REFRESH_MS);
