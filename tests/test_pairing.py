@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -250,51 +250,62 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
         run(scenario())
 
 
-@pytest.mark.parametrize("viewport", [(390, 844), (1280, 800)], ids=["phone", "desktop"])
-def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
-    page: Page, viewport: tuple[int, int]
-) -> None:
-    """Issue 42: the page lists what waits, across sessions, and answers it. An editor's
-    turn (a raw client with the token, in a thread of its own) waits on a permission; the
-    paired browser answers it; the editor's turn goes on, its own dialog withdrawn, and
-    the history names the device."""
-    import threading
+class EditorsTurn:
+    """An editor's turn through the host (a raw client with the token), in a thread of its
+    own while the test drives the browser: it prompts `text` and waits to be asked
+    (`asked`), then for the turn's end; `seen` keeps what came."""
 
-    from playwright.sync_api import sync_playwright
+    def __init__(self, page: Page, text: str, capabilities: dict[str, Any]) -> None:
+        import threading
 
-    address, _ = paired_address("--name", "phone")
-    token = cli("serve", "--show-token").stdout.strip()
-    asked = threading.Event()
-    seen: dict[str, Any] = {}
+        self.page, self.text, self.capabilities = page, text, capabilities
+        self.token = cli("serve", "--show-token").stdout.strip()
+        self.asked = threading.Event()
+        self.seen: dict[str, Any] = {}
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._turn()))
 
-    async def editors_turn() -> None:
-        headers = {"Authorization": f"Bearer {token}"}
+    async def _turn(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
         async with (
             aiohttp.ClientSession() as http,
-            http.ws_connect(page.url("/acp"), headers=headers) as socket,
+            http.ws_connect(self.page.url("/acp"), headers=headers) as socket,
         ):
             editor = RawClient(socket)
-            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            hello = {"protocolVersion": 1, "clientCapabilities": self.capabilities}
+            await editor.request(acp.INITIALIZE, hello)
             new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
-            seen["session"] = new["result"]["sessionId"]
-            prompt = {"sessionId": seen["session"], "prompt": [{"type": "text", "text": "edit"}]}
+            self.seen["session"] = session = new["result"]["sessionId"]
+            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": self.text}]}
             await editor.send(
                 {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
             )
-            request = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
-            asked.set()
+            request = await editor.until(lambda m: "method" in m and "id" in m)
+            self.asked.set()
             withdrawn = await editor.until(lambda m: m.get("method") == acp.CANCEL_REQUEST, 30)
-            seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
+            self.seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
             ended = await editor.until(lambda m: m.get("id") == 7 and "result" in m, 30)
-            seen["stop"] = ended["result"]["stopReason"]
-            seen["tool"] = [
-                m["params"]["update"].get("status")
+            self.seen["stop"] = ended["result"]["stopReason"]
+            self.seen["updates"] = [
+                m["params"]["update"]
                 for m in editor.messages
                 if m.get("method") == acp.SESSION_UPDATE
-                and m["params"]["update"].get("sessionUpdate") == "tool_call_update"
             ]
 
-    editor = threading.Thread(target=lambda: asyncio.run(editors_turn()))
+    def said(self) -> str:
+        return "".join(
+            u["content"]["text"]
+            for u in self.seen["updates"]
+            if u.get("sessionUpdate") == acp.AGENT_MESSAGE_CHUNK
+        )
+
+
+@contextmanager
+def paired_tab(page: Page, viewport: tuple[int, int]) -> Iterator[Any]:
+    """A browser tab at `viewport`, paired as "phone", on the page: notifications allowed
+    and counted in `window.told`; the page's errors in `tab.errors`, none at the end."""
+    from playwright.sync_api import sync_playwright
+
+    address, _ = paired_address("--name", "phone")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         try:
@@ -314,23 +325,67 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
             tab.wait_for_selector("#status.ok")
             tab.goto(page.url("/"))
             tab.wait_for_selector("#nothing-waits:not([hidden])")
-            editor.start()
-            assert asked.wait(30)
-            tab.wait_for_selector("#waiting button.allow", timeout=15000)
-            assert "Edit /tmp/demo.txt" in tab.inner_text("#waiting")
-            ARTIFACTS.mkdir(exist_ok=True)
-            tab.screenshot(path=str(ARTIFACTS / f"waiting-{viewport[0]}x{viewport[1]}.png"))
-            told = tab.evaluate("window.told")
-            assert told == [["demo asks", "Edit /tmp/demo.txt"]], told  # once, while open
-            tab.click("#waiting button.allow")
-            editor.join(60)
-            tab.wait_for_selector("#nothing-waits:not([hidden])")
+            yield tab
             assert errors == [], errors
         finally:
             browser.close()
-    assert seen["withdrawn"] and seen["stop"] == "end_turn" and seen["tool"] == ["completed"]
-    shown = cli("sessions", "show", seen["session"]).stdout
+
+
+@pytest.mark.parametrize("viewport", [(390, 844), (1280, 800)], ids=["phone", "desktop"])
+def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
+    page: Page, viewport: tuple[int, int]
+) -> None:
+    """Issue 42: the page lists what waits, across sessions, and answers it. An editor's
+    turn waits on a permission; the paired browser answers it; the editor's turn goes on,
+    its own dialog withdrawn, and the history names the device."""
+    turn = EditorsTurn(page, "edit", {})
+    with paired_tab(page, viewport) as tab:
+        turn.thread.start()
+        assert turn.asked.wait(30)
+        tab.wait_for_selector("#waiting button.allow", timeout=15000)
+        assert "Edit /tmp/demo.txt" in tab.inner_text("#waiting")
+        ARTIFACTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(ARTIFACTS / f"waiting-{viewport[0]}x{viewport[1]}.png"))
+        told = tab.evaluate("window.told")
+        assert told == [["demo asks", "Edit /tmp/demo.txt"]], told  # once, while open
+        tab.click("#waiting button.allow")
+        turn.thread.join(60)
+        tab.wait_for_selector("#nothing-waits:not([hidden])")
+    assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
+    tools = [
+        u.get("status") for u in turn.seen["updates"] if u["sessionUpdate"] == "tool_call_update"
+    ]
+    assert tools == ["completed"]
+    shown = cli("sessions", "show", turn.seen["session"]).stdout
     assert "answered: allow, by phone (a paired device)" in shown
+
+
+def test_a_question_an_editors_turn_waits_on_is_answered_in_a_form_on_the_page(
+    page: Page,
+) -> None:
+    """Issue 42, 3: an elicitation's form, made from the agent's schema, filled in and sent
+    from the page (the demo agent's `ask`: a name, and whether to be excited)."""
+    turn = EditorsTurn(page, "ask", {"elicitation": {"form": {}}})
+    with paired_tab(page, (390, 844)) as tab:
+        turn.thread.start()
+        assert turn.asked.wait(30)
+        tab.wait_for_selector("#waiting form.question", timeout=15000)
+        assert "What should the demo call you?" in tab.inner_text("#waiting")
+        tab.click("#waiting form.question button.allow")  # empty: the browser says required
+        assert (
+            tab.evaluate("document.querySelector('#waiting input[name=name]').validity.valid")
+            is False
+        )
+        tab.fill("#waiting input[name=name]", "Ada")
+        tab.check("#waiting input[name=excited]")
+        ARTIFACTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(ARTIFACTS / "question-390x844.png"))
+        tab.click("#waiting form.question button.allow")
+        turn.thread.join(60)
+    assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
+    assert "Hello, Ada!" in turn.said()
+    shown = cli("sessions", "show", turn.seen["session"]).stdout
+    assert "answered: accept (name='Ada', excited=True), by phone (a paired device)" in shown
 
 
 def test_the_agents_text_on_the_page_is_text(page: Page) -> None:

@@ -7,6 +7,7 @@
 
 const REFRESH_MS = 2000;
 const PERMISSION = "session/request_permission";
+const ELICITATION = "elicitation/create";
 const CANCEL_REQUEST = "$/cancel_request";
 
 function element(tag, className, text) {
@@ -71,7 +72,9 @@ class Connection {
     return this.request("initialize", {
       protocolVersion: 1,
       clientInfo: { name: "acpctl page", version: "1" },
-      clientCapabilities: {},
+      // It answers an elicitation's form and shows its address; it reads no file and
+      // runs no terminal (an editor does).
+      clientCapabilities: { elicitation: { form: {}, url: {} } },
     });
   }
 }
@@ -97,7 +100,7 @@ async function agentConnection(agent) {
   page.agents.set(agent, known);
   connection.onRequest = (request) => {
     const session = request.params && request.params.sessionId;
-    if (request.method === PERMISSION && session) {
+    if ((request.method === PERMISSION || request.method === ELICITATION) && session) {
       page.asked.set(session, { connection, request });
       render();
     } else {
@@ -105,7 +108,7 @@ async function agentConnection(agent) {
         JSON.stringify({
           jsonrpc: "2.0",
           id: request.id,
-          error: { code: -32601, message: "the page answers permissions only, for now" },
+          error: { code: -32601, message: "the page answers the agent's questions only" },
         }),
       );
     }
@@ -136,15 +139,112 @@ async function join(entry) {
   page.role.set(entry.sessionId, attached.role);
 }
 
-function answer(session, optionId) {
+function answer(session, result) {
   const asked = page.asked.get(session);
   if (!asked) return;
   page.asked.delete(session);
-  asked.connection.respond(asked.request.id, {
-    outcome: { outcome: "selected", optionId },
-  });
+  asked.connection.respond(asked.request.id, result);
   render();
   setTimeout(refresh, 300);
+}
+
+function choices(session, options) {
+  const box = element("div", "choices");
+  for (const option of options || []) {
+    const kind = String(option.kind || "");
+    const style = kind.startsWith("allow") ? "allow" : kind.startsWith("reject") ? "reject" : "";
+    const button = element("button", style, option.name);
+    button.type = "button";
+    button.addEventListener("click", () =>
+      answer(session, { outcome: { outcome: "selected", optionId: option.optionId } }),
+    );
+    box.append(button);
+  }
+  return box;
+}
+
+// An elicitation: a form of the agent's schema (the browser checks types, lengths,
+// ranges and patterns before it is sent), or an address to open.
+function question(session, params) {
+  const form = element("form", "question");
+  form.noValidate = false;
+  const fields = [];
+  if (params.mode === "url") {
+    form.append(element("div", "where", "The agent asks you to open this address:"));
+    form.append(element("div", "asked", params.url));
+  } else {
+    const schema = params.requestedSchema || {};
+    const required = new Set(schema.required || []);
+    for (const [name, field] of Object.entries(schema.properties || {})) {
+      const label = element("label", "field", field.title || name);
+      const input = fieldInput(field);
+      input.name = name;
+      input.required = required.has(name) && field.type !== "boolean";
+      label.append(input);
+      form.append(label);
+      fields.push([name, field, input]);
+    }
+  }
+  const buttons = element("div", "choices");
+  const accept = element("button", "allow", params.mode === "url" ? "I opened it" : "Send");
+  accept.type = "submit";
+  const decline = element("button", "reject", "Decline");
+  decline.type = "button";
+  decline.addEventListener("click", () => answer(session, { action: "decline" }));
+  buttons.append(accept, decline);
+  form.append(buttons);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!form.reportValidity()) return;
+    const content = {};
+    for (const [name, field, input] of fields) {
+      const value = fieldValue(field, input);
+      if (value !== undefined) content[name] = value;
+    }
+    answer(session, params.mode === "url" ? { action: "accept" } : { action: "accept", content });
+  });
+  return form;
+}
+
+function fieldInput(field) {
+  const values = field.enum || (field.items && field.items.enum);
+  const titled = field.oneOf || (field.items && (field.items.oneOf || field.items.anyOf));
+  if (values || titled) {
+    const select = element("select");
+    select.multiple = field.type === "array";
+    for (const choice of titled || values.map((value) => ({ const: value, title: value }))) {
+      const option = element("option", "", choice.title || choice.const);
+      option.value = choice.const;
+      select.append(option);
+    }
+    return select;
+  }
+  const input = element("input");
+  if (field.type === "boolean") {
+    input.type = "checkbox";
+    input.checked = field.default === true;
+    return input;
+  }
+  const number = field.type === "number" || field.type === "integer";
+  input.type = number ? "number" : "text";
+  if (field.type === "integer") input.step = "1";
+  if (field.type === "number") input.step = "any";
+  if (typeof field.minimum === "number") input.min = String(field.minimum);
+  if (typeof field.maximum === "number") input.max = String(field.maximum);
+  if (typeof field.minLength === "number") input.minLength = field.minLength;
+  if (typeof field.maxLength === "number") input.maxLength = field.maxLength;
+  if (typeof field.pattern === "string") input.pattern = field.pattern;
+  if (field.default !== undefined && field.default !== null) input.value = String(field.default);
+  return input;
+}
+
+function fieldValue(field, input) {
+  if (field.type === "boolean") return input.checked;
+  if (field.type === "array") return [...input.selectedOptions].map((option) => option.value);
+  if (input.value === "") return undefined;
+  if (field.type === "integer") return Number.parseInt(input.value, 10);
+  if (field.type === "number") return Number(input.value);
+  return input.value;
 }
 
 let latest = { waiting: [], sessions: [] };
@@ -185,24 +285,12 @@ function render() {
     card.append(element("div", "where", entry.cwd));
     card.append(element("div", "asked", entry.asked));
     const asked = page.asked.get(entry.sessionId);
-    if (asked) {
-      const choices = element("div", "choices");
-      for (const option of asked.request.params.options || []) {
-        const kind = String(option.kind || "");
-        const button = element(
-          "button",
-          kind.startsWith("allow") ? "allow" : kind.startsWith("reject") ? "reject" : "",
-          option.name,
-        );
-        button.type = "button";
-        button.addEventListener("click", () => answer(entry.sessionId, option.optionId));
-        choices.append(button);
-      }
-      card.append(choices);
+    if (asked && asked.request.method === PERMISSION) {
+      card.append(choices(entry.sessionId, asked.request.params.options));
+    } else if (asked) {
+      card.append(question(entry.sessionId, asked.request.params));
     } else if (page.role.get(entry.sessionId) === "observer") {
       card.append(element("div", "muted", "This device watches only: it cannot answer."));
-    } else if (entry.kind !== "permission") {
-      card.append(element("div", "muted", "Answer this question in the editor or terminal."));
     }
     waiting.append(card);
   }
@@ -229,9 +317,7 @@ async function refresh() {
     ]);
     latest = { waiting: waiting.waiting, sessions: sessions.sessions };
     notify(latest.waiting);
-    for (const entry of latest.waiting) {
-      if (entry.kind === "permission") join(entry).catch(() => {});
-    }
+    for (const entry of latest.waiting) join(entry).catch(() => {});
     render();
   } catch (error) {
     say(`(${error.message})`);
