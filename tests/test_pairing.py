@@ -430,3 +430,79 @@ def test_the_agents_text_on_the_page_is_text(page: Page) -> None:
             assert tab.evaluate("window.pwned === undefined")
         finally:
             browser.close()
+
+
+def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: Page) -> None:
+    """Issue 42, 3: a session opened on the page shows its history and what follows:
+    messages with their Markdown rendered safely, thoughts folded, the plan, a tool call
+    with its diff. The page prompts and cancels. A dropped connection is made anew from
+    the history: nothing lost, nothing twice."""
+    token = cli("serve", "--show-token").stdout.strip()
+    hostile = (
+        "think, plan and edit: **bold** <script>window.pwned=1</script> [x](javascript:alert(1))"
+    )
+
+    async def editors_turn() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(page.url("/acp"), headers=headers) as socket,
+        ):
+            editor = RawClient(socket)
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            prompt = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": hostile}],
+            }
+            await editor.send(
+                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
+            )
+            asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+            allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            await editor.send({"jsonrpc": "2.0", "id": asked["id"], "result": allow})
+            await editor.until(lambda m: m.get("id") == 7 and "result" in m)
+
+    run(editors_turn())
+    with paired_tab(page, (390, 844)) as tab:
+        tab.wait_for_selector("#sessions li")
+        tab.click("#sessions li")
+        tab.wait_for_selector("#transcript details.tool")
+        transcript = tab.inner_text("#transcript")
+        assert "Edit /tmp/demo.txt · completed" in transcript
+        assert "+hello, world" in transcript and "-hello" in transcript
+        assert tab.evaluate("document.querySelectorAll('#transcript strong').length") >= 1
+        assert tab.evaluate("document.querySelectorAll('#transcript details.thought').length") == 1
+        assert "Read the prompt" in transcript  # the plan
+        dangerous = "#transcript script, #transcript [href^=javascript]"
+        assert tab.evaluate(f"document.querySelectorAll('{dangerous}').length") == 0
+        assert tab.evaluate("window.pwned === undefined")
+        tab.fill("#prompt", "hello page")
+        tab.click("#send")
+        tab.wait_for_selector("#transcript .ended")
+        assert "turn ended: end_turn" in tab.inner_text("#transcript")
+        assert "You said: hello page" in tab.inner_text("#transcript")
+        tab.fill("#prompt", "slow")
+        tab.click("#send")
+        shows(tab, "#transcript", "You said: slow")  # the slow turn streams: 20 pieces in 2 s
+        tab.click("#cancel")
+        shows(tab, "#transcript", "turn ended: cancelled")
+        ARTIFACTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(ARTIFACTS / "transcript-390x844.png"), full_page=True)
+        before = tab.inner_text("#transcript")
+        tab.evaluate("view.connection.socket.close()")  # the phone slept, its socket gone
+        shows(tab, "#transcript", "turn ended: cancelled", gone=True)  # made anew: no ends
+        shows(tab, "#transcript", "You said: hello page")
+        after = tab.inner_text("#transcript")
+        assert after.count("You said: hello page") == 1 and after.count("Edit /tmp/demo.txt") == 1
+        assert "Read the prompt" in after and "bold" in after and "+hello, world" in after
+        assert before.count("You said") == after.count("You said")
+
+
+def shows(tab: Any, selector: str, text: str, gone: bool = False, timeout: float = 10) -> None:
+    """Until the element's text has `text` (`gone`: no longer has it); the page's policy
+    forbids the string evaluation Playwright's wait_for_function would use."""
+    deadline = time.monotonic() + timeout
+    while (text in tab.inner_text(selector)) == gone:
+        assert time.monotonic() < deadline, tab.inner_text(selector)
+        time.sleep(0.05)

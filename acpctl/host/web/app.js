@@ -92,13 +92,8 @@ function say(text) {
   document.getElementById("link").textContent = text;
 }
 
-async function agentConnection(agent) {
-  let known = page.agents.get(agent);
-  if (known) return known;
-  const connection = new Connection(`/acp/${encodeURIComponent(agent)}`);
-  known = { connection, joined: new Set() };
-  page.agents.set(agent, known);
-  connection.onRequest = (request) => {
+function askedHere(connection) {
+  return (request) => {
     const session = request.params && request.params.sessionId;
     if ((request.method === PERMISSION || request.method === ELICITATION) && session) {
       page.asked.set(session, { connection, request });
@@ -113,12 +108,24 @@ async function agentConnection(agent) {
       );
     }
   };
+}
+
+function withdrawn(message) {
+  for (const [session, asked] of page.asked) {
+    if (asked.request.id === message.params.requestId) page.asked.delete(session);
+  }
+  refresh();
+}
+
+async function agentConnection(agent) {
+  let known = page.agents.get(agent);
+  if (known) return known;
+  const connection = new Connection(`/acp/${encodeURIComponent(agent)}`);
+  known = { connection, joined: new Set() };
+  page.agents.set(agent, known);
+  connection.onRequest = askedHere(connection);
   connection.onNotification = (message) => {
-    if (message.method !== CANCEL_REQUEST) return;
-    for (const [session, asked] of page.asked) {
-      if (asked.request.id === message.params.requestId) page.asked.delete(session);
-    }
-    refresh();
+    if (message.method === CANCEL_REQUEST) withdrawn(message);
   };
   connection.onClose = () => page.agents.delete(agent);
   await connection.open();
@@ -295,10 +302,12 @@ function render() {
     waiting.append(card);
   }
   document.getElementById("nothing-waits").hidden = latest.waiting.length > 0;
+  renderAskedInView();
   const sessions = document.getElementById("sessions");
   sessions.replaceChildren();
   for (const entry of latest.sessions) {
-    const card = element("li");
+    const card = element("li", "open");
+    card.addEventListener("click", () => openSession(entry));
     const title = element("div", "", entry.title || entry.sessionId);
     title.append(element("span", `state ${entry.state}`, entry.state));
     card.append(title);
@@ -306,6 +315,228 @@ function render() {
     sessions.append(card);
   }
   document.getElementById("no-sessions").hidden = latest.sessions.length > 0;
+}
+
+// == a session's transcript, live ===========================================================
+//
+// Opened on a connection of its own to the session's agent, joined with its whole history
+// (session/attach): the replay, then what happens. Dropped (a phone asleep), it is opened
+// again and the transcript made anew from the history: nothing lost, nothing twice.
+
+const markdown = window.markdownit({ html: false, linkify: false });
+
+function rendered(text) {
+  // Raw HTML in the agent's Markdown is escaped by the renderer (html: false), and what
+  // it makes is cleaned by DOMPurify all the same; links open apart, without a referrer.
+  const holder = element("div", "agent");
+  holder.innerHTML = window.DOMPurify.sanitize(markdown.render(text));
+  for (const link of holder.querySelectorAll("a")) {
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+  }
+  return holder;
+}
+
+function diffLines(oldText, newText) {
+  const a = (oldText || "").split("\n");
+  const b = (newText || "").split("\n");
+  if (a.length * b.length > 250000) {
+    return [...a.map((line) => ["del", `-${line}`]), ...b.map((line) => ["add", `+${line}`])];
+  }
+  const common = Array.from({ length: a.length + 1 }, () => new Array(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      common[i][j] =
+        a[i] === b[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+    }
+  }
+  const lines = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) {
+      lines.push(["", ` ${a[i]}`]);
+      i++;
+      j++;
+    } else if (j < b.length && (i === a.length || common[i][j + 1] > common[i + 1][j])) {
+      lines.push(["add", `+${b[j++]}`]);
+    } else {
+      lines.push(["del", `-${a[i++]}`]);
+    }
+  }
+  return lines;
+}
+
+const view = { entry: null, connection: null, last: null, tools: new Map(), leaving: false };
+
+function transcriptItem(className) {
+  const item = element("li", className);
+  document.getElementById("transcript").append(item);
+  return item;
+}
+
+function toolBody(tool, update) {
+  const body = tool.querySelector(".body");
+  for (const content of update.content || []) {
+    if (content.type === "diff") {
+      const pre = element("pre");
+      pre.append(element("div", "where", content.path));
+      for (const [style, line] of diffLines(content.oldText, content.newText)) {
+        pre.append(element("div", style, line));
+      }
+      body.append(pre);
+    } else if (content.type === "content" && content.content && content.content.type === "text") {
+      body.append(element("pre", "", content.content.text));
+    }
+  }
+}
+
+function shown(update) {
+  const kind = update.sessionUpdate;
+  const text = update.content && update.content.type === "text" ? update.content.text : "";
+  if (kind === "user_message_chunk") {
+    if (view.last && view.last.kind === kind) view.last.item.textContent += `\n${text}`;
+    else view.last = { kind, item: transcriptItem("you") };
+    if (!view.last.item.textContent) view.last.item.textContent = text;
+  } else if (kind === "agent_message_chunk") {
+    const same = view.last && view.last.kind === kind && view.last.id === update.messageId;
+    if (!same) view.last = { kind, id: update.messageId, text: "", item: transcriptItem("") };
+    view.last.text += text;
+    view.last.item.replaceChildren(rendered(view.last.text));
+  } else if (kind === "agent_thought_chunk") {
+    if (!view.last || view.last.kind !== kind) {
+      const item = transcriptItem("");
+      const folded = element("details", "thought");
+      folded.append(element("summary", "", "Thinking"), element("div", "", ""));
+      item.append(folded);
+      view.last = { kind, item: folded.lastChild };
+    }
+    view.last.item.textContent += text;
+  } else if (kind === "tool_call" || kind === "tool_call_update") {
+    view.last = null;
+    let tool = view.tools.get(update.toolCallId);
+    if (!tool) {
+      tool = element("details", "tool");
+      tool.open = true;
+      tool.append(element("summary"), element("div", "body"));
+      view.tools.set(update.toolCallId, tool);
+      transcriptItem("").append(tool);
+    }
+    if (update.title) tool.dataset.title = update.title;
+    if (update.status) tool.dataset.status = update.status;
+    tool.querySelector("summary").textContent =
+      `${tool.dataset.title || "tool call"} · ${tool.dataset.status || "pending"}`;
+    toolBody(tool, update);
+  } else if (kind === "plan") {
+    view.last = null;
+    const list = element("ul");
+    for (const entry of update.entries || []) {
+      list.append(element("li", "", `${entry.status === "completed" ? "✓" : "○"} ${entry.content}`));
+    }
+    transcriptItem("").append(element("div", "where", "Plan"), list);
+  }
+}
+
+async function openSession(entry) {
+  view.entry = entry;
+  view.leaving = false;
+  document.getElementById("overview").hidden = true;
+  document.getElementById("session-view").hidden = false;
+  document.getElementById("session-title").textContent = entry.title || entry.sessionId;
+  document.getElementById("session-where").textContent = `${entry.agent} · ${entry.cwd}`;
+  await joinView();
+}
+
+async function joinView() {
+  const entry = view.entry;
+  document.getElementById("transcript").replaceChildren();
+  view.last = null;
+  view.tools = new Map();
+  const connection = new Connection(`/acp/${encodeURIComponent(entry.agent)}`);
+  view.connection = connection;
+  connection.onRequest = askedHere(connection);
+  connection.onNotification = (message) => {
+    if (message.method === CANCEL_REQUEST) withdrawn(message);
+    const params = message.params || {};
+    if (message.method === "session/update" && params.sessionId === entry.sessionId) {
+      shown(params.update || {});
+    }
+  };
+  connection.onClose = () => {
+    if (!view.leaving && view.entry === entry) setTimeout(joinView, REFRESH_MS);
+  };
+  await connection.open();
+  await connection.initialize();
+  const attached = await connection.request("session/attach", {
+    sessionId: entry.sessionId,
+    historyPolicy: "full",
+    clientInfo: { name: "acpctl page", version: "1" },
+  });
+  page.role.set(entry.sessionId, attached.role);
+  const watching = attached.role === "observer";
+  document.getElementById("prompt-form").hidden = watching;
+  document.getElementById("watch-only").hidden = !watching;
+}
+
+function leaveSession() {
+  view.leaving = true;
+  view.entry = null;
+  if (view.connection) view.connection.socket.close();
+  view.connection = null;
+  document.getElementById("session-view").hidden = true;
+  document.getElementById("overview").hidden = false;
+  refresh();
+}
+
+async function sendPrompt(event) {
+  event.preventDefault();
+  const box = document.getElementById("prompt");
+  const text = box.value.trim();
+  if (!text || !view.connection) return;
+  box.value = "";
+  shown({ sessionUpdate: "user_message_chunk", content: { type: "text", text } });
+  view.last = null;
+  const sessionId = view.entry.sessionId;
+  try {
+    const answer = await view.connection.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text }],
+    });
+    transcriptItem("ended").textContent = `turn ended: ${answer.stopReason}`;
+  } catch (error) {
+    transcriptItem("ended").textContent = `the prompt failed: ${error.message}`;
+  }
+  view.last = null;
+}
+
+function cancelTurn() {
+  if (!view.connection) return;
+  view.connection.socket.send(
+    JSON.stringify({
+      jsonrpc: "2.0",
+      method: "session/cancel",
+      params: { sessionId: view.entry.sessionId },
+    }),
+  );
+}
+
+// The viewed session's question, if this device is asked one, below its transcript.
+function renderAskedInView() {
+  const old = document.getElementById("view-asked");
+  if (old) old.remove();
+  const asked = view.entry && page.asked.get(view.entry.sessionId);
+  if (!asked) return;
+  const holder = element("div", "tool");
+  holder.id = "view-asked";
+  const params = asked.request.params;
+  const tool = params.toolCall || {};
+  holder.append(element("div", "asked", params.message || tool.title || "The agent asks"));
+  holder.append(
+    asked.request.method === PERMISSION
+      ? choices(view.entry.sessionId, asked.request.params.options)
+      : question(view.entry.sessionId, asked.request.params),
+  );
+  document.getElementById("transcript").after(holder);
 }
 
 async function refresh() {
@@ -344,5 +575,8 @@ async function start() {
 }
 
 offerNotifications();
+document.getElementById("back").addEventListener("click", leaveSession);
+document.getElementById("prompt-form").addEventListener("submit", sendPrompt);
+document.getElementById("cancel").addEventListener("click", cancelTurn);
 start();
 setInterval(refresh, REFRESH_MS);
