@@ -8,6 +8,7 @@ import re
 import pytest
 
 from acpctl.terminal.html_export import _markdown
+from tests.attacks import ATTACKS
 
 
 @pytest.mark.parametrize(
@@ -48,3 +49,16 @@ def test_generated_deep_markdown_keeps_every_word(seed: int) -> None:
     page = _markdown(text)
     for word in [*words, f"tail{seed}"]:
         assert word in page, (prefix[:40], word)
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_the_attack_corpus_is_text_in_the_export(attack: str) -> None:
+    """The corpus the host's page is tested with (tests/attacks.py): in the export too,
+    nothing of it runs, loads or hides."""
+    shown = _markdown(attack)
+    assert "ATTACK" in shown
+    tags = re.findall(r"<([a-zA-Z]+)([^>]*)>", shown)  # the elements made (not the text)
+    assert {name.lower() for name, _ in tags} <= {"p", "a", "em", "strong", "code"}, tags
+    for _, attributes in tags:
+        assert not re.search(r"\son\w+\s*=|style\s*=", attributes, re.I), attributes
+        assert not re.search(r"href=\"(javascript|data):", attributes, re.I), attributes

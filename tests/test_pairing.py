@@ -506,3 +506,54 @@ def shows(tab: Any, selector: str, text: str, gone: bool = False, timeout: float
     while (text in tab.inner_text(selector)) == gone:
         assert time.monotonic() < deadline, tab.inner_text(selector)
         time.sleep(0.05)
+
+
+def test_the_attack_corpus_runs_fetches_and_hides_nothing_on_the_page(page: Page) -> None:
+    """Issue 42, 6: the attack corpus (tests/attacks.py) as an agent's message (the demo
+    agent echoes it) and as the person's: no script runs, no request leaves the page, no
+    text is hidden, no element of the agent's carries a handler."""
+    from tests.attacks import ATTACKS
+
+    token = cli("serve", "--show-token").stdout.strip()
+    text = "\n\n".join(ATTACKS)
+
+    async def editors_turn() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(page.url("/acp"), headers=headers) as socket,
+        ):
+            editor = RawClient(socket)
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            prompt = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": text}],
+            }
+            answer = await editor.request(acp.SESSION_PROMPT, prompt)
+            assert answer["result"]["stopReason"] == "end_turn"
+
+    run(editors_turn())
+    with paired_tab(page, (1280, 800)) as tab:
+        requested: list[str] = []
+        tab.on("request", lambda request: requested.append(request.url))
+        tab.wait_for_selector("#sessions li")
+        tab.click("#sessions li")
+        tab.wait_for_selector("#transcript .agent")
+        time.sleep(0.5)  # whatever would run or load, given the time to
+        agent = tab.inner_text("#transcript .agent")
+        assert agent.count("ATTACK") == len(ATTACKS), agent  # all shown, none hidden
+        assert tab.inner_text("#transcript .you").count("ATTACK") == len(ATTACKS)
+        dangerous = "script, iframe, svg, math, style, img, form, meta, base, object, embed"
+        assert (
+            tab.evaluate(f"document.querySelectorAll('#transcript :is({dangerous})').length") == 0
+        )
+        handlers = tab.evaluate(
+            "[...document.querySelectorAll('#transcript *')]"
+            ".some(e => [...e.attributes].some(a => a.name.startsWith('on') || a.name === 'style'))"
+        )
+        assert handlers is False
+        links = tab.evaluate("[...document.querySelectorAll('#transcript a')].map(a => a.href)")
+        assert all(link.startswith(("http://", "https://")) for link in links), links
+        assert tab.evaluate("window.pwned === undefined")
+        assert all(url.startswith(page.base) for url in requested), requested

@@ -324,6 +324,14 @@ function render() {
 // again and the transcript made anew from the history: nothing lost, nothing twice.
 
 const markdown = window.markdownit({ html: false, linkify: false });
+// An image in the agent's Markdown becomes a link to it: the page fetches nothing an
+// agent names (and the policy would refuse it anyway).
+markdown.renderer.rules.image = (tokens, index, options, env, self) => {
+  const token = tokens[index];
+  const source = markdown.utils.escapeHtml(token.attrGet("src") || "");
+  const alt = self.renderInlineAsText(token.children || [], options, env) || source;
+  return `<a href="${source}">${markdown.utils.escapeHtml(alt)}</a>`;
+};
 
 function rendered(text) {
   // Raw HTML in the agent's Markdown is escaped by the renderer (html: false), and what
