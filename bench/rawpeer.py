@@ -67,6 +67,20 @@ class Peer:
         message, _ = await self.response(self.send(method, params))
         return message
 
+    def write(self, message: dict[str, Any]) -> None:
+        """Any message, as a line (an answer to the agent's request)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+
+    async def until(self, wanted: Any) -> dict[str, Any]:
+        """The first message from now on that `wanted` takes."""
+        assert self.process.stdout is not None
+        while line := await self.process.stdout.readline():
+            message = json.loads(line)
+            if wanted(message):
+                return dict(message)
+        raise RuntimeError("peer closed its stdout")
+
     async def close(self) -> None:
         assert self.process.stdin is not None
         self.process.stdin.close()
