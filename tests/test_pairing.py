@@ -435,8 +435,8 @@ def test_the_agents_text_on_the_page_is_text(page: Page) -> None:
 def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: Page) -> None:
     """Issue 42, 3: a session opened on the page shows its history and what follows:
     messages with their Markdown rendered safely, thoughts folded, the plan, a tool call
-    with its diff. The page prompts and cancels. A dropped connection is made anew from
-    the history: nothing lost, nothing twice."""
+    with its diff. The page prompts, sets the agent's mode and options, and cancels. A
+    dropped connection is made anew from the history: nothing lost, nothing twice."""
     token = cli("serve", "--show-token").stdout.strip()
     hostile = (
         "think, plan and edit: **bold** <script>window.pwned=1</script> [x](javascript:alert(1))"
@@ -482,9 +482,15 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
         tab.wait_for_selector("#transcript .ended")
         assert "turn ended: end_turn" in tab.inner_text("#transcript")
         assert "You said: hello page" in tab.inner_text("#transcript")
+        tab.select_option("#settings select[name=mode]", "shout")  # the agent's own modes
+        tab.select_option("#settings select[name=tone]", "excited")  # and options
+        time.sleep(0.3)  # set_mode and set_config_option answered
+        tab.fill("#prompt", "modes")
+        tab.click("#send")
+        shows(tab, "#transcript", "YOU SAID: MODES!")
         tab.fill("#prompt", "slow")
         tab.click("#send")
-        shows(tab, "#transcript", "You said: slow")  # the slow turn streams: 20 pieces in 2 s
+        shows(tab, "#transcript", "YOU SAID: SLOW")  # shouted; the slow turn: 20 pieces in 2 s
         tab.click("#cancel")
         shows(tab, "#transcript", "turn ended: cancelled")
         ARTIFACTS.mkdir(exist_ok=True)

@@ -467,7 +467,15 @@ async function joinView() {
     if (message.method === CANCEL_REQUEST) withdrawn(message);
     const params = message.params || {};
     if (message.method === "session/update" && params.sessionId === entry.sessionId) {
-      shown(params.update || {});
+      const update = params.update || {};
+      if (update.sessionUpdate === "current_mode_update" && view.modes) {
+        view.modes.currentModeId = update.currentModeId;
+        renderSettings(page.role.get(entry.sessionId) === "observer");
+      } else if (update.sessionUpdate === "config_option_update") {
+        view.options = update.configOptions || [];
+        renderSettings(page.role.get(entry.sessionId) === "observer");
+      }
+      shown(update);
     }
   };
   connection.onClose = () => {
@@ -482,8 +490,60 @@ async function joinView() {
   });
   page.role.set(entry.sessionId, attached.role);
   const watching = attached.role === "observer";
+  view.modes = attached.modes || null;
+  view.options = attached.configOptions || [];
+  renderSettings(watching);
   document.getElementById("prompt-form").hidden = watching;
   document.getElementById("watch-only").hidden = !watching;
+}
+
+// The session's mode and its select options, as the agent offers them; a change is asked
+// of the agent, and shown once the agent has taken it.
+function renderSettings(watching) {
+  const bar = document.getElementById("settings");
+  bar.replaceChildren();
+  const pickers = [];
+  if (view.modes && (view.modes.availableModes || []).length) {
+    const choices = view.modes.availableModes.map((mode) => [mode.id, mode.name || mode.id]);
+    pickers.push(["Mode", "mode", choices, view.modes.currentModeId, async (value) => {
+      await view.connection.request("session/set_mode", {
+        sessionId: view.entry.sessionId,
+        modeId: value,
+      });
+      view.modes.currentModeId = value;
+    }]);
+  }
+  for (const option of view.options) {
+    if (option.type !== "select") continue;
+    const flat = (option.options || []).flatMap((item) => item.options || [item]);
+    pickers.push([option.name || option.id, option.id, flat.map((o) => [o.value, o.name || o.value]),
+      option.currentValue, async (value) => {
+        const answer = await view.connection.request("session/set_config_option", {
+          sessionId: view.entry.sessionId,
+          configId: option.id,
+          value,
+        });
+        if (answer && answer.configOptions) view.options = answer.configOptions;
+      }]);
+  }
+  for (const [title, id, choices, current, set] of pickers) {
+    const label = element("label", "", title);
+    const select = element("select");
+    select.name = id;
+    select.disabled = watching;
+    for (const [value, name] of choices) {
+      const option = element("option", "", name);
+      option.value = value;
+      option.selected = value === current;
+      select.append(option);
+    }
+    select.addEventListener("change", () => set(select.value).catch((error) => {
+      transcriptItem("ended").textContent = `not changed: ${error.message}`;
+      renderSettings(watching); // as the agent still has it
+    }));
+    label.append(select);
+    bar.append(label);
+  }
 }
 
 function leaveSession() {
