@@ -121,6 +121,9 @@ HOST_PAIR = "_acpctl/pair"
 HOST_WAITING = "_acpctl/waiting"
 # {"sessions": [...]}: the sessions live at the host, each running, waiting or idle.
 HOST_SESSIONS = "_acpctl/sessions"
+# {"agents": [...], "projects": [...]}: what a new session may be started with: the agents
+# the history and the host know (the default first), the projects the history knows.
+HOST_PROJECTS = "_acpctl/projects"
 HOST_DEVICES = "_acpctl/devices"
 HOST_REVOKE = "_acpctl/revoke"
 # The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new

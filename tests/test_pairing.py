@@ -563,3 +563,29 @@ def test_the_attack_corpus_runs_fetches_and_hides_nothing_on_the_page(page: Page
         assert all(link.startswith(("http://", "https://")) for link in links), links
         assert tab.evaluate("window.pwned === undefined")
         assert all(url.startswith(page.base) for url in requested), requested
+
+
+def test_a_new_session_is_started_from_the_page_in_a_project_the_history_knows(
+    page: Page, tmp_path: Path
+) -> None:
+    """Issue 42, 3: "New session": an agent, and a project from the history
+    (`_acpctl/projects`); the session opens, and the page prompts in it."""
+    project = tmp_path / "app"
+    project.mkdir()
+    run_turn = cli("run", "--agent", "demo", "--cwd", str(project), "hello")
+    assert run_turn.returncode == 0, run_turn.stderr
+    with paired_tab(page, (390, 844)) as tab:
+        tab.wait_for_selector("#new-session:not([hidden])")
+        assert (
+            tab.evaluate("[...document.querySelectorAll('#new-agent option')].map(o => o.value)")[0]
+            == "demo"
+        )
+        tab.select_option("#new-project", str(project))
+        tab.click("#new-session button")
+        tab.wait_for_selector("#session-view:not([hidden])")
+        assert str(project) in tab.inner_text("#session-where")
+        tab.fill("#prompt", "fresh")
+        tab.click("#send")
+        shows(tab, "#transcript", "You said: fresh")
+    listed = json.loads(cli("sessions", "list", "--json").stdout)
+    assert sum(1 for s in listed if s["cwd"] == str(project)) == 2  # the run's and the page's

@@ -95,6 +95,10 @@ class HostedAgent:
         )
 
 
+MAX_RECENT = 500  # sessions read for the agents and projects the history knows
+MAX_PROJECTS = 50
+
+
 class AgentPool:
     def __init__(
         self,
@@ -160,7 +164,11 @@ class AgentPool:
         )
         if self.notifier is not None:
             self.notifier.watch(conn, name)
-        conn.host_methods = {acp.HOST_WAITING: self.waiting, acp.HOST_SESSIONS: self.sessions}
+        conn.host_methods = {
+            acp.HOST_WAITING: self.waiting,
+            acp.HOST_SESSIONS: self.sessions,
+            acp.HOST_PROJECTS: self.projects,
+        }
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:
@@ -175,6 +183,23 @@ class AgentPool:
             for request in _questions(hosted.conn)
         ]
         return {"waiting": sorted(found, key=lambda entry: float(entry["waitingSince"]))}
+
+    def projects(self) -> JsonObject:
+        """HOST_PROJECTS: the agents to start a session with (config.toml's default
+        first, then those the host runs and the history names) and the projects the
+        history knows, the most recent first."""
+        from acpctl import config
+        from acpctl.store.index import SessionIndex
+
+        listed = SessionIndex(self.store).query(limit=MAX_RECENT)
+        recent = [session.meta for session in listed if session.problem is None]
+        default = config.load().default_agent or "demo"
+        agents = [default, *(h.name for h in self.agents.values()), *(m.agent for m in recent)]
+        projects = [meta.cwd for meta in recent]
+        return {
+            "agents": list(dict.fromkeys(agents)),
+            "projects": list(dict.fromkeys(projects))[:MAX_PROJECTS],
+        }
 
     def sessions(self) -> JsonObject:
         """HOST_SESSIONS: the sessions the host holds, across the agents: running (a turn

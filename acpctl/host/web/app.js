@@ -623,6 +623,34 @@ async function refresh() {
   }
 }
 
+// A new session: an agent, in a project the history knows.
+async function offerNewSession() {
+  const known = await page.main.request("_acpctl/projects", {});
+  const form = document.getElementById("new-session");
+  for (const [id, values] of [["new-agent", known.agents], ["new-project", known.projects]]) {
+    const select = document.getElementById(id);
+    select.replaceChildren(...values.map((value) => {
+      const option = element("option", "", value);
+      option.value = value;
+      return option;
+    }));
+  }
+  form.hidden = known.projects.length === 0;
+}
+
+async function newSession(event) {
+  event.preventDefault();
+  const agent = document.getElementById("new-agent").value;
+  const cwd = document.getElementById("new-project").value;
+  try {
+    const known = await agentConnection(agent);
+    const made = await known.connection.request("session/new", { cwd, mcpServers: [] });
+    await openSession({ agent, sessionId: made.sessionId, cwd, title: null });
+  } catch (error) {
+    say(`(no new session: ${error.message})`);
+  }
+}
+
 async function start() {
   const main = new Connection("/acp");
   main.onClose = () => {
@@ -640,11 +668,13 @@ async function start() {
   page.main = main;
   say("");
   await refresh();
+  await offerNewSession().catch(() => {});
 }
 
 offerNotifications();
 document.getElementById("back").addEventListener("click", leaveSession);
 document.getElementById("prompt-form").addEventListener("submit", sendPrompt);
 document.getElementById("cancel").addEventListener("click", cancelTurn);
+document.getElementById("new-session").addEventListener("submit", newSession);
 start();
 setInterval(refresh, REFRESH_MS);
