@@ -589,3 +589,67 @@ def test_a_new_session_is_started_from_the_page_in_a_project_the_history_knows(
         shows(tab, "#transcript", "You said: fresh")
     listed = json.loads(cli("sessions", "list", "--json").stdout)
     assert sum(1 for s in listed if s["cwd"] == str(project)) == 2  # the run's and the page's
+
+
+@pytest.mark.npm
+def test_the_page_with_claude_agent_acp_on_the_model_stand_in(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: the page works with a real agent: claude-agent-acp (npm, pinned) on the
+    model stand-in, through the host: an editor's turn, then the page shows its session,
+    and prompts in it."""
+    from tests.model_stub import ModelStub
+    from tests.npm_agents import package_command
+
+    command = package_command("@agentclientprotocol/claude-agent-acp")
+    with ModelStub(default_reply="Hello from the **stand-in** model.") as stub:
+        claude_home = home / "claude-home"
+        claude_home.mkdir()
+        env = {
+            "ANTHROPIC_BASE_URL": stub.url,
+            "ANTHROPIC_API_KEY": "sk-test",
+            "IS_SANDBOX": "1",
+            "HOME": str(claude_home),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        pairs = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+        assert cli("agents", "add", "claude", *pairs, "--", *command).returncode == 0
+        args = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
+        with serving(monkeypatch, *args, until=LISTENING) as (_, found, _state):
+            claude_page = Page(
+                found.group(1).decode().replace("ws://", "http://").removesuffix("/acp")
+            )
+            token = cli("serve", "--show-token").stdout.strip()
+
+            async def editors_turn() -> None:
+                headers = {"Authorization": f"Bearer {token}"}
+                async with (
+                    aiohttp.ClientSession() as http,
+                    http.ws_connect(claude_page.url("/acp/claude"), headers=headers) as socket,
+                ):
+                    editor = RawClient(socket)
+                    await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+                    new = await editor.request(
+                        acp.SESSION_NEW, {"cwd": str(home), "mcpServers": []}
+                    )
+                    session = new["result"]["sessionId"]
+                    prompt = {
+                        "sessionId": session,
+                        "prompt": [{"type": "text", "text": "Say hello"}],
+                    }
+                    answer = await asyncio.wait_for(editor.request(acp.SESSION_PROMPT, prompt), 120)
+                    assert answer["result"]["stopReason"] == "end_turn", answer
+
+            run(editors_turn())
+            with paired_tab(claude_page, (390, 844)) as tab:
+                tab.wait_for_selector("#sessions li")
+                assert "claude" in tab.inner_text("#sessions")
+                tab.click("#sessions li")
+                shows(tab, "#transcript", "Hello from the stand-in model.", timeout=30)
+                assert tab.evaluate("document.querySelectorAll('#transcript strong').length") >= 1
+                stub.default_reply = "A second answer."
+                tab.fill("#prompt", "Once more")
+                tab.click("#send")
+                shows(tab, "#transcript", "A second answer.", timeout=60)
+                ARTIFACTS.mkdir(exist_ok=True)
+                tab.screenshot(path=str(ARTIFACTS / "claude-390x844.png"), full_page=True)

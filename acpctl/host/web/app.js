@@ -503,7 +503,9 @@ function renderSettings(watching) {
   const bar = document.getElementById("settings");
   bar.replaceChildren();
   const pickers = [];
-  if (view.modes && (view.modes.availableModes || []).length) {
+  // ACP: an agent's config option of the "mode" category takes the place of its modes.
+  const modeOption = view.options.some((option) => option.category === "mode");
+  if (!modeOption && view.modes && (view.modes.availableModes || []).length) {
     const choices = view.modes.availableModes.map((mode) => [mode.id, mode.name || mode.id]);
     pickers.push(["Mode", "mode", choices, view.modes.currentModeId, async (value) => {
       await view.connection.request("session/set_mode", {
