@@ -252,13 +252,17 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
 
 class EditorsTurn:
     """An editor's turn through the host (a raw client with the token), in a thread of its
-    own while the test drives the browser: it prompts `text` and waits to be asked
-    (`asked`), then for the turn's end; `seen` keeps what came."""
+    own while the test drives the browser: it prompts `text`, waits to be asked (`asked`;
+    unless `asks` is False) and for its dialog to be withdrawn, then for the turn's end;
+    `seen` keeps what came."""
 
-    def __init__(self, page: Page, text: str, capabilities: dict[str, Any]) -> None:
+    def __init__(
+        self, page: Page, text: str, capabilities: dict[str, Any], asks: bool = True
+    ) -> None:
         import threading
 
         self.page, self.text, self.capabilities = page, text, capabilities
+        self.asks = asks  # the turn asks a question, which someone answers
         self.token = cli("serve", "--show-token").stdout.strip()
         self.asked = threading.Event()
         self.seen: dict[str, Any] = {}
@@ -279,10 +283,11 @@ class EditorsTurn:
             await editor.send(
                 {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
             )
-            request = await editor.until(lambda m: "method" in m and "id" in m)
-            self.asked.set()
-            withdrawn = await editor.until(lambda m: m.get("method") == acp.CANCEL_REQUEST, 30)
-            self.seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
+            if self.asks:
+                request = await editor.until(lambda m: "method" in m and "id" in m)
+                self.asked.set()
+                withdrawn = await editor.until(lambda m: m.get("method") == acp.CANCEL_REQUEST, 30)
+                self.seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
             ended = await editor.until(lambda m: m.get("id") == 7 and "result" in m, 30)
             self.seen["stop"] = ended["result"]["stopReason"]
             self.seen["updates"] = [
@@ -653,3 +658,23 @@ def test_the_page_with_claude_agent_acp_on_the_model_stand_in(
                 shows(tab, "#transcript", "A second answer.", timeout=60)
                 ARTIFACTS.mkdir(exist_ok=True)
                 tab.screenshot(path=str(ARTIFACTS / "claude-390x844.png"), full_page=True)
+
+
+def test_a_connection_dropped_mid_stream_loses_nothing_and_doubles_nothing(page: Page) -> None:
+    """Issue 42: the page's connection drops while an editor's turn streams (the phone
+    slept); made anew from the history, its transcript ends with every piece of the
+    answer once."""
+    turn = EditorsTurn(page, "slow", {}, asks=False)
+    with paired_tab(page, (390, 844)) as tab:
+        turn.thread.start()
+        tab.wait_for_selector("#sessions li")
+        tab.click("#sessions li")
+        shows(tab, "#transcript", "You said: slow")  # streaming: 20 pieces in 2 s
+        tab.evaluate("view.connection.socket.close()")
+        turn.thread.join(30)
+        assert turn.seen["stop"] == "end_turn"
+        # The demo agent's slow answer: its words, 20 pieces in all, in the order it sent.
+        whole = "".join((["You ", "said: ", "slow"] * 20)[:20]).strip()
+        shows(tab, "#transcript", whole)
+        answer = tab.inner_text("#transcript .agent")
+        assert answer.strip() == whole, answer  # each piece once, none missing
