@@ -166,6 +166,9 @@ SESSION_SCOPED_METHODS = frozenset(
 TURN_STATE_META = "acp/turnState"
 HOST_VERSION_META = "acpctl/version"  # in the host's initialize answer
 HOST_STORE_META = "acpctl/store"  # and which store it records in (SessionStore.identity)
+# and the connection's id, for a client that cannot read the upgrade's Acp-Connection-Id
+# header (a browser's WebSocket): what its stream/resume names
+CONNECTION_ID_META = "acpctl/connectionId"
 # A load's replay as recorded, not joined and brought up to date (runner/served.py): what
 # acpctl's remote link asks for, to deduplicate a reload against what the editor has.
 REPLAY_META = "acpctl/replay"

@@ -441,7 +441,8 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
     """Issue 42, 3: a session opened on the page shows its history and what follows:
     messages with their Markdown rendered safely, thoughts folded, the plan, a tool call
     with its diff. The page prompts, sets the agent's mode and options, and cancels. A
-    dropped connection is made anew from the history: nothing lost, nothing twice."""
+    dropped connection resumes by its cursor, or, refused, is made anew from the history:
+    nothing lost, nothing twice."""
     token = cli("serve", "--show-token").stdout.strip()
     hostile = (
         "think, plan and edit: **bold** <script>window.pwned=1</script> [x](javascript:alert(1))"
@@ -502,8 +503,17 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
         tab.screenshot(path=str(ARTIFACTS / "transcript-390x844.png"), full_page=True)
         before = tab.inner_text("#transcript")
         tab.evaluate("view.connection.socket.close()")  # the phone slept, its socket gone
+        deadline = time.monotonic() + 10
+        while tab.evaluate("view.resumes") != 1:  # resumed by its cursor: nothing changes
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert tab.inner_text("#transcript") == before
+        # A cursor the host does not hold (past its grace time, say): made anew from the
+        # history instead.
+        tab.evaluate("view.connection.cursor = '999999999'; view.connection.socket.close()")
         shows(tab, "#transcript", "turn ended: cancelled", gone=True)  # made anew: no ends
         shows(tab, "#transcript", "You said: hello page")
+        assert tab.evaluate("view.replays") == 2
         after = tab.inner_text("#transcript")
         assert after.count("You said: hello page") == 1 and after.count("Edit /tmp/demo.txt") == 1
         assert "Read the prompt" in after and "bold" in after and "+hello, world" in after
@@ -662,8 +672,8 @@ def test_the_page_with_claude_agent_acp_on_the_model_stand_in(
 
 def test_a_connection_dropped_mid_stream_loses_nothing_and_doubles_nothing(page: Page) -> None:
     """Issue 42: the page's connection drops while an editor's turn streams (the phone
-    slept); made anew from the history, its transcript ends with every piece of the
-    answer once."""
+    slept); resumed by its cursor on a new socket, its transcript ends with every piece of
+    the answer once."""
     turn = EditorsTurn(page, "slow", {}, asks=False)
     with paired_tab(page, (390, 844)) as tab:
         turn.thread.start()
@@ -678,3 +688,5 @@ def test_a_connection_dropped_mid_stream_loses_nothing_and_doubles_nothing(page:
         shows(tab, "#transcript", whole)
         answer = tab.inner_text("#transcript .agent")
         assert answer.strip() == whole, answer  # each piece once, none missing
+        # Caught up by its cursor on the same connection, not made anew from the history.
+        assert tab.evaluate("[view.resumes, view.replays]") == [1, 1]

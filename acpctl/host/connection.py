@@ -246,7 +246,7 @@ class LogicalConnection:
                 msg_id = message.get("id")
                 key = jsonrpc.id_key(msg_id) if jsonrpc.is_id(msg_id) else None
                 if key is not None and self._methods.get(key) == acp.INITIALIZE:
-                    message = _resumable(message, self._store_identity)
+                    message = _resumable(message, self._store_identity, self.id)
                 if key is not None and key in self._captured:
                     self._methods.pop(key, None)
                     self._routes.pop(key, None)
@@ -464,9 +464,9 @@ def _decoded(line: bytes) -> Any:
     return value
 
 
-def _resumable(answer: dict[str, Any], store: str | None) -> dict[str, Any]:
+def _resumable(answer: dict[str, Any], store: str | None, connection_id: str) -> dict[str, Any]:
     """The initialize answer with what the resumable-delivery draft has servers advertise,
-    and which acpctl serves it, with which store."""
+    and which acpctl serves it, with which store, on which connection."""
     result = answer.get("result")
     if not isinstance(result, dict):
         return answer
@@ -477,7 +477,11 @@ def _resumable(answer: dict[str, Any], store: str | None) -> dict[str, Any]:
     }
     # Which acpctl serves it (a remote client's doctor reports it), and its store (a link
     # from this machine records nothing twice).
-    ours = {acp.HOST_VERSION_META: __version__, acp.HOST_STORE_META: store}
+    ours = {
+        acp.HOST_VERSION_META: __version__,
+        acp.HOST_STORE_META: store,
+        acp.CONNECTION_ID_META: connection_id,
+    }
     meta = result.get("_meta")
     meta = {**meta, **ours} if isinstance(meta, dict) else ours
     return {**answer, "result": {**result, "capabilities": capabilities, "_meta": meta}}

@@ -27,24 +27,60 @@ class Connection {
     this.onRequest = () => {};
     this.onNotification = () => {};
     this.onClose = () => {};
+    // Where the stream stands, to resume it on a new socket after a drop (the host's
+    // resumable delivery): the connection's id, and the last message's cursor.
+    this.connectionId = null;
+    this.cursor = null;
+    this.gone = false; // given up on (its resume refused): its socket's end means nothing
   }
 
   open() {
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
     this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`);
     this.socket.onmessage = (event) => this.received(JSON.parse(event.data));
-    this.socket.onclose = () => {
-      for (const { reject } of this.pending.values()) reject(new Error("disconnected"));
-      this.pending.clear();
-      this.onClose();
-    };
+    this.socket.onclose = () => this.onClose();
     return new Promise((resolve, reject) => {
       this.socket.onopen = resolve;
       this.socket.onerror = () => reject(new Error("the host refused the connection"));
     });
   }
 
+  // The requests in flight fail: the connection is gone for good.
+  abandon() {
+    for (const { reject } of this.pending.values()) reject(new Error("disconnected"));
+    this.pending.clear();
+  }
+
+  // The same connection on a new socket: what followed the last cursor comes first, then
+  // what is live, and the requests in flight get their answers. False: the host no longer
+  // holds it (past its grace time); nothing was delivered then.
+  async resume() {
+    if (!this.connectionId || !this.cursor) return false;
+    try {
+      await this.open();
+    } catch (error) {
+      return false;
+    }
+    const id = this.nextId++;
+    const resumed = new Promise((resolve) => {
+      this.pending.set(id, { resolve: () => resolve(true), reject: () => resolve(false) });
+    });
+    this.socket.send(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id,
+        method: "stream/resume",
+        params: { connectionId: this.connectionId, cursor: this.cursor },
+      }),
+    );
+    return resumed;
+  }
+
   received(message) {
+    const carrier = message.params || message.result || message;
+    const cursor = carrier && carrier._meta && carrier._meta["acp/cursor"];
+    if (cursor) this.cursor = cursor;
+    if (message.method === "stream/resume_failed") return;
     if ("method" in message && "id" in message) {
       this.onRequest(message);
     } else if ("method" in message) {
@@ -69,13 +105,15 @@ class Connection {
   }
 
   async initialize() {
-    return this.request("initialize", {
+    const answer = await this.request("initialize", {
       protocolVersion: 1,
       clientInfo: { name: "acpctl page", version: "1" },
       // It answers an elicitation's form and shows its address; it reads no file and
       // runs no terminal (an editor does).
       clientCapabilities: { elicitation: { form: {}, url: {} } },
     });
+    this.connectionId = (answer._meta || {})["acpctl/connectionId"] || null;
+    return answer;
   }
 }
 
@@ -127,7 +165,10 @@ async function agentConnection(agent) {
   connection.onNotification = (message) => {
     if (message.method === CANCEL_REQUEST) withdrawn(message);
   };
-  connection.onClose = () => page.agents.delete(agent);
+  connection.onClose = () => {
+    connection.abandon();
+    page.agents.delete(agent);
+  };
   await connection.open();
   await connection.initialize();
   return known;
@@ -375,7 +416,15 @@ function diffLines(oldText, newText) {
   return lines;
 }
 
-const view = { entry: null, connection: null, last: null, tools: new Map(), leaving: false };
+const view = {
+  entry: null,
+  connection: null,
+  last: null,
+  tools: new Map(),
+  leaving: false,
+  replays: 0, // the transcript made from the history
+  resumes: 0, // the connection resumed by its cursor after a drop
+};
 
 function transcriptItem(className) {
   const item = element("li", className);
@@ -479,8 +528,21 @@ async function joinView() {
     }
   };
   connection.onClose = () => {
-    if (!view.leaving && view.entry === entry) setTimeout(joinView, REFRESH_MS);
+    if (connection.gone) return; // given up on: a fresh connection has the view
+    if (view.leaving || view.entry !== entry) return connection.abandon();
+    // Dropped (the phone slept): resumed by its cursor, nothing lost, nothing twice; else,
+    // once the host has let it go, made anew from the history.
+    connection.resume().then((resumed) => {
+      if (resumed) {
+        view.resumes += 1;
+      } else {
+        connection.gone = true;
+        connection.abandon();
+        setTimeout(joinView, REFRESH_MS);
+      }
+    });
   };
+  view.replays += 1;
   await connection.open();
   await connection.initialize();
   const attached = await connection.request("session/attach", {
@@ -656,6 +718,7 @@ async function newSession(event) {
 async function start() {
   const main = new Connection("/acp");
   main.onClose = () => {
+    main.abandon();
     page.main = null;
     say("disconnected: reconnecting…");
     setTimeout(start, REFRESH_MS);
