@@ -251,10 +251,10 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
 
 
 class EditorsTurn:
-    """An editor's turn through the host (a raw client with the token), in a thread of its
-    own while the test drives the browser: it prompts `text`, waits to be asked (`asked`;
-    unless `asks` is False) and for its dialog to be withdrawn, then for the turn's end;
-    `seen` keeps what came."""
+    """An editor's turn through the host (a stdio editor: a raw client of `acpctl run --acp
+    --through-host`), in a thread of its own while the test drives the browser. It prompts
+    `text`, waits to be asked (`asked`; unless `asks` is False) and for its dialog to be
+    withdrawn, then for the turn's end; `seen` keeps what came."""
 
     def __init__(
         self, page: Page, text: str, capabilities: dict[str, Any], asks: bool = True
@@ -263,32 +263,26 @@ class EditorsTurn:
 
         self.page, self.text, self.capabilities = page, text, capabilities
         self.asks = asks  # the turn asks a question, which someone answers
-        self.token = cli("serve", "--show-token").stdout.strip()
         self.asked = threading.Event()
         self.seen: dict[str, Any] = {}
         self.thread = threading.Thread(target=lambda: asyncio.run(self._turn()))
 
     async def _turn(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"}
-        async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(self.page.url("/acp"), headers=headers) as socket,
-        ):
-            editor = RawClient(socket)
+        from tests.raw_peer import raw_editor
+
+        async with raw_editor("--agent", "demo", "--through-host") as editor:
             hello = {"protocolVersion": 1, "clientCapabilities": self.capabilities}
-            await editor.request(acp.INITIALIZE, hello)
-            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+            await editor.call(acp.INITIALIZE, hello)
+            new = await editor.call(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             self.seen["session"] = session = new["result"]["sessionId"]
             prompt = {"sessionId": session, "prompt": [{"type": "text", "text": self.text}]}
-            await editor.send(
-                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
-            )
+            editor.send({"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt})
             if self.asks:
-                request = await editor.until(lambda m: "method" in m and "id" in m)
+                request = await editor.wait_for(lambda m: "method" in m and "id" in m)
                 self.asked.set()
-                withdrawn = await editor.until(lambda m: m.get("method") == acp.CANCEL_REQUEST, 30)
+                withdrawn = await editor.wait_for(lambda m: m.get("method") == acp.CANCEL_REQUEST)
                 self.seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
-            ended = await editor.until(lambda m: m.get("id") == 7 and "result" in m, 30)
+            ended = await editor.wait_for(lambda m: m.get("id") == 7 and "result" in m)
             self.seen["stop"] = ended["result"]["stopReason"]
             self.seen["updates"] = [
                 m["params"]["update"]
