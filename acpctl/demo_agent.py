@@ -269,7 +269,12 @@ class DemoAgent:
             acp.REQUEST_PERMISSION,
             {
                 "sessionId": session_id,
-                "toolCall": {"toolCallId": tool_id, "title": "Edit /tmp/demo.txt", "kind": "edit"},
+                "toolCall": {
+                    "toolCallId": tool_id,
+                    "title": "Edit /tmp/demo.txt",
+                    "kind": "edit",
+                    "content": [diff],  # what it would do, for the person asked
+                },
                 "options": [
                     {"optionId": "allow", "name": "Allow", "kind": acp.ALLOW_ONCE},
                     {"optionId": "reject", "name": "Reject", "kind": acp.REJECT_ONCE},

@@ -257,12 +257,19 @@ class EditorsTurn:
     withdrawn, then for the turn's end; `seen` keeps what came."""
 
     def __init__(
-        self, page: Page, text: str, capabilities: dict[str, Any], asks: bool = True
+        self,
+        page: Page,
+        text: str,
+        capabilities: dict[str, Any],
+        asks: bool = True,
+        answers: bool = False,
     ) -> None:
         import threading
 
         self.page, self.text, self.capabilities = page, text, capabilities
         self.asks = asks  # the turn asks a question, which someone answers
+        self.answers = answers  # the editor answers it itself, once `go` is set
+        self.go = threading.Event()
         self.asked = threading.Event()
         self.seen: dict[str, Any] = {}
         self.thread = threading.Thread(target=lambda: asyncio.run(self._turn()))
@@ -271,7 +278,11 @@ class EditorsTurn:
         from tests.raw_peer import raw_editor
 
         async with raw_editor("--agent", "demo", "--through-host") as editor:
-            hello = {"protocolVersion": 1, "clientCapabilities": self.capabilities}
+            hello = {
+                "protocolVersion": 1,
+                "clientInfo": {"name": "zed"},
+                "clientCapabilities": self.capabilities,
+            }
             await editor.call(acp.INITIALIZE, hello)
             new = await editor.call(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             self.seen["session"] = session = new["result"]["sessionId"]
@@ -280,6 +291,11 @@ class EditorsTurn:
             if self.asks:
                 request = await editor.wait_for(lambda m: "method" in m and "id" in m)
                 self.asked.set()
+            if self.asks and self.answers:
+                await asyncio.to_thread(self.go.wait, 30)
+                allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+                editor.send({"jsonrpc": "2.0", "id": request["id"], "result": allow})
+            elif self.asks:
                 withdrawn = await editor.wait_for(lambda m: m.get("method") == acp.CANCEL_REQUEST)
                 self.seen["withdrawn"] = withdrawn["params"]["requestId"] == request["id"]
             ended = await editor.wait_for(lambda m: m.get("id") == 7 and "result" in m)
@@ -342,7 +358,8 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
         turn.thread.start()
         assert turn.asked.wait(30)
         tab.wait_for_selector("#waiting button.allow", timeout=15000)
-        assert "Edit /tmp/demo.txt" in tab.inner_text("#waiting")
+        waiting = tab.inner_text("#waiting")
+        assert "Edit /tmp/demo.txt" in waiting and "+hello, world" in waiting  # and its diff
         ARTIFACTS.mkdir(exist_ok=True)
         tab.screenshot(path=str(ARTIFACTS / f"waiting-{viewport[0]}x{viewport[1]}.png"))
         told = tab.evaluate("window.told")
@@ -350,6 +367,9 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
         tab.click("#waiting button.allow")
         turn.thread.join(60)
         tab.wait_for_selector("#nothing-waits:not([hidden])")
+        assert "now" in tab.inner_text("#sessions")  # its age
+        tab.click("#sessions li")  # its page: who answered, from the history
+        shows(tab, "#transcript", "answered: allow, by phone (a paired device)")
     assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
     tools = [
         u.get("status") for u in turn.seen["updates"] if u["sessionUpdate"] == "tool_call_update"
@@ -684,3 +704,21 @@ def test_a_connection_dropped_mid_stream_loses_nothing_and_doubles_nothing(page:
         assert answer.strip() == whole, answer  # each piece once, none missing
         # Caught up by its cursor on the same connection, not made anew from the history.
         assert tab.evaluate("[view.resumes, view.replays]") == [1, 1]
+
+
+def test_the_page_shows_who_answered_when_another_client_does(page: Page) -> None:
+    """Issue 42, 3: the first answer wins, wherever it comes from; everyone else sees who
+    answered and how: here the editor answers, and the page watching the session says
+    so, and drops the question."""
+    turn = EditorsTurn(page, "edit", {}, answers=True)
+    with paired_tab(page, (390, 844)) as tab:
+        turn.thread.start()
+        assert turn.asked.wait(30)
+        tab.wait_for_selector("#sessions li")
+        tab.click("#sessions li")
+        tab.wait_for_selector("#view-asked button.allow")  # asked here too
+        turn.go.set()
+        shows(tab, "#transcript", "answered: allow, by zed")
+        tab.wait_for_selector("#view-asked", state="detached")
+        turn.thread.join(30)
+    assert turn.seen["stop"] == "end_turn"

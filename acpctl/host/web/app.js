@@ -109,8 +109,11 @@ class Connection {
       protocolVersion: 1,
       clientInfo: { name: "acpctl page", version: "1" },
       // It answers an elicitation's form and shows its address; it reads no file and
-      // runs no terminal (an editor does).
-      clientCapabilities: { elicitation: { form: {}, url: {} } },
+      // runs no terminal (an editor does). A replay brings it who answered what.
+      clientCapabilities: {
+        elicitation: { form: {}, url: {} },
+        _meta: { "acpctl/recorded": true },
+      },
     });
     this.connectionId = (answer._meta || {})["acpctl/connectionId"] || null;
     return answer;
@@ -297,6 +300,33 @@ function fieldValue(field, input) {
 
 let latest = { waiting: [], sessions: [] };
 
+function age(stamp) {
+  const seconds = Math.max(0, (Date.now() - Date.parse(stamp)) / 1000);
+  if (!Number.isFinite(seconds)) return "";
+  if (seconds < 60) return "now";
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  return `${Math.floor(seconds / 86400)} d ago`;
+}
+
+// What a permission would let the agent do: the command it runs, the diff it makes.
+function wanted(tool) {
+  const box = element("div", "tool-wanted");
+  const input = tool.rawInput || {};
+  const command = Array.isArray(input.command) ? input.command.join(" ") : input.command;
+  if (typeof command === "string") box.append(element("pre", "", command));
+  for (const content of tool.content || []) {
+    if (content.type !== "diff") continue;
+    const pre = element("pre");
+    pre.append(element("div", "where", content.path));
+    for (const [style, line] of diffLines(content.oldText, content.newText)) {
+      pre.append(element("div", style, line));
+    }
+    box.append(pre);
+  }
+  return box;
+}
+
 // The browser's notifications, while the page is open (its tab in the background, say):
 // one for each question that comes to wait after the page has first shown the list.
 const told = new Set();
@@ -334,6 +364,7 @@ function render() {
     card.append(element("div", "asked", entry.asked));
     const asked = page.asked.get(entry.sessionId);
     if (asked && asked.request.method === PERMISSION) {
+      card.append(wanted(asked.request.params.toolCall || {}));
       card.append(choices(entry.sessionId, asked.request.params.options));
     } else if (asked) {
       card.append(question(entry.sessionId, asked.request.params));
@@ -352,7 +383,7 @@ function render() {
     const title = element("div", "", entry.title || entry.sessionId);
     title.append(element("span", `state ${entry.state}`, entry.state));
     card.append(title);
-    card.append(element("div", "where", `${entry.agent} · ${entry.cwd}`));
+    card.append(element("div", "where", `${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`));
     sessions.append(card);
   }
   document.getElementById("no-sessions").hidden = latest.sessions.length > 0;
@@ -494,6 +525,33 @@ function shown(update) {
   }
 }
 
+function who(by) {
+  if (!by) return "";
+  return by.device ? `, by ${by.device} (a paired device)` : by.name ? `, by ${by.name}` : "";
+}
+
+// The history's questions and answers, in their place (a replay's _acpctl/recorded).
+function recorded(event) {
+  view.last = null;
+  if (event.type === "permission") {
+    const tool = event.toolCall || {};
+    transcriptItem("ended").textContent = `? permission asked: ${tool.title || "a tool call"}`;
+  } else if (event.type === "elicitation") {
+    transcriptItem("ended").textContent = `? the agent asks: ${event.message || ""}`;
+  } else if (event.type === "permission_outcome") {
+    const outcome = event.outcome || {};
+    transcriptItem("ended").textContent =
+      `answered: ${outcome.optionId || outcome.outcome}${who(event.resolvedBy)}`;
+  } else if (event.type === "elicitation_outcome") {
+    transcriptItem("ended").textContent = `answered: ${event.action}${who(event.resolvedBy)}`;
+  }
+}
+
+function answeredElsewhere(answer, by) {
+  view.last = null;
+  transcriptItem("ended").textContent = `answered: ${answer}${who(by)}`;
+}
+
 async function openSession(entry) {
   view.entry = entry;
   view.leaving = false;
@@ -515,7 +573,17 @@ async function joinView() {
   connection.onNotification = (message) => {
     if (message.method === CANCEL_REQUEST) withdrawn(message);
     const params = message.params || {};
+    if (message.method === "_acpctl/recorded" && params.sessionId === entry.sessionId) {
+      recorded(params.event || {});
+    }
+    if (message.method === "_acpctl/elicitation_resolved" && params.sessionId === entry.sessionId) {
+      answeredElsewhere(params.action, params.resolvedBy);
+    }
     if (message.method === "session/update" && params.sessionId === entry.sessionId) {
+      const kind = (params.update || {}).sessionUpdate;
+      if (kind === "permission_resolved") {
+        answeredElsewhere(params.update.chosenOptionId || "cancelled", params.update.resolvedBy);
+      }
       const update = params.update || {};
       if (update.sessionUpdate === "current_mode_update" && view.modes) {
         view.modes.currentModeId = update.currentModeId;
