@@ -111,6 +111,9 @@ RECORDED_EVENTS = frozenset(
 # "elicitationId"?, "toolCallId"?, "action", "resolvedBy"} (as permission_resolved says it
 # of a permission; the attach proposal has no update kind for elicitations).
 ELICITATION_RESOLVED = "_acpctl/elicitation_resolved"
+# And of a permission, to the clients that did not attach (permission_resolved's fields):
+# an ACP v1 editor would refuse the proposal's update kind; it ignores an extension.
+PERMISSION_ANSWERED = "_acpctl/permission_resolved"
 # The unix socket's first line from `acpctl serve --pair` ({"role", "name"}: a one-time
 # pairing code for a device), `--devices` and `--revoke` ({"name"}: the device unpaired and
 # its connections ended).

@@ -174,6 +174,10 @@ async def made(h: Harness) -> dict[str, tuple[str | None, JsonObject]]:
             "ExtNotification",
             first(h, lambda m: m.get("method") == acp.ELICITATION_RESOLVED),
         ),
+        "_acpctl/permission_resolved, to a client that did not attach": (
+            "ExtNotification",
+            first(h, lambda m: m.get("method") == acp.PERMISSION_ANSWERED),
+        ),
         "_acpctl/recorded, a permission": (
             "ExtNotification",
             first(

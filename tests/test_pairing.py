@@ -305,6 +305,9 @@ class EditorsTurn:
                 for m in editor.messages
                 if m.get("method") == acp.SESSION_UPDATE
             ]
+            self.seen["told"] = [
+                m["params"] for m in editor.messages if m.get("method") == acp.PERMISSION_ANSWERED
+            ]
 
     def said(self) -> str:
         return "".join(
@@ -315,9 +318,10 @@ class EditorsTurn:
 
 
 @contextmanager
-def paired_tab(page: Page, viewport: tuple[int, int]) -> Iterator[Any]:
+def paired_tab(page: Page, viewport: tuple[int, int], refused: bool = False) -> Iterator[Any]:
     """A browser tab at `viewport`, paired as "phone", on the page: notifications allowed
-    and counted in `window.told`; the page's errors in `tab.errors`, none at the end."""
+    and counted in `window.told`; no error on the page by the end (`refused`: but the
+    host's refusals of a revoked device)."""
     from playwright.sync_api import sync_playwright
 
     address, _ = paired_address("--name", "phone")
@@ -341,6 +345,8 @@ def paired_tab(page: Page, viewport: tuple[int, int]) -> Iterator[Any]:
             tab.goto(page.url("/"))
             tab.wait_for_selector("#nothing-waits:not([hidden])")
             yield tab
+            if refused:
+                errors[:] = [e for e in errors if "401" not in e and "WebSocket" not in e]
             assert errors == [], errors
         finally:
             browser.close()
@@ -375,6 +381,8 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
         u.get("status") for u in turn.seen["updates"] if u["sessionUpdate"] == "tool_call_update"
     ]
     assert tools == ["completed"]
+    (told,) = turn.seen["told"]  # the editor is told who answered, and how
+    assert told["chosenOptionId"] == "allow" and told["resolvedBy"]["device"] == "phone"
     shown = cli("sessions", "show", turn.seen["session"]).stdout
     assert "answered: allow, by phone (a paired device)" in shown
 
@@ -722,3 +730,15 @@ def test_the_page_shows_who_answered_when_another_client_does(page: Page) -> Non
         tab.wait_for_selector("#view-asked", state="detached")
         turn.thread.join(30)
     assert turn.seen["stop"] == "end_turn"
+
+
+def test_a_revoked_device_is_out_of_the_page(page: Page) -> None:
+    """Issue 42: revoke the device: the page's connections end at once, and the page, which
+    cannot come back, says so."""
+    from tests.conftest import run_cli
+
+    with paired_tab(page, (390, 844), refused=True) as tab:
+        tab.wait_for_selector("#nothing-waits:not([hidden])")
+        revoked = run_cli("serve", "--revoke", "phone")
+        assert revoked.returncode == 0, revoked.stderr
+        shows(tab, "#link", "not connected: is this device paired?")

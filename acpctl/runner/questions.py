@@ -87,9 +87,11 @@ class Questions:
     def _tell_resolved(
         record: SessionRecord, asked: JsonObject, answer: JsonObject, by: Client
     ) -> None:
-        """The session's other clients that attached learn who answered a permission, and
-        how (the attach proposal's permission_resolved; the rest are told by the
-        $/cancel_request that closes their dialog)."""
+        """The session's other clients learn who answered a permission, and how: those
+        that attached by the attach proposal's permission_resolved update, the others
+        (an ACP v1 client would refuse an update kind it does not know) by the extension
+        notification PERMISSION_ANSWERED, which a client that does not know it ignores.
+        The $/cancel_request of their copy closes their dialog."""
         params = asked.get("params")
         tool = params.get("toolCall") if isinstance(params, dict) else None
         result = answer.get("result")
@@ -100,9 +102,15 @@ class Questions:
             "chosenOptionId": outcome.get("optionId") if isinstance(outcome, dict) else None,
             "resolvedBy": by.label(record.clients.get(by)),
         }
+        others = [client for client in record.clients if client is not by]
         tell(
-            [client for client in record.clients if client is not by and client.knows_attach],
+            [client for client in others if client.knows_attach],
             jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}),
+        )
+        told = {"sessionId": record.id, **{k: v for k, v in update.items() if k != "sessionUpdate"}}
+        tell(
+            [client for client in others if not client.knows_attach],
+            jsonrpc.notification(acp.PERMISSION_ANSWERED, told),
         )
 
     @staticmethod

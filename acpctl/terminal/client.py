@@ -39,7 +39,7 @@ from acpctl.terminal.host import ClientHost
 from acpctl.terminal.questions import ask_on_terminal, elicit_on_terminal
 from acpctl.terminal.render import RENDERERS, Renderer, status
 from acpctl.terminal.screen import printable
-from acpctl.terminal.transcript import recorded_lines
+from acpctl.terminal.transcript import answered_by, recorded_lines
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
@@ -72,7 +72,13 @@ class Options:
 
 # What the host says of the agent's questions, shown to the person (_note_of_answer).
 NOTES_OF_ANSWERS = frozenset(
-    {acp.CANCEL_REQUEST, acp.RECORDED_NOTE, acp.ELICITATION_RESOLVED, acp.ELICITATION_COMPLETE}
+    {
+        acp.CANCEL_REQUEST,
+        acp.RECORDED_NOTE,
+        acp.ELICITATION_RESOLVED,
+        acp.PERMISSION_ANSWERED,
+        acp.ELICITATION_COMPLETE,
+    }
 )
 
 
@@ -221,10 +227,9 @@ class RelayConnection:
             event = params.get("event")
             lines = recorded_lines(event) if isinstance(event, dict) else []
             text = "\n".join(lines)
-        elif method == acp.ELICITATION_RESOLVED:
-            by = params.get("resolvedBy")
-            name = by.get("name") if isinstance(by, dict) else None
-            text = f"  the agent's question was answered: {params.get('action')}, by {name}"
+        elif method in (acp.ELICITATION_RESOLVED, acp.PERMISSION_ANSWERED):
+            answer = params.get("action") or params.get("chosenOptionId") or "cancelled"
+            text = f"  answered elsewhere: {answer}{answered_by(params.get('resolvedBy'))}"
         else:
             text = "  the agent says the step at the address it gave is done"
         if text:

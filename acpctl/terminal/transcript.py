@@ -84,9 +84,15 @@ def answer_of(event: dict[str, Any]) -> str:
         content = _dict(event.get("content"))
         if content:
             answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
-    who = _dict(event.get("resolvedBy"))
+    return answer + answered_by(event.get("resolvedBy"))
+
+
+def answered_by(resolved_by: Any) -> str:
+    """ ", by WHO" of an answer's resolvedBy: a paired device by its name, any other
+    client by its clientInfo's ("" when it says none)."""
+    who = _dict(resolved_by)
     by = f"{who['device']} (a paired device)" if who.get("device") else who.get("name")
-    return answer + (f", by {by}" if by else "")
+    return f", by {by}" if by else ""
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -785,19 +785,22 @@ async function newSession(event) {
 
 async function start() {
   const main = new Connection("/acp");
+  try {
+    await main.open();
+    await main.initialize();
+  } catch (error) {
+    // Refused (a device never paired, or revoked), or the host is away: said, and tried
+    // again now and then.
+    say("not connected: is this device paired? (acpctl serve --pair)");
+    setTimeout(start, 5 * REFRESH_MS);
+    return;
+  }
   main.onClose = () => {
     main.abandon();
     page.main = null;
     say("disconnected: reconnecting…");
     setTimeout(start, REFRESH_MS);
   };
-  try {
-    await main.open();
-    await main.initialize();
-  } catch (error) {
-    say("not connected: is this device paired? (acpctl serve --pair)");
-    return;
-  }
   page.main = main;
   say("");
   await refresh();
