@@ -701,10 +701,16 @@ def test_questions_waiting_when_a_client_joins_are_asked_of_it_over_both_transpo
                 ]
             assert "Hello, Ada!" in editor.text(session)
             # The editor, asked too, is told who answered and how.
-            await editor.until(lambda: bool(editor.notes))
-            ((method, told),) = editor.notes
-            assert method.endswith("acpctl/elicitation_resolved")
-            assert (told["action"], told["resolvedBy"]["name"]) == ("accept", "phone")
+            await editor.until(lambda: any("elicitation" in m for m, _ in editor.notes))
+            told = {method.rsplit("/", 1)[-1]: params for method, params in editor.notes}
+            answered = told["elicitation_resolved"]
+            assert (answered["action"], answered["resolvedBy"]["name"]) == ("accept", "phone")
+            # and, of the permission, who answered it (the editor did not attach)
+            permission = told["permission_resolved"]
+            assert (permission["chosenOptionId"], permission["resolvedBy"]["name"]) == (
+                "allow",
+                "laptop",
+            )
         shown = cli("sessions", "show", session).stdout
         assert "answered: allow, by laptop" in shown
         assert "answered: accept (name='Ada', excited=True), by phone" in shown
