@@ -151,3 +151,14 @@ def test_the_demo_agent_has_no_model_api_to_check() -> None:
 
     environ = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
     assert endpoints_of(_demo(), environ) == []
+
+
+def test_a_status_code_inside_a_path_or_a_number_is_no_status() -> None:
+    """A traceback's path in pytest's 429th temporary directory read as "the model API is
+    rate-limiting the agent (429)"; a status is a number standing alone."""
+    from acpctl.agents.signatures import match
+
+    assert match('File "/tmp/pytest-of-root/pytest-429/t0/agent.py", line 1, in <module>') is None
+    assert match("version 1.529.0 of the agent") is None
+    assert match("API Error: 429 rate limited") is not None
+    assert match("the server said (529).") is not None

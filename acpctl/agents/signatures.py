@@ -50,6 +50,13 @@ KEY_HELP = (
     "COMMAND`), or sign in again with the agent's login"
 )
 
+
+def status(code: int) -> str:
+    """An HTTP status as a line says it ("429", "(429)", "status: 429."), not as a part of
+    a path, a name or a number ("pytest-429/", "v1.429", "44290")."""
+    return rf"(?<![\w/.-]){code}(?![\w/-]|\.\w)"
+
+
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "model-api-key-rejected",
@@ -87,14 +94,14 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "model-api-rate-limited",
-        r"\b429\b|rate_limit_error|rate.?limit|Too Many Requests",
+        rf"{status(429)}|rate_limit_error|rate.?limit|Too Many Requests",
         "the model API is rate-limiting the agent (429)",
         "wait and retry; check the plan's limits, or lower the request rate (fewer agents at once)",
         (CLAUDE_OLD, CLAUDE, PI),
     ),
     Signature(
         "model-api-overloaded",
-        r"\b529\b|overloaded_error|\bOverloaded\b",
+        rf"{status(529)}|overloaded_error|\bOverloaded\b",
         "the model API is overloaded (529): the provider's side, not yours",
         "retry in a few minutes, or pick another model",
         (CLAUDE, PI),
