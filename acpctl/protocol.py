@@ -122,7 +122,8 @@ HOST_PAIR = "_acpctl/pair"
 # across all its agents (read-only: an observer may ask too). docs/web.md.
 # {"waiting": [...]}: every question for a person still unanswered, where and since when.
 HOST_WAITING = "_acpctl/waiting"
-# {"sessions": [...]}: the sessions live at the host, each running, waiting or idle.
+# {"sessions": [...]}: the sessions live at the host, each running, waiting or idle; then
+# the history's recent others ("live": false).
 HOST_SESSIONS = "_acpctl/sessions"
 # {"agents": [...], "projects": [...]}: what a new session may be started with: the agents
 # the history and the host know (the default first), the projects the history knows.

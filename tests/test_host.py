@@ -28,6 +28,7 @@ from acp.ws import create_websocket_stream
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp_names
+from acpctl.store.sessions import SessionMeta, SessionStore
 from tests.acp_peer import RecordingClient
 from tests.conftest import cli, run, stop_running_host
 
@@ -325,15 +326,26 @@ def test_an_observer_sees_but_cannot_act(host: Host) -> None:
 def test_the_host_says_what_waits_and_which_sessions_are_live(host: Host) -> None:
     """Issue 42, 1: the page's extension methods, answered by the host across its agents:
     `_acpctl/waiting` (every question unanswered) and `_acpctl/sessions` (running,
-    waiting, idle); read-only, so an observer may ask them too."""
+    waiting, idle, then the history's recent others); read-only, so an observer may ask
+    them too."""
+    store = SessionStore()
+    store.create(SessionMeta(id="earlier", agent="codex", command=[], cwd="/srv/app")).close()
+    helper = SessionMeta(id="its-helper", agent="codex", command=[], cwd="/srv/app")
+    helper.subagent_of = "earlier"
+    store.create(helper).close()
 
     async def scenario() -> None:
         async with raw_client(host) as editor, raw_client(host, host.observer) as watcher:
             new = await editor.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             session = new["result"]["sessionId"]
             idle = await watcher.request(acp_names.HOST_SESSIONS, {})
-            assert [(s["sessionId"], s["state"]) for s in idle["result"]["sessions"]] == [
-                (session, "idle")
+            listed = [
+                (s["agent"], s["sessionId"], s["state"], s["live"], s["cwd"])
+                for s in idle["result"]["sessions"]
+            ]
+            assert listed == [
+                ("demo", session, "idle", True, "/tmp"),
+                ("codex", "earlier", "idle", False, "/srv/app"),  # a subagent's is left out
             ]
             await editor.send(
                 {
@@ -351,7 +363,8 @@ def test_the_host_says_what_waits_and_which_sessions_are_live(host: Host) -> Non
             assert waiting[0]["options"] == ["Allow", "Reject"]
             live = (await watcher.request(acp_names.HOST_SESSIONS, {}))["result"]["sessions"]
             assert [(s["agent"], s["state"], s["clients"]) for s in live] == [
-                ("demo", "waiting", 1)
+                ("demo", "waiting", 1),
+                ("codex", "idle", 0),
             ]
             await editor.send(
                 {

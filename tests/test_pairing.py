@@ -607,13 +607,21 @@ def test_the_attack_corpus_runs_fetches_and_hides_nothing_on_the_page(page: Page
 def test_a_new_session_is_started_from_the_page_in_a_project_the_history_knows(
     page: Page, tmp_path: Path
 ) -> None:
-    """Issue 42, 3: "New session": an agent, and a project from the history
-    (`_acpctl/projects`); the session opens, and the page prompts in it."""
+    """Issue 42, 3: the sessions list holds the history's recent sessions too; one opens
+    again with its transcript and takes a prompt. "New session": an agent, and a project
+    from the history (`_acpctl/projects`); the session opens, and the page prompts in it."""
     project = tmp_path / "app"
     project.mkdir()
     run_turn = cli("run", "--agent", "demo", "--cwd", str(project), "hello")
     assert run_turn.returncode == 0, run_turn.stderr
     with paired_tab(page, (390, 844)) as tab:
+        shows(tab, "#sessions li .state", "recent")
+        tab.click("#sessions li")
+        shows(tab, "#transcript", "You said: hello")
+        tab.fill("#prompt", "again")
+        tab.click("#send")
+        shows(tab, "#transcript", "You said: again")
+        tab.click("#back")
         tab.wait_for_selector("#new-session:not([hidden])")
         assert (
             tab.evaluate("[...document.querySelectorAll('#new-agent option')].map(o => o.value)")[0]
@@ -627,7 +635,10 @@ def test_a_new_session_is_started_from_the_page_in_a_project_the_history_knows(
         tab.click("#send")
         shows(tab, "#transcript", "You said: fresh")
     listed = json.loads(cli("sessions", "list", "--json").stdout)
-    assert sum(1 for s in listed if s["cwd"] == str(project)) == 2  # the run's and the page's
+    ours = [s["id"] for s in listed if s["cwd"] == str(project)]
+    assert len(ours) == 2  # the run's and the page's
+    shown = [cli("sessions", "show", session).stdout for session in ours]
+    assert any("hello" in text and "again" in text for text in shown)  # reopened, in its history
 
 
 @pytest.mark.npm

@@ -32,7 +32,7 @@ from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
 from acpctl.sandbox import Policy
-from acpctl.store.sessions import SessionStore
+from acpctl.store.sessions import SessionMeta, SessionStore
 
 DEFAULT_IDLE_S = 600.0
 DEFAULT_SPARE_S = 3600.0
@@ -97,6 +97,7 @@ class HostedAgent:
 
 MAX_RECENT = 500  # sessions read for the agents and projects the history knows
 MAX_PROJECTS = 50
+MAX_LISTED_RECENT = 20  # sessions the history holds that no agent does, listed after the live
 
 
 class AgentPool:
@@ -203,7 +204,10 @@ class AgentPool:
 
     def sessions(self) -> JsonObject:
         """HOST_SESSIONS: the sessions the host holds, across the agents: running (a turn
-        at the agent), waiting (a question for a person), or idle."""
+        at the agent), waiting (a question for a person), or idle; then the history's
+        most recent others (`live`: false), which joining opens again."""
+        from acpctl.store.index import SessionIndex
+
         listed = []
         for hosted in self.agents.values():
             asking = {id(request.session) for request in _questions(hosted.conn)}
@@ -212,18 +216,17 @@ class AgentPool:
                 state = "waiting" if id(record) in asking else "idle"
                 if state == "idle" and id(record) in running:
                     state = "running"
-                listed.append(
-                    {
-                        "agent": hosted.name,
-                        "sessionId": record.id,
-                        "title": record.meta.title,
-                        "cwd": record.meta.cwd,
-                        "state": state,
-                        "clients": len(record.clients),
-                        "updatedAt": record.meta.updated,
-                    }
-                )
-        return {"sessions": listed}
+                listed.append(_listed(hosted.name, record.meta, state, len(record.clients)))
+        live = {entry["sessionId"] for entry in listed}
+        stored = SessionIndex(self.store).query(limit=MAX_LISTED_RECENT + len(live))
+        recent = [
+            _listed(session.meta.agent, session.meta, "idle", 0, live=False)
+            for session in stored
+            if session.problem is None
+            and session.meta.id not in live
+            and session.meta.subagent_of is None  # reached through the session that ran it
+        ]
+        return {"sessions": listed + recent[:MAX_LISTED_RECENT]}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
@@ -313,6 +316,21 @@ def _command(resolved: Resolved) -> tuple[Any, ...]:
     changes it."""
     spec, argv, *_ = resolved
     return (spec.kind, tuple(argv), tuple(sorted(spec.env.items())))
+
+
+def _listed(
+    agent: str, meta: SessionMeta, state: str, clients: int, live: bool = True
+) -> JsonObject:
+    return {
+        "agent": agent,
+        "sessionId": meta.id,
+        "title": meta.title,
+        "cwd": meta.cwd,
+        "state": state,
+        "live": live,
+        "clients": clients,
+        "updatedAt": meta.updated,
+    }
 
 
 def _questions(conn: Connection) -> list[ReverseRequest]:

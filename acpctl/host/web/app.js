@@ -381,7 +381,9 @@ function render() {
     const card = element("li", "open");
     card.addEventListener("click", () => openSession(entry));
     const title = element("div", "", entry.title || entry.sessionId);
-    title.append(element("span", `state ${entry.state}`, entry.state));
+    // A recent session no agent holds: opening it opens it again at its agent.
+    const state = entry.live ? entry.state : "recent";
+    title.append(element("span", `state ${state}`, state));
     card.append(title);
     card.append(element("div", "where", `${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`));
     sessions.append(card);
