@@ -68,7 +68,8 @@ def test_a_question_left_waiting_runs_the_notifier_with_a_summary(
             assert summary["sessionId"] == session and summary["agent"] == "demo"
             assert summary["kind"] == "permission" and summary["asked"] == "Edit /tmp/demo.txt"
             assert summary["options"] == ["Allow", "Reject"] and summary["cwd"] == str(tmp_path)
-            assert summary["url"] == "https://desk.example.ts.net/"  # where it is answered
+            # Where it is answered: the page, opened at the session.
+            assert summary["url"] == f"https://desk.example.ts.net/#agent=demo&session={session}"
             # Answered now: the turn goes on; a question answered in time runs nothing.
             await editor.send(
                 {

@@ -387,6 +387,32 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
     assert "answered: allow, by phone (a paired device)" in shown
 
 
+def test_a_notices_link_opens_the_session_where_the_permission_is_answered(page: Page) -> None:
+    """Issue 42, 5: on_waiting's `url` (host/notify.py session_address) opens the page at
+    the session, its question below the transcript; answered there. The session's address
+    stays while it is open, so a reload comes back to it."""
+    from acpctl.host.notify import session_address
+
+    turn = EditorsTurn(page, "edit", {})
+    with paired_tab(page, (390, 844)) as tab:
+        turn.thread.start()
+        assert turn.asked.wait(30)
+        tab.goto("about:blank")
+        tab.goto(session_address(page.base, "demo", turn.seen["session"]))
+        tab.wait_for_selector("#session-view:not([hidden]) #view-asked button.allow")
+        assert "Edit /tmp/demo.txt" in tab.inner_text("#view-asked")
+        tab.reload()
+        tab.wait_for_selector("#session-view:not([hidden]) #view-asked button.allow")
+        tab.click("#view-asked button.allow")
+        turn.thread.join(60)
+        shows(tab, "#transcript", "answered: allow, by you")
+        tab.click("#back")
+        assert tab.evaluate("window.location.hash") == ""
+    assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
+    shown = cli("sessions", "show", turn.seen["session"]).stdout
+    assert "answered: allow, by phone (a paired device)" in shown
+
+
 def test_a_question_an_editors_turn_waits_on_is_answered_in_a_form_on_the_page(
     page: Page,
 ) -> None:

@@ -5,9 +5,9 @@ on its stdin, and is ended after on_waiting_timeout_s. Any notifier then reaches
 phone: `ntfy publish`, Gotify's CLI, a mail command, `notify-send`.
 
 The summary says which session, which agent, what is asked (the tool call's title, the
-question's message), and the page's address, where it is answered. What is asked is the
-agent's text: a notifier shows it, and must not run it. The command's output goes to the
-host's log, a line of it at most."""
+question's message), and the page's address for the session, where it is answered. What
+is asked is the agent's text: a notifier shows it, and must not run it. The command's
+output goes to the host's log, a line of it at most."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from acpctl import protocol as acp
 from acpctl.config import ServeSettings
@@ -55,7 +56,7 @@ class Notifier:
             return
         summary = waiting_summary(agent, request.session, request.message, asked_at)
         if self.page_url is not None:
-            summary["url"] = self.page_url + "/"
+            summary["url"] = session_address(self.page_url, agent, request.session.id)
         task = asyncio.ensure_future(self._run(summary))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
@@ -95,6 +96,12 @@ class Notifier:
             summary["sessionId"],
             f": {first[0][:200]!r}" if first else "",
         )
+
+
+def session_address(page_url: str, agent: str, session_id: str) -> str:
+    """The page opened at the session, where its question is shown and answered. Its name
+    is in the fragment, which browsers send to no server and no proxy log."""
+    return f"{page_url}/#{urlencode({'agent': agent, 'session': session_id})}"
 
 
 def waiting_summary(agent: str, record: Any, message: JsonObject, asked_at: float) -> JsonObject:

@@ -195,6 +195,10 @@ function answer(session, result) {
   if (!asked) return;
   page.asked.delete(session);
   asked.connection.respond(asked.request.id, result);
+  if (view.entry && view.entry.sessionId === session) {
+    const outcome = result.outcome || {};
+    shownAnswered(outcome.optionId || outcome.outcome || result.action, { name: "you" });
+  }
   render();
   setTimeout(refresh, 300);
 }
@@ -549,12 +553,27 @@ function recorded(event) {
   }
 }
 
-function answeredElsewhere(answer, by) {
+// An answer to the viewed session's question: another client's (who, from the host), or
+// this device's own (`by` you).
+function shownAnswered(answer, by) {
   view.last = null;
   transcriptItem("ended").textContent = `answered: ${answer}${who(by)}`;
 }
 
+// A session's address is the page's, with the agent and session in the fragment (what
+// a notice's link opens: docs/web.md), so a reload or a shared link comes back to it.
+function sessionFromAddress() {
+  const wanted = new URLSearchParams(window.location.hash.slice(1));
+  const agent = wanted.get("agent");
+  const sessionId = wanted.get("session");
+  if (!agent || !sessionId) return null;
+  const listed = latest.sessions.find((s) => s.agent === agent && s.sessionId === sessionId);
+  return listed || { agent, sessionId, cwd: "", title: null };
+}
+
 async function openSession(entry) {
+  const address = new URLSearchParams({ agent: entry.agent, session: entry.sessionId });
+  history.replaceState(null, "", `#${address}`);
   view.entry = entry;
   view.leaving = false;
   document.getElementById("overview").hidden = true;
@@ -579,12 +598,12 @@ async function joinView() {
       recorded(params.event || {});
     }
     if (message.method === "_acpctl/elicitation_resolved" && params.sessionId === entry.sessionId) {
-      answeredElsewhere(params.action, params.resolvedBy);
+      shownAnswered(params.action, params.resolvedBy);
     }
     if (message.method === "session/update" && params.sessionId === entry.sessionId) {
       const kind = (params.update || {}).sessionUpdate;
       if (kind === "permission_resolved") {
-        answeredElsewhere(params.update.chosenOptionId || "cancelled", params.update.resolvedBy);
+        shownAnswered(params.update.chosenOptionId || "cancelled", params.update.resolvedBy);
       }
       const update = params.update || {};
       if (update.sessionUpdate === "current_mode_update" && view.modes) {
@@ -681,6 +700,7 @@ function renderSettings(watching) {
 }
 
 function leaveSession() {
+  history.replaceState(null, "", window.location.pathname);
   view.leaving = true;
   view.entry = null;
   if (view.connection) view.connection.socket.close();
@@ -807,6 +827,13 @@ async function start() {
   say("");
   await refresh();
   await offerNewSession().catch(() => {});
+  const addressed = view.entry ? null : sessionFromAddress();
+  if (addressed) {
+    openSession(addressed).catch((error) => {
+      leaveSession();
+      say(`(not opened: ${error.message})`);
+    });
+  }
 }
 
 offerNotifications();
