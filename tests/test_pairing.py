@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -250,6 +251,82 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
         run(scenario())
 
 
+NGINX_PAGE_CONF = """
+user root;
+daemon off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    map $http_upgrade $connection_upgrade {{ default upgrade; "" close; }}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{
+            proxy_pass http://127.0.0.1:{host};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_set_header Host $http_host;
+            proxy_buffering off;
+            proxy_read_timeout 1h;
+        }}
+    }}
+}}
+"""
+
+
+def test_behind_nginx_the_page_pairs_with_a_secure_cookie_and_answers(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """docs/web.md's TLS-terminating proxy, with Debian's nginx in front of the page: the
+    host `--behind-tls-proxy`, paired with `--public-url` (the proxy's address); in the
+    browser, the cookie is Secure and __Host-, and a waiting permission is answered over
+    the proxied WebSocket."""
+    from tests.test_host import self_signed
+    from tests.test_remote import free_port, wait_for_port
+
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists() or shutil.which("openssl") is None:
+        pytest.skip("nginx (Debian's package; .ci/run installs it) or openssl is missing")
+    cert, key = self_signed(tmp_path)
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0", "--behind-tls-proxy")
+    with serving(monkeypatch, *args, until=LISTENING) as (_, found, _):
+        host_port = found.group(1).decode().rsplit(":", 1)[1].split("/")[0]
+        port = free_port()
+        conf = tmp_path / "nginx.conf"
+        conf.write_text(
+            NGINX_PAGE_CONF.format(dir=tmp_path, port=port, host=host_port, cert=cert, key=key)
+        )
+        proxy = subprocess.Popen([nginx, "-p", str(tmp_path), "-c", str(conf)])
+        try:
+            wait_for_port(port)
+            page = Page(f"https://127.0.0.1:{port}")
+            turn = EditorsTurn(page, "edit", {})
+            with paired_tab(page, (390, 844), pair=("--public-url", page.base)) as tab:
+                (cookie,) = tab.context.cookies()
+                assert cookie["name"] == "__Host-acpctl-device" and cookie["secure"]
+                assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+                turn.thread.start()
+                assert turn.asked.wait(30)
+                tab.wait_for_selector("#waiting button.allow", timeout=15000)
+                tab.click("#waiting button.allow")
+                turn.thread.join(60)
+                tab.wait_for_selector("#nothing-waits:not([hidden])")
+            assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
+        finally:
+            proxy.terminate()
+            proxy.wait(10)
+
+
 class EditorsTurn:
     """An editor's turn through the host (a stdio editor: a raw client of `acpctl run --acp
     --through-host`), in a thread of its own while the test drives the browser. It prompts
@@ -318,17 +395,23 @@ class EditorsTurn:
 
 
 @contextmanager
-def paired_tab(page: Page, viewport: tuple[int, int], refused: bool = False) -> Iterator[Any]:
-    """A browser tab at `viewport`, paired as "phone", on the page: notifications allowed
-    and counted in `window.told`; no error on the page by the end (`refused`: but the
-    host's refusals of a revoked device)."""
+def paired_tab(
+    page: Page, viewport: tuple[int, int], refused: bool = False, pair: tuple[str, ...] = ()
+) -> Iterator[Any]:
+    """A browser tab at `viewport`, paired as "phone" (`acpctl serve --pair` with `pair`
+    too), on the page: notifications allowed and counted in `window.told`; no error on the
+    page by the end (`refused`: but the host's refusals of a revoked device). A test's
+    self-signed certificate is taken as a phone takes one it trusts."""
     from playwright.sync_api import sync_playwright
 
-    address, _ = paired_address("--name", "phone")
+    address, _ = paired_address("--name", "phone", *pair)
+    assert address.startswith(page.base + "/pair#"), address
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         try:
-            context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+            context = browser.new_context(
+                viewport={"width": viewport[0], "height": viewport[1]}, ignore_https_errors=True
+            )
             # The page's notifications, allowed and counted (the OS's would show them).
             context.grant_permissions(["notifications"], origin=page.base)
             context.add_init_script(
