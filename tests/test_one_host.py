@@ -348,3 +348,55 @@ def test_a_client_whose_environment_differs_from_the_hosts_is_told(
     assert "acpctl serve --replace" in other.stderr
     assert "secret-value" not in other.stderr  # names only, never values
     assert "note:" not in turn(TERM="dumb", COLUMNS="7").stderr  # what differs in any shell
+
+
+# Issue 43, 2 (left out last stop): the chat's prompt and a question both read the
+# terminal. A question asked while the prompt waits (another client's turn) takes the
+# next line; once it is answered elsewhere, the next line is the chat's again.
+
+
+async def _editors_turn_asks(terminal: Any, session: str, answer_here: bool) -> dict[str, Any]:
+    """Another client's turn in `session` asks a permission of every controller, the
+    attached terminal at its prompt too; the terminal answers it (typed `1`), or the
+    editor does and the terminal's question is dropped. The editor's turn's end."""
+    from tests.test_host import unix_client
+
+    async with unix_client("demo") as editor:
+        await editor.request("initialize", {"protocolVersion": 1})
+        await editor.request("session/attach", {"sessionId": session, "historyPolicy": "none"})
+        blocks = [{"type": "text", "text": "edit"}]
+        params = {"sessionId": session, "prompt": blocks}
+        await editor.send({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": params})
+        asked = await editor.until(lambda m: m.get("method") == "session/request_permission")
+        await asyncio.to_thread(terminal.until, b"choice> ")
+        if answer_here:
+            terminal.type(b"1\r")
+            await editor.until(lambda m: m.get("method") == "$/cancel_request")
+        else:
+            allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            await editor.send({"jsonrpc": "2.0", "id": asked["id"], "result": allow})
+            await asyncio.to_thread(terminal.until, b"answered elsewhere")
+        ended: dict[str, Any] = await editor.until(lambda m: m.get("id") == 7 and "result" in m)
+        return ended
+
+
+def test_a_question_asked_at_the_attached_chats_prompt_takes_the_next_line(state: Path) -> None:
+    from tests.test_status_line import PseudoTerminal
+
+    host = serve()
+    try:
+        until_status()
+        session = run(open_session(prompt="hello"))
+        terminal = PseudoTerminal(acpctl_argv("sessions", "attach", session), state, rows=40)
+        terminal.until(b"you> ")
+        answered = run(_editors_turn_asks(terminal, session, answer_here=True))
+        assert answered["result"]["stopReason"] == "end_turn"
+        dropped = run(_editors_turn_asks(terminal, session, answer_here=False))
+        assert dropped["result"]["stopReason"] == "end_turn"
+        terminal.type(b"/quit\r")  # the chat's: the dropped question reads no more
+        assert terminal.ended(timeout=20) == 0
+        assert b"You said: 1" not in terminal.seen  # the answer never went to the agent
+        shown = cli("sessions", "show", session).stdout
+        assert "answered: allow, by acpctl sessions attach" in shown, shown
+    finally:
+        stop_host(host)

@@ -40,6 +40,7 @@ from acpctl.terminal.questions import ask_on_terminal, elicit_on_terminal
 from acpctl.terminal.render import RENDERERS, Renderer, status
 from acpctl.terminal.screen import printable
 from acpctl.terminal.transcript import answered_by, recorded_lines
+from acpctl.terminal.typed import typed_lines
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5
 CLIENT_VARIABLE = "ACPCTL_CLIENT"  # who started `run --acp`, for its log
@@ -219,7 +220,7 @@ class RelayConnection:
             question = self.questions.pop(jsonrpc.id_key(params.get("requestId")), None)
             if question is not None and not question.done():
                 question.cancel()
-                self.renderer.notice("acpctl: answered elsewhere (press Enter)")
+                self.renderer.notice("acpctl: answered elsewhere")
             return
         if params.get("sessionId") not in (self.session_id, None):
             return
@@ -606,14 +607,13 @@ async def _chat(
         with contextlib.suppress(OSError):
             readline.read_history_file(history)
     print(f"{banner}; Ctrl-C cancels a turn, Ctrl-D leaves, /help", file=sys.stderr)
-    loop = asyncio.get_running_loop()
     code = EXIT_OK
     conn.saved_terminal = _terminal_state()
     try:
         while True:
             conn.prompt_up = True
             try:
-                line = await loop.run_in_executor(None, input, PROMPT)
+                line = await typed_lines.chat_line(PROMPT)
             except (EOFError, KeyboardInterrupt):
                 print(file=sys.stderr)
                 break

@@ -1,17 +1,16 @@
 """The agent's questions asked of the person at the terminal: a permission (a numbered
 choice of the agent's options) and an elicitation (a form or a URL, terminal/forms.py).
 Questions go to the terminal that stdin is, never to stdout: stdout carries the
-transcript, often into a file."""
+transcript, often into a file; their lines are read before the chat's (terminal/typed.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
 
 from acpctl.jsonrpc import JsonObject
 from acpctl.terminal import forms
 from acpctl.terminal.screen import printable
+from acpctl.terminal.typed import typed_lines
 
 
 async def ask_on_terminal(params: JsonObject) -> str | None:
@@ -42,16 +41,6 @@ def say(text: str) -> None:
 
 
 async def read_line(prompt: str) -> str | None:
-    """One line typed at the terminal after `prompt` (None at its end)."""
-    return await asyncio.get_running_loop().run_in_executor(None, _read_line, prompt)
-
-
-def _read_line(prompt: str) -> str | None:
-    try:
-        with open(os.ttyname(sys.stdin.fileno()), "w") as tty:
-            tty.write(prompt)
-    except OSError:
-        sys.stderr.write(prompt)
-        sys.stderr.flush()
-    line = sys.stdin.readline()
-    return line or None
+    """One line typed at the terminal after `prompt` (None at its end), taken before the
+    chat's prompt gets another (terminal/typed.py)."""
+    return await typed_lines.answer_line(prompt)
