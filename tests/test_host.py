@@ -380,6 +380,27 @@ def test_the_host_says_what_waits_and_which_sessions_are_live(host: Host) -> Non
     run(scenario())
 
 
+def test_the_host_says_what_a_new_session_may_be_started_with(host: Host, home: Path) -> None:
+    """Issue 42, 3: `_acpctl/projects`: config.toml's default agent first, then those it
+    configures, those the host runs and those the history names; the history's projects,
+    the newest first, each once."""
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('default_agent = "demo"\n[agents.mine]\ncommand = "mine-acp"\n')
+    store = SessionStore()
+    for session, agent, cwd in (("a", "codex", "/srv/old"), ("b", "claude", "/srv/app")):
+        store.create(SessionMeta(id=session, agent=agent, command=[], cwd=cwd)).close()
+        store.rename(session, session)  # updated in this order: b is the newest
+
+    async def scenario() -> None:
+        async with raw_client(host, host.observer) as watcher:
+            known = (await watcher.request(acp_names.HOST_PROJECTS, {}))["result"]
+            assert known["agents"] == ["demo", "mine", "claude", "codex"]
+            assert known["projects"] == ["/srv/app", "/srv/old"]
+
+    run(scenario())
+
+
 def test_the_door_refuses_without_a_token_and_for_foreign_origins_and_hosts(host: Host) -> None:
     async def status(headers: dict[str, str]) -> int:
         async with aiohttp.ClientSession() as http:

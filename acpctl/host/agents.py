@@ -187,15 +187,20 @@ class AgentPool:
 
     def projects(self) -> JsonObject:
         """HOST_PROJECTS: the agents to start a session with (config.toml's default
-        first, then those the host runs and the history names) and the projects the
-        history knows, the most recent first."""
+        first, then those it configures, those the host runs and those the history names)
+        and the projects the history knows, the most recent first."""
         from acpctl import config
         from acpctl.store.index import SessionIndex
 
         listed = SessionIndex(self.store).query(limit=MAX_RECENT)
         recent = [session.meta for session in listed if session.problem is None]
-        default = config.load().default_agent or "demo"
-        agents = [default, *(h.name for h in self.agents.values()), *(m.agent for m in recent)]
+        cfg = config.load()
+        agents = [
+            cfg.default_agent or "demo",
+            *cfg.agents,
+            *(hosted.name for hosted in self.agents.values()),
+            *(meta.agent for meta in recent),
+        ]
         projects = [meta.cwd for meta in recent]
         return {
             "agents": list(dict.fromkeys(agents)),
