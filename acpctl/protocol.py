@@ -173,6 +173,9 @@ HOST_STORE_META = "acpctl/store"  # and which store it records in (SessionStore.
 # and the connection's id, for a client that cannot read the upgrade's Acp-Connection-Id
 # header (a browser's WebSocket): what its stream/resume names
 CONNECTION_ID_META = "acpctl/connectionId"
+# and the role its token or device has there ("controller" or "observer"): a page shows
+# an observer no control it would be refused
+ROLE_META = "acpctl/role"
 # A load's replay as recorded, not joined and brought up to date (runner/served.py): what
 # acpctl's remote link asks for, to deduplicate a reload against what the editor has.
 REPLAY_META = "acpctl/replay"

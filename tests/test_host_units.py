@@ -266,13 +266,18 @@ def test_a_repeated_request_is_not_taken_twice_and_a_running_turn_is_stated() ->
 
 
 def test_the_initialize_answer_advertises_resumable_delivery() -> None:
+    """And says the connection's id and its caller's role, which a browser's page cannot
+    read from the upgrade's headers or its cookie."""
+
     async def scenario() -> None:
-        connection = LogicalConnection()
+        connection = LogicalConnection("c1", role=acp.OBSERVER)
         answer = connection.capture(1)
         connection.deliver(jsonrpc.encode(jsonrpc.request(1, acp.INITIALIZE, {})))
         connection.send(jsonrpc.result(1, {"protocolVersion": 1}))
         result = json.loads(await answer)["result"]
         assert result["capabilities"]["transport"]["resumable"]["retentionMessages"] > 0
+        assert result["_meta"][acp.CONNECTION_ID_META] == "c1"
+        assert result["_meta"][acp.ROLE_META] == acp.OBSERVER
 
     run(scenario())
 

@@ -496,6 +496,29 @@ def test_a_notices_link_opens_the_session_where_the_permission_is_answered(page:
     assert "answered: allow, by phone (a paired device)" in shown
 
 
+def test_an_observer_device_sees_what_waits_and_is_offered_nothing_to_do(
+    page: Page, tmp_path: Path
+) -> None:
+    """Issue 42, 3: an observer device (`--pair --observer`) sees what waits and the
+    session's transcript, and the page shows it no answer, no prompt and no "New session"
+    (the initialize answer says its role); the editor answers."""
+    assert cli("run", "--agent", "demo", "--cwd", str(tmp_path), "hello").returncode == 0
+    turn = EditorsTurn(page, "edit", {}, answers=True)
+    with paired_tab(page, (390, 844), pair=("--observer",)) as tab:
+        turn.thread.start()
+        assert turn.asked.wait(30)
+        shows(tab, "#waiting", "This device watches only: it cannot answer.", timeout=15)
+        assert tab.locator("#waiting button").count() == 0
+        assert not tab.is_visible("#new-session")  # a controller would be offered it
+        tab.click("#sessions li")
+        tab.wait_for_selector("#watch-only", state="visible")
+        shows(tab, "#transcript", "edit")
+        assert not tab.is_visible("#prompt-form")
+        turn.go.set()
+        turn.thread.join(60)
+    assert turn.seen["stop"] == "end_turn"
+
+
 def test_a_question_an_editors_turn_waits_on_is_answered_in_a_form_on_the_page(
     page: Page,
 ) -> None:

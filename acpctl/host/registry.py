@@ -69,6 +69,7 @@ class Connections:
             store=self.pool.store,
             grace_s=self._grace_s,
             turn_running=lambda session: any(r.id == session for r in turns.running.values()),
+            role=caller.role,
         )
         self.by_id[connection.id] = (connection, caller)
         client = Client(

@@ -30,6 +30,7 @@ class Connection {
     // Where the stream stands, to resume it on a new socket after a drop (the host's
     // resumable delivery): the connection's id, and the last message's cursor.
     this.connectionId = null;
+    this.role = null; // as the host says at initialize
     this.cursor = null;
     this.gone = false; // given up on (its resume refused): its socket's end means nothing
   }
@@ -115,7 +116,9 @@ class Connection {
         _meta: { "acpctl/recorded": true },
       },
     });
-    this.connectionId = (answer._meta || {})["acpctl/connectionId"] || null;
+    const meta = answer._meta || {};
+    this.connectionId = meta["acpctl/connectionId"] || null;
+    this.role = meta["acpctl/role"] || "controller";
     return answer;
   }
 }
@@ -789,7 +792,8 @@ async function offerNewSession() {
       return option;
     }));
   }
-  form.hidden = known.projects.length === 0;
+  // An observer device starts nothing (the host would refuse it).
+  form.hidden = known.projects.length === 0 || page.main.role === "observer";
 }
 
 async function newSession(event) {
