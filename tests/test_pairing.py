@@ -251,20 +251,8 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
         run(scenario())
 
 
-NGINX_PAGE_CONF = """
-user root;
-daemon off;
-worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-events {{ worker_connections 64; }}
-http {{
+NGINX_PAGE = """
     access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
     map $http_upgrade $connection_upgrade {{ default upgrade; "" close; }}
     server {{
         listen 127.0.0.1:{port} ssl;
@@ -280,7 +268,6 @@ http {{
             proxy_read_timeout 1h;
         }}
     }}
-}}
 """
 
 
@@ -292,7 +279,7 @@ def test_behind_nginx_the_page_pairs_with_a_secure_cookie_and_answers(
     browser, the cookie is Secure and __Host-, and a waiting permission is answered over
     the proxied WebSocket."""
     from tests.test_host import self_signed
-    from tests.test_remote import free_port, wait_for_port
+    from tests.test_remote import free_port, nginx_conf, wait_for_port
 
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists() or shutil.which("openssl") is None:
@@ -302,10 +289,8 @@ def test_behind_nginx_the_page_pairs_with_a_secure_cookie_and_answers(
     with serving(monkeypatch, *args, until=LISTENING) as (_, found, _):
         host_port = found.group(1).decode().rsplit(":", 1)[1].split("/")[0]
         port = free_port()
-        conf = tmp_path / "nginx.conf"
-        conf.write_text(
-            NGINX_PAGE_CONF.format(dir=tmp_path, port=port, host=host_port, cert=cert, key=key)
-        )
+        http = NGINX_PAGE.format(port=port, host=host_port, cert=cert, key=key)
+        conf = nginx_conf(tmp_path, http)
         proxy = subprocess.Popen([nginx, "-p", str(tmp_path), "-c", str(conf)])
         try:
             wait_for_port(port)

@@ -570,21 +570,34 @@ def test_over_ssh_a_missing_remote_acpctl_is_said_in_one_line(sshd: Sshd) -> Non
     assert "acpctl is not installed on remote" in mine[0]["message"]
 
 
-NGINX_CONF = """
+def nginx_conf(directory: Path, http: str) -> Path:
+    """An nginx.conf in `directory` that keeps every file of nginx's there (run as root, in
+    the foreground), with `http` as its http block's own lines."""
+    conf = directory / "nginx.conf"
+    conf.write_text(
+        f"""
 user root;
 daemon off;
 worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
+pid {directory}/nginx.pid;
+error_log {directory}/error.log;
 events {{ worker_connections 64; }}
 http {{
+    client_body_temp_path {directory}/body;
+    proxy_temp_path {directory}/proxy;
+    fastcgi_temp_path {directory}/fastcgi;
+    uwsgi_temp_path {directory}/uwsgi;
+    scgi_temp_path {directory}/scgi;
+{http}
+}}
+"""
+    )
+    return conf
+
+
+NGINX_AFFINITY = """
     log_format affinity '$request_method $uri cookie=$cookie_acp_affinity upstream=$upstream_addr';
     access_log {dir}/access.log affinity;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
     map $cookie_acp_affinity $acp_affinity {{ "" $request_id; default $cookie_acp_affinity; }}
     map $http_upgrade $connection_upgrade {{ default upgrade; "" close; }}
     upstream acpctl {{
@@ -607,7 +620,6 @@ http {{
             add_header Set-Cookie "acp_affinity=$acp_affinity; Path=/acp; Secure; HttpOnly" always;
         }}
     }}
-}}
 """
 
 
@@ -629,12 +641,10 @@ def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
         for _ in range(2):
             _, found, _ = stack.enter_context(serving(monkeypatch, *args, until=LISTENING))
             hosts.append(int(found.group(1).decode().rsplit(":", 1)[1].split("/")[0]))
-        conf = tmp_path / "nginx.conf"
-        conf.write_text(
-            NGINX_CONF.format(
-                dir=tmp_path, first=hosts[0], second=hosts[1], port=port, cert=cert, key=key
-            )
+        http = NGINX_AFFINITY.format(
+            dir=tmp_path, first=hosts[0], second=hosts[1], port=port, cert=cert, key=key
         )
+        conf = nginx_conf(tmp_path, http)
 
         def start_nginx() -> subprocess.Popen[bytes]:
             proxy = subprocess.Popen([nginx, "-p", str(tmp_path), "-c", str(conf)])

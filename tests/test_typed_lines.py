@@ -29,6 +29,22 @@ class Keyboard:
         return line
 
 
+@pytest.fixture
+def keyboard(monkeypatch: pytest.MonkeyPatch) -> Keyboard:
+    return Keyboard(monkeypatch)
+
+
+async def _question_at_the_prompt(
+    lines: typed.TypedLines, keyboard: Keyboard
+) -> tuple[asyncio.Future[str], asyncio.Future[str | None]]:
+    """The chat's prompt up, then a question asked: both reading."""
+    chat = asyncio.ensure_future(lines.chat_line("you> "))
+    await _soon(lambda: keyboard.shown == ["you> "])
+    question = asyncio.ensure_future(lines.answer_line("choice> "))
+    await _soon(lambda: keyboard.shown == ["you> ", "choice> "])
+    return chat, question
+
+
 async def _soon(condition: object) -> None:
     for _ in range(500):
         if callable(condition) and condition():
@@ -37,17 +53,11 @@ async def _soon(condition: object) -> None:
     raise AssertionError("not in time")
 
 
-def test_a_question_asked_at_the_chats_prompt_takes_the_next_line(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    keyboard = Keyboard(monkeypatch)
+def test_a_question_asked_at_the_chats_prompt_takes_the_next_line(keyboard: Keyboard) -> None:
     lines = typed.TypedLines()
 
     async def scenario() -> None:
-        chat = asyncio.ensure_future(lines.chat_line("you> "))
-        await _soon(lambda: keyboard.shown == ["you> "])
-        question = asyncio.ensure_future(lines.answer_line("choice> "))
-        await _soon(lambda: keyboard.shown == ["you> ", "choice> "])
+        chat, question = await _question_at_the_prompt(lines, keyboard)
         keyboard.lines.put("1")
         assert await question == "1"
         assert not chat.done()
@@ -58,10 +68,7 @@ def test_a_question_asked_at_the_chats_prompt_takes_the_next_line(
     asyncio.run(scenario())
 
 
-def test_a_forms_fields_are_read_in_a_row_before_the_chat_reads_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    keyboard = Keyboard(monkeypatch)
+def test_a_forms_fields_are_read_in_a_row_before_the_chat_reads_again(keyboard: Keyboard) -> None:
     lines = typed.TypedLines()
 
     async def form() -> list[str | None]:
@@ -82,17 +89,11 @@ def test_a_forms_fields_are_read_in_a_row_before_the_chat_reads_again(
     asyncio.run(scenario())
 
 
-def test_a_question_dropped_gives_the_next_line_to_the_chat(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    keyboard = Keyboard(monkeypatch)
+def test_a_question_dropped_gives_the_next_line_to_the_chat(keyboard: Keyboard) -> None:
     lines = typed.TypedLines()
 
     async def scenario() -> None:
-        chat = asyncio.ensure_future(lines.chat_line("you> "))
-        await _soon(lambda: keyboard.shown == ["you> "])
-        question = asyncio.ensure_future(lines.answer_line("choice> "))
-        await _soon(lambda: keyboard.shown == ["you> ", "choice> "])
+        chat, question = await _question_at_the_prompt(lines, keyboard)
         question.cancel()  # answered elsewhere
         await _soon(lambda: keyboard.shown[-1] == "you> ")
         keyboard.lines.put("/quit")
@@ -101,10 +102,7 @@ def test_a_question_dropped_gives_the_next_line_to_the_chat(
     asyncio.run(scenario())
 
 
-def test_at_the_inputs_end_a_question_gets_none_and_the_chat_eof(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    keyboard = Keyboard(monkeypatch)
+def test_at_the_inputs_end_a_question_gets_none_and_the_chat_eof(keyboard: Keyboard) -> None:
     lines = typed.TypedLines()
 
     async def scenario() -> None:
