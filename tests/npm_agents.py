@@ -6,10 +6,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from filelock import FileLock
+
+if TYPE_CHECKING:
+    from tests.model_stub import ModelStub
 
 NPM_DIR = Path(__file__).resolve().parent / "npm"
 
@@ -40,6 +46,29 @@ def package_command(package: str) -> list[str]:
     node = shutil.which("node")
     assert node is not None
     return [node, str(directory / relative)]
+
+
+@contextmanager
+def claude_on_the_stand_in(home: Path, package: str, reply: str) -> Iterator[ModelStub]:
+    """claude-agent-acp (npm `package`) added as the agent `claude`, on a model stand-in
+    that answers `reply`, with a home of its own under `home`."""
+    from tests.conftest import cli
+    from tests.model_stub import ModelStub
+
+    command = package_command(package)
+    with ModelStub(default_reply=reply) as stub:
+        claude_home = home / "claude-home"
+        claude_home.mkdir()
+        env = {
+            "ANTHROPIC_BASE_URL": stub.url,
+            "ANTHROPIC_API_KEY": "sk-test",
+            "IS_SANDBOX": "1",
+            "HOME": str(claude_home),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+        assert cli("agents", "add", "claude", *args, "--", *command).returncode == 0
+        yield stub
 
 
 def install() -> None:

@@ -14,7 +14,7 @@ from acp import text_block
 from tests.acp_peer import connect, initialized
 from tests.conftest import run_cli
 from tests.model_stub import ModelStub
-from tests.npm_agents import package_command
+from tests.npm_agents import claude_on_the_stand_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.npm]
 
@@ -24,19 +24,7 @@ RELEASES = ("@zed-industries/claude-agent-acp", "@agentclientprotocol/claude-age
 
 @pytest.fixture(params=RELEASES, ids=("0.23.1", "current"))
 def claude(home: Path, request: pytest.FixtureRequest) -> Iterator[ModelStub]:
-    command = package_command(request.param)
-    with ModelStub(default_reply="Hello from the stand-in model.") as stub:
-        claude_home = home / "claude-home"
-        claude_home.mkdir()
-        env = {
-            "ANTHROPIC_BASE_URL": stub.url,
-            "ANTHROPIC_API_KEY": "sk-test",
-            "IS_SANDBOX": "1",
-            "HOME": str(claude_home),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
-        args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
-        assert run_cli("agents", "add", "claude", *args, "--", *command).returncode == 0
+    with claude_on_the_stand_in(home, request.param, "Hello from the stand-in model.") as stub:
         yield stub
 
 

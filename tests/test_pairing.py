@@ -379,6 +379,40 @@ class EditorsTurn:
         )
 
 
+def an_editors_turn(
+    page: Page, text: str, agent: str = "", cwd: str = "/tmp", allow: bool = False
+) -> None:
+    """An editor's whole turn in a new session over the host's WebSocket (the controller's
+    token), `text` prompted of `agent` (the default: acpctl's); the permission it asks
+    allowed, with `allow`."""
+    token = cli("serve", "--show-token").stdout.strip()
+
+    async def turn() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(page.url(f"/acp/{agent}".rstrip("/")), headers=headers) as socket,
+        ):
+            editor = RawClient(socket)
+            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+            new = await editor.request(acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []})
+            prompt = {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": text}],
+            }
+            await editor.send(
+                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
+            )
+            if allow:
+                asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+                chosen = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+                await editor.send({"jsonrpc": "2.0", "id": asked["id"], "result": chosen})
+            ended = await editor.until(lambda m: m.get("id") == 7 and "result" in m, 120)
+            assert ended["result"]["stopReason"] == "end_turn", ended
+
+    run(turn())
+
+
 @contextmanager
 def paired_tab(
     page: Page, viewport: tuple[int, int], refused: bool = False, pair: tuple[str, ...] = ()
@@ -538,26 +572,8 @@ def test_the_agents_text_on_the_page_is_text(page: Page) -> None:
     from playwright.sync_api import sync_playwright
 
     address, _ = paired_address("--name", "reader")
-    token = cli("serve", "--show-token").stdout.strip()
     hostile = "title <img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
-
-    async def titled() -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(page.url("/acp"), headers=headers) as socket,
-        ):
-            editor = RawClient(socket)
-            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
-            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
-            prompt = {
-                "sessionId": new["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": hostile}],
-            }
-            answer = await editor.request(acp.SESSION_PROMPT, prompt)
-            assert answer["result"]["stopReason"] == "end_turn"
-
-    run(titled())
+    an_editors_turn(page, hostile)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         try:
@@ -582,33 +598,10 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
     with its diff. The page prompts, sets the agent's mode and options, and cancels. A
     dropped connection resumes by its cursor, or, refused, is made anew from the history:
     nothing lost, nothing twice."""
-    token = cli("serve", "--show-token").stdout.strip()
     hostile = (
         "think, plan and edit: **bold** <script>window.pwned=1</script> [x](javascript:alert(1))"
     )
-
-    async def editors_turn() -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(page.url("/acp"), headers=headers) as socket,
-        ):
-            editor = RawClient(socket)
-            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
-            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
-            prompt = {
-                "sessionId": new["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": hostile}],
-            }
-            await editor.send(
-                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
-            )
-            asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
-            allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
-            await editor.send({"jsonrpc": "2.0", "id": asked["id"], "result": allow})
-            await editor.until(lambda m: m.get("id") == 7 and "result" in m)
-
-    run(editors_turn())
+    an_editors_turn(page, hostile, allow=True)
     with paired_tab(page, (390, 844)) as tab:
         tab.wait_for_selector("#sessions li")
         tab.click("#sessions li")
@@ -676,26 +669,7 @@ def test_the_attack_corpus_runs_fetches_and_hides_nothing_on_the_page(page: Page
     text is hidden, no element of the agent's carries a handler."""
     from tests.attacks import ATTACKS
 
-    token = cli("serve", "--show-token").stdout.strip()
-    text = "\n\n".join(ATTACKS)
-
-    async def editors_turn() -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(page.url("/acp"), headers=headers) as socket,
-        ):
-            editor = RawClient(socket)
-            await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
-            new = await editor.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
-            prompt = {
-                "sessionId": new["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": text}],
-            }
-            answer = await editor.request(acp.SESSION_PROMPT, prompt)
-            assert answer["result"]["stopReason"] == "end_turn"
-
-    run(editors_turn())
+    an_editors_turn(page, "\n\n".join(ATTACKS))
     with paired_tab(page, (1280, 800)) as tab:
         requested: list[str] = []
         tab.on("request", lambda request: requested.append(request.url))
@@ -765,49 +739,16 @@ def test_the_page_with_claude_agent_acp_on_the_model_stand_in(
     """Issue 42: the page works with a real agent: claude-agent-acp (npm, pinned) on the
     model stand-in, through the host: an editor's turn, then the page shows its session,
     and prompts in it."""
-    from tests.model_stub import ModelStub
-    from tests.npm_agents import package_command
+    from tests.npm_agents import claude_on_the_stand_in
 
-    command = package_command("@agentclientprotocol/claude-agent-acp")
-    with ModelStub(default_reply="Hello from the **stand-in** model.") as stub:
-        claude_home = home / "claude-home"
-        claude_home.mkdir()
-        env = {
-            "ANTHROPIC_BASE_URL": stub.url,
-            "ANTHROPIC_API_KEY": "sk-test",
-            "IS_SANDBOX": "1",
-            "HOME": str(claude_home),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
-        pairs = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
-        assert cli("agents", "add", "claude", *pairs, "--", *command).returncode == 0
+    package, reply = "@agentclientprotocol/claude-agent-acp", "Hello from the **stand-in** model."
+    with claude_on_the_stand_in(home, package, reply) as stub:
         args = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
         with serving(monkeypatch, *args, until=LISTENING) as (_, found, _state):
             claude_page = Page(
                 found.group(1).decode().replace("ws://", "http://").removesuffix("/acp")
             )
-            token = cli("serve", "--show-token").stdout.strip()
-
-            async def editors_turn() -> None:
-                headers = {"Authorization": f"Bearer {token}"}
-                async with (
-                    aiohttp.ClientSession() as http,
-                    http.ws_connect(claude_page.url("/acp/claude"), headers=headers) as socket,
-                ):
-                    editor = RawClient(socket)
-                    await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
-                    new = await editor.request(
-                        acp.SESSION_NEW, {"cwd": str(home), "mcpServers": []}
-                    )
-                    session = new["result"]["sessionId"]
-                    prompt = {
-                        "sessionId": session,
-                        "prompt": [{"type": "text", "text": "Say hello"}],
-                    }
-                    answer = await asyncio.wait_for(editor.request(acp.SESSION_PROMPT, prompt), 120)
-                    assert answer["result"]["stopReason"] == "end_turn", answer
-
-            run(editors_turn())
+            an_editors_turn(claude_page, "Say hello", agent="claude", cwd=str(home))
             with paired_tab(claude_page, (390, 844)) as tab:
                 tab.wait_for_selector("#sessions li")
                 assert "claude" in tab.inner_text("#sessions")
