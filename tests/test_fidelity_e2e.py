@@ -340,3 +340,63 @@ def test_a_subagent_s_traffic_comes_through_and_is_kept(
     listed = json.loads(run_cli("sessions", "list", "--json").stdout)
     kept = next(s for s in listed if s["id"] == child)
     assert kept["subagentOf"] == parent and kept["title"] == "Helper"
+
+
+# == issue 43, 12: the smaller breaks, against the TypeScript SDK's agent ================
+
+
+@pytest.mark.npm
+def test_the_smaller_breaks_against_the_typescript_sdks_agent(home: Path) -> None:
+    """The TypeScript SDK's agent app (tests/npm/ts_server.mjs --stdio), which checks what
+    it is sent against its schema, behind `acpctl run --acp`: the commands said again after
+    the resume of an open session; the `archived` filter passed on as the schema has it (a
+    string) and acpctl's sessions placed by the agent's archive; a resume's and a delete's
+    own fields kept."""
+    from tests.npm_agents import NPM_DIR, install
+
+    install()
+    command = ("node", str(NPM_DIR / "ts_server.mjs"), "--stdio")
+    assert run_cli("agents", "add", "ts", "--", *command).returncode == 0
+    commands = "available_commands_update"
+
+    def told(messages: list[Any], session: str) -> int:
+        return sum(
+            1
+            for m in messages
+            if m.get("method") == "session/update"
+            and m["params"]["sessionId"] == session
+            and m["params"]["update"]["sessionUpdate"] == commands
+        )
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "ts") as editor:
+            session = await editor.session("/tmp")
+            await editor.wait_for(lambda m: told(editor.messages, session) == 1)
+            opened = {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
+            resumed = await editor.call("session/resume", opened)
+            assert "result" in resumed, resumed
+            await editor.wait_for(lambda m: told(editor.messages, session) == 2)
+            assert told(editor.messages[: editor.messages.index(resumed)], session) == 1
+
+            async def listed(archived: str | None) -> list[tuple[str, bool]]:
+                params = {} if archived is None else {"archived": archived}
+                answer = await editor.call("session/list", params)
+                return sorted((s["sessionId"], s["archived"]) for s in answer["result"]["sessions"])
+
+            assert await listed(None) == [(session, False)]
+            assert await listed("only") == [("ts-archived", True)]
+            archived = await editor.call("session/archive", {"sessionId": session})
+            assert archived["result"] == {}, archived
+            assert await listed(None) == []
+            assert await listed("only") == sorted([(session, True), ("ts-archived", True)])
+            assert await listed("include") == await listed("only")
+            refused = await editor.call("session/list", {"archived": "someday"})
+            assert refused["error"]["code"] == -32602, refused
+            closed = await editor.call("session/close", {"sessionId": session})
+            assert "result" in closed, closed
+            again = await editor.call("session/resume", opened)
+            assert again["result"]["_meta"]["ts/warm"] is True, again  # the agent's own
+            deleted = await editor.call("session/delete", {"sessionId": session})
+            assert deleted["result"] == {"_meta": {"ts/freed": 1}}, deleted
+
+    run(scenario())

@@ -695,7 +695,9 @@ def test_behind_nginx_a_restarted_proxy_resumes_on_the_host_its_cookie_names(
 def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str) -> None:
     """The TypeScript ACP SDK's own server (its experimental server and node adapters, on
     node's http server) with an SDK echo agent behind it, over WebSocket and Streamable
-    HTTP: a turn through the link, then a load, a resume and a fork."""
+    HTTP: a turn through the link, then a load, a resume and a fork; and through the link
+    (issue 43, 12), a resume's and a delete's own fields kept and the `archived` filter
+    passed on (behind `run --acp`: tests/test_fidelity_e2e.py)."""
     from tests.npm_agents import NPM_DIR, install
 
     install()
@@ -728,6 +730,15 @@ def test_an_independent_remote_the_typescript_sdk_server(home: Path, scheme: str
                 again = await client.call(acp_names.SESSION_PROMPT, prompt_of(fork, "there"))
                 assert again["result"]["stopReason"] == "end_turn", again
                 assert texts_of(updates_of(client.messages, fork)) == "ts: there"
+            async with editor("ts") as client:
+                await client.call(acp_names.INITIALIZE, {"protocolVersion": 1})
+                resumed = await client.call(acp_names.SESSION_RESUME, opening, timeout=15)
+                assert resumed["result"]["_meta"]["ts/warm"] is True, resumed  # the agent's
+                archived = await client.call(acp_names.SESSION_LIST, {"archived": "only"})
+                listed = archived["result"]["sessions"]
+                assert [s["sessionId"] for s in listed] == ["ts-archived"], listed
+                deleted = await client.call(acp_names.SESSION_DELETE, {"sessionId": fork})
+                assert deleted["result"] == {"_meta": {"ts/freed": 1}}, deleted
 
         asyncio.run(scenario())
         shell = run_cli("run", "--agent", "ts", "from the shell")  # acpctl run, too

@@ -965,27 +965,61 @@ def test_delete_returns_the_agents_result(tmp_path: Path) -> None:
     run(tmp_path, scenario, agent)
 
 
-def test_session_list_passes_the_archived_filter_on(tmp_path: Path) -> None:
-    """Issue 43, 12: the unstable `archived` filter was never passed on."""
-    agent = FakeAgent(capabilities={"sessionCapabilities": {"list": {}}})
+def test_session_list_takes_the_archived_filter_as_the_schema_has_it(tmp_path: Path) -> None:
+    """Issue 43, 12: the unstable `archived` filter was never passed on; then it was taken
+    as a boolean, which the schema (a string: exclude, include, only, or one to come) and
+    the TypeScript SDK's agents refuse. Archiving is the agent's state: its word places
+    acpctl's own sessions too, and each listed session says whether it is archived."""
+    agent = FakeAgent(capabilities={"sessionCapabilities": {"list": {}, "archive": {}}})
+    put_away = {"old-one", "agent-2"}  # one only the agent knows, and one of acpctl's
+
+    async def listed(params: Any) -> JsonObject:
+        wanted = params.get("archived", "exclude")
+        if wanted not in ("exclude", "include", "only"):
+            raise RpcError(acp.INVALID_PARAMS, "no such filter")
+        ids = [
+            sid
+            for sid in ("live-one", "old-one", "agent-1", "agent-2")
+            if wanted == "include" or (sid in put_away) == (wanted == "only")
+        ]
+        return {"sessions": [{"sessionId": s, "cwd": "/w", "archived": s in put_away} for s in ids]}
 
     async def scenario(h: Harness) -> None:
-        async def listed(params: Any) -> JsonObject:
-            archived = params.get("archived") is True
-            sid = "old-one" if archived else "live-one"
-            return {"sessions": [{"sessionId": sid, "cwd": "/w"}]}
-
         h.agent.handlers[acp.SESSION_LIST] = listed
-        await h.session()  # one of acpctl's own
-        plain = await h.result(acp.SESSION_LIST, {})
-        assert len(plain["sessions"]) == 2
-        archived = await h.result(acp.SESSION_LIST, {"archived": True})
-        assert [s["sessionId"] for s in archived["sessions"]] == ["old-one"]
-        assert (acp.SESSION_LIST, {"archived": True}) in h.agent.calls
-        bad = await h.request(acp.SESSION_LIST, {"archived": "yes"})
-        assert bad["error"]["code"] == acp.INVALID_PARAMS
+        kept, archived = await h.session(), await h.session()  # agent-1 and agent-2
+
+        async def shown(params: JsonObject) -> list[tuple[str, bool]]:
+            found = (await h.result(acp.SESSION_LIST, params))["sessions"]
+            return sorted((s["sessionId"], s["archived"]) for s in found)
+
+        assert await shown({}) == sorted([(kept, False), ("live-one", False)])
+        assert await shown({"archived": "exclude"}) == await shown({})
+        assert await shown({"archived": "only"}) == sorted([(archived, True), ("old-one", True)])
+        assert await shown({"archived": "include"}) == sorted(
+            [(kept, False), (archived, True), ("live-one", False), ("old-one", True)]
+        )
+        assert (acp.SESSION_LIST, {"archived": "only"}) in h.agent.calls
+        for refused in ("someday", True):
+            bad = await h.request(acp.SESSION_LIST, {"archived": refused})
+            assert bad["error"]["code"] == acp.INVALID_PARAMS
+            assert "exclude, include, only" in bad["error"]["message"]
 
     run(tmp_path, scenario, agent)
+
+
+def test_without_the_agents_archive_acpctl_archives_nothing(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        for wanted, ids in (
+            ({}, [sid]),
+            ({"archived": "include"}, [sid]),
+            ({"archived": "only"}, []),
+        ):
+            found = (await h.result(acp.SESSION_LIST, wanted))["sessions"]
+            assert [s["sessionId"] for s in found] == ids
+            assert all("archived" not in s for s in found)  # an agent that archives says it
+
+    run(tmp_path, scenario)
 
 
 def test_a_resume_keeps_the_fields_the_agent_added(tmp_path: Path) -> None:

@@ -239,11 +239,20 @@ def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[Se
     return [s.meta for s in SessionIndex(store).query(agent=agent, cwd=cwd) if s.problem is None]
 
 
-def list_page(stored: list[SessionMeta], theirs: list[JsonObject], cursor: Any) -> JsonObject:
+def list_page(
+    stored: list[SessionMeta],
+    theirs: list[JsonObject],
+    cursor: Any,
+    archived: set[str] | None = None,
+) -> JsonObject:
     """One page of session/list: acpctl's sessions and those only the agent knows, newest
-    first."""
+    first. `archived`: which of acpctl's the agent reports archived, when it archives (each
+    of them then says whether it is)."""
     offset = _decode_cursor(cursor)
-    infos = [_info(meta) for meta in stored] + theirs
+    infos = [_info(meta) for meta in stored]
+    if archived is not None:
+        infos = [{**info, "archived": info["sessionId"] in archived} for info in infos]
+    infos += theirs
     infos.sort(key=lambda info: str(info.get("updatedAt") or ""), reverse=True)
     result: JsonObject = {"sessions": infos[offset : offset + LIST_PAGE_SIZE]}
     if offset + LIST_PAGE_SIZE < len(infos):
