@@ -1152,3 +1152,33 @@ def test_what_the_agent_writes_after_a_result_reaches_the_editor_after_it(
         assert order == ["answer", "update"]
 
     run(tmp_path, scenario, agent)
+
+
+def test_set_title_is_kept_in_the_history_open_or_not(tmp_path: Path) -> None:
+    """session/set_title (unstable; the session need not be open): what the agent took is
+    the history's title too, for a session open here or one only in the store; what it
+    refused is not."""
+    agent = FakeAgent(capabilities={"sessionCapabilities": {"close": {}}})
+
+    async def scenario(h: Harness) -> None:
+        async def titled(params: Any) -> JsonObject:
+            if params["title"] == "refused":
+                raise RpcError(acp.INVALID_PARAMS, "no such title")
+            return {}
+
+        h.agent.handlers[acp.SESSION_SET_TITLE] = titled
+        sid = await h.session()
+        await h.result(acp.SESSION_SET_TITLE, {"sessionId": sid, "title": "Open one"})
+        await h.conn.recorder.committed()
+        assert h.store.read_meta(sid).title == "Open one"
+        await h.result(acp.SESSION_CLOSE, {"sessionId": sid})
+        await h.result(acp.SESSION_SET_TITLE, {"sessionId": sid, "title": "Closed one"})
+        assert h.store.read_meta(sid).title == "Closed one"
+        assert (acp.SESSION_SET_TITLE, {"sessionId": "agent-1", "title": "Closed one"}) in (
+            h.agent.calls
+        )  # under the agent's id
+        refused = await h.request(acp.SESSION_SET_TITLE, {"sessionId": sid, "title": "refused"})
+        assert "error" in refused
+        assert h.store.read_meta(sid).title == "Closed one"
+
+    run(tmp_path, scenario, agent)

@@ -16,6 +16,7 @@ id mapped when it names one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -319,11 +320,21 @@ class AcpServer:
         after its answer changes the state again."""
 
         def kept(response: JsonObject) -> None:
-            record = self.conn.sessions.get(params.get("sessionId"))
-            if record is None or "result" not in response:
+            if "result" not in response:
                 return
-            if method == acp.SESSION_SET_TITLE and isinstance(params.get("title"), str):
-                record.meta.title = params["title"]
+            session_id = params.get("sessionId")
+            record = self.conn.sessions.get(session_id)
+            title = params.get("title") if method == acp.SESSION_SET_TITLE else None
+            if record is None:
+                # set_title need not have the session open: the history takes it too.
+                if not (isinstance(session_id, str) and isinstance(title, str)):
+                    return
+                if self.conn.store.exists(session_id):
+                    with contextlib.suppress(OSError, CorruptSession):
+                        self.conn.store.retitle(session_id, title)
+                return
+            if isinstance(title, str):
+                record.meta.title = title
             else:
                 record.state.on_set(method, params, response["result"])
             self.conn.recorder.save(record)

@@ -662,6 +662,14 @@ class SessionStore:
             meta.name = name
             self.write_meta(meta)
 
+    def retitle(self, session_id: str, title: str) -> None:
+        """A session not open here given the title its agent took (session/set_title),
+        under the same lock."""
+        with self._locked(session_id):
+            meta = self.read_meta(session_id)
+            meta.title = title
+            self.write_meta(meta)
+
     @contextlib.contextmanager
     def _locked(self, session_id: str) -> Iterator[None]:
         fd = open_private(self.session_dir(session_id) / EVENTS_FILE, os.O_RDONLY | os.O_CREAT)
