@@ -128,6 +128,8 @@ HOST_SESSIONS = "_acpctl/sessions"
 # {"agents": [...], "projects": [...]}: what a new session may be started with: the agents
 # the history and the host know (the default first), the projects the history knows.
 HOST_PROJECTS = "_acpctl/projects"
+# {"devices": [{"name", "role", "paired", "lastSeen"}]}: the paired devices, asked by
+# `acpctl serve --devices` on the unix socket, and by the page on any agent's connection.
 HOST_DEVICES = "_acpctl/devices"
 HOST_REVOKE = "_acpctl/revoke"
 # The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new
@@ -174,8 +176,9 @@ HOST_STORE_META = "acpctl/store"  # and which store it records in (SessionStore.
 # header (a browser's WebSocket): what its stream/resume names
 CONNECTION_ID_META = "acpctl/connectionId"
 # and the role its token or device has there ("controller" or "observer"): a page shows
-# an observer no control it would be refused
+# an observer no control it would be refused; and the paired device's name, if it is one
 ROLE_META = "acpctl/role"
+DEVICE_META = "acpctl/device"
 # A load's replay as recorded, not joined and brought up to date (runner/served.py): what
 # acpctl's remote link asks for, to deduplicate a reload against what the editor has.
 REPLAY_META = "acpctl/replay"

@@ -113,8 +113,13 @@ def test_a_code_becomes_a_device_cookie_once_and_from_the_pages_origin_only(page
         credential = cookie.value
         async with device_socket(page, credential) as phone:
             assert phone.initialized["result"]["protocolVersion"] == 1
+            said = phone.initialized["result"]["_meta"]  # who it is, for the page
+            assert said[acp.DEVICE_META] == "phone" and said[acp.ROLE_META] == acp.CONTROLLER
             new = await phone.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             assert "result" in new, new  # a controller
+            paired = (await phone.request(acp.HOST_DEVICES, {}))["result"]["devices"]
+            assert [(d["name"], d["role"]) for d in paired] == [("phone", acp.CONTROLLER)]
+            assert set(paired[0]) == {"name", "role", "paired", "lastSeen"}  # no digest
         async with aiohttp.ClientSession() as http:
             headers = {"Cookie": f"{COOKIE}={credential}", "Origin": "http://evil.example"}
             async with http.get(page.url("/acp"), headers=headers) as other_site:
@@ -527,6 +532,9 @@ def test_an_observer_device_sees_what_waits_and_is_offered_nothing_to_do(
         turn.thread.start()
         assert turn.asked.wait(30)
         shows(tab, "#waiting", "This device watches only: it cannot answer.", timeout=15)
+        shows(tab, "#devices", "phone")
+        assert "this device" in tab.inner_text("#devices")
+        assert "observer · seen now" in tab.inner_text("#devices")
         assert tab.locator("#waiting button").count() == 0
         assert not tab.is_visible("#new-session")  # a controller would be offered it
         tab.click("#sessions li")

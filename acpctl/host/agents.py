@@ -21,6 +21,7 @@ from typing import Any
 
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
+from acpctl.host.devices import Devices
 from acpctl.host.notify import Notifier, waiting_summary
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client, tell
@@ -109,8 +110,10 @@ class AgentPool:
         exit_when_idle: bool,
         spare_s: float = 0.0,
         notifier: Notifier | None = None,
+        devices: Devices | None = None,
     ) -> None:
         self.store = store
+        self.devices = devices  # the paired devices, which a client may ask to see
         self.log = log
         self.notifier = notifier  # [serve] on_waiting, told of each agent's questions
         self.idle_s = idle_s  # 0: never stopped for idleness
@@ -169,6 +172,7 @@ class AgentPool:
             acp.HOST_WAITING: self.waiting,
             acp.HOST_SESSIONS: self.sessions,
             acp.HOST_PROJECTS: self.projects,
+            acp.HOST_DEVICES: self.paired_devices,
         }
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
@@ -232,6 +236,11 @@ class AgentPool:
             and session.meta.subagent_of is None  # reached through the session that ran it
         ]
         return {"sessions": listed + recent[:MAX_LISTED_RECENT]}
+
+    def paired_devices(self) -> JsonObject:
+        """HOST_DEVICES: the paired devices (name, role, paired, last seen), as `acpctl
+        serve --devices` lists them; never a credential's digest."""
+        return {"devices": self.devices.listed() if self.devices is not None else []}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())

@@ -149,6 +149,7 @@ class LogicalConnection:
         grace_s: Callable[[], float] = lambda: GRACE_S,
         turn_running: Callable[[str], bool] = lambda session: False,
         role: str = acp.CONTROLLER,
+        device: str | None = None,
     ) -> None:
         """`store`: the history the host records in, which holds what the connection
         need not keep itself (host/cursors.py). `grace_s`: how long it outlives its last
@@ -157,6 +158,7 @@ class LogicalConnection:
         self._turn_running = turn_running  # in a session, whoever's turn it is
         self.id = connection_id or uuid.uuid4().hex
         self.role = role  # what its caller's token or device allows, said at initialize
+        self.device = device  # the paired device it came from, said at initialize too
         self._inbox: asyncio.Queue[list[Message | BadLine] | None] = asyncio.Queue()
         self._sent = SentLog(store)
         self._store_identity = store.identity() if store is not None else None
@@ -248,7 +250,7 @@ class LogicalConnection:
                 msg_id = message.get("id")
                 key = jsonrpc.id_key(msg_id) if jsonrpc.is_id(msg_id) else None
                 if key is not None and self._methods.get(key) == acp.INITIALIZE:
-                    message = _resumable(message, self._store_identity, self.id, self.role)
+                    message = _resumable(message, self._store_identity, self)
                 if key is not None and key in self._captured:
                     self._methods.pop(key, None)
                     self._routes.pop(key, None)
@@ -467,10 +469,10 @@ def _decoded(line: bytes) -> Any:
 
 
 def _resumable(
-    answer: dict[str, Any], store: str | None, connection_id: str, role: str
+    answer: dict[str, Any], store: str | None, connection: LogicalConnection
 ) -> dict[str, Any]:
     """The initialize answer with what the resumable-delivery draft has servers advertise,
-    and which acpctl serves it, with which store, on which connection, in which role."""
+    and which acpctl serves it, with which store, on which connection, for whom."""
     result = answer.get("result")
     if not isinstance(result, dict):
         return answer
@@ -484,9 +486,11 @@ def _resumable(
     ours = {
         acp.HOST_VERSION_META: __version__,
         acp.HOST_STORE_META: store,
-        acp.CONNECTION_ID_META: connection_id,
-        acp.ROLE_META: role,
+        acp.CONNECTION_ID_META: connection.id,
+        acp.ROLE_META: connection.role,
     }
+    if connection.device is not None:
+        ours[acp.DEVICE_META] = connection.device
     meta = result.get("_meta")
     meta = {**meta, **ours} if isinstance(meta, dict) else ours
     return {**answer, "result": {**result, "capabilities": capabilities, "_meta": meta}}

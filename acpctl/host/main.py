@@ -241,8 +241,15 @@ def _stop_running_host(directory: Path) -> None:
 async def _serve(options: HostOptions) -> None:
     log, log_path = open_log("serve", "acpctl.serve")
     notifier = Notifier(config.load().serve, log)
+    devices = Devices()
     pool = AgentPool(
-        SessionStore(), log, options.idle_s, options.exit_when_idle, options.spare_s, notifier
+        SessionStore(),
+        log,
+        options.idle_s,
+        options.exit_when_idle,
+        options.spare_s,
+        notifier,
+        devices,
     )
     runners: list[web.AppRunner] = []
     servers: list[asyncio.AbstractServer] = []
@@ -251,7 +258,7 @@ async def _serve(options: HostOptions) -> None:
     created_socket = False
     try:
         listening: list[JsonObject] = []  # what serve --status and doctor show
-        tcp = TcpDoor(pool, log, Devices())
+        tcp = TcpDoor(pool, log, devices)
         servers.append(await unix.listen(socket_path, pool, log, listening, tcp.controls()))
         created_socket = True
         log.info("session host: listening on %s (log %s)", socket_path, log_path)

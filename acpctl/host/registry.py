@@ -70,6 +70,7 @@ class Connections:
             grace_s=self._grace_s,
             turn_running=lambda session: any(r.id == session for r in turns.running.values()),
             role=caller.role,
+            device=caller.device,
         )
         self.by_id[connection.id] = (connection, caller)
         client = Client(

@@ -31,6 +31,7 @@ class Connection {
     // resumable delivery): the connection's id, and the last message's cursor.
     this.connectionId = null;
     this.role = null; // as the host says at initialize
+    this.device = null; // the paired device it is, as the host says at initialize
     this.cursor = null;
     this.gone = false; // given up on (its resume refused): its socket's end means nothing
   }
@@ -119,6 +120,7 @@ class Connection {
     const meta = answer._meta || {};
     this.connectionId = meta["acpctl/connectionId"] || null;
     this.role = meta["acpctl/role"] || "controller";
+    this.device = meta["acpctl/device"] || null;
     return answer;
   }
 }
@@ -711,6 +713,7 @@ function leaveSession() {
   document.getElementById("session-view").hidden = true;
   document.getElementById("overview").hidden = false;
   refresh();
+  showDevices().catch(() => {});
 }
 
 async function sendPrompt(event) {
@@ -780,6 +783,21 @@ async function refresh() {
   }
 }
 
+// The paired devices, this one marked; pairing and revoking are the host's terminal's.
+async function showDevices() {
+  const known = await page.main.request("_acpctl/devices", {});
+  const list = document.getElementById("devices");
+  list.replaceChildren(...known.devices.map((device) => {
+    const card = element("li");
+    const title = element("div", "", device.name);
+    if (device.name === page.main.device) title.append(element("span", "state idle", "this device"));
+    card.append(title);
+    const seen = device.lastSeen ? `seen ${age(new Date(device.lastSeen * 1000).toISOString())}` : "";
+    card.append(element("div", "where", [device.role, seen].filter(Boolean).join(" · ")));
+    return card;
+  }));
+}
+
 // A new session: an agent, in a project the history knows.
 async function offerNewSession() {
   const known = await page.main.request("_acpctl/projects", {});
@@ -831,6 +849,7 @@ async function start() {
   say("");
   await refresh();
   await offerNewSession().catch(() => {});
+  await showDevices().catch(() => {});
   const addressed = view.entry ? null : sessionFromAddress();
   if (addressed) {
     openSession(addressed).catch((error) => {
