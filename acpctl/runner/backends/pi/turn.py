@@ -3,6 +3,7 @@ the turn ends when pi says it is neither streaming nor compacting."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -55,8 +56,9 @@ class Turn:
         if images:
             fields["images"] = images
         await self.child.command("prompt", **fields)
+        backlog: collections.deque[Any] = collections.deque()
         while True:
-            event = await events.get()
+            event = backlog.popleft() if backlog else await events.get()
             if event is EXITED:
                 said, data = signatures.explained(
                     f"pi exited with status {self.child.exit_code} during the prompt",
@@ -66,15 +68,21 @@ class Turn:
                     acp.INTERNAL_ERROR, said, {"exitStatus": self.child.exit_code, **data}
                 )
             kind = event.get("type")
-            if kind == "agent_end" and await self._settled():
-                break
+            if kind == "agent_end":
+                idle = await self._idle()
+                # What pi wrote before that answer: a run it starts again (a compaction and
+                # its retry can both be over by the time pi answers) keeps the turn going.
+                while not events.empty():
+                    backlog.append(events.get_nowait())
+                if idle and not any(_restarts(later) for later in backlog):
+                    break
             handler = self.handlers.get(kind)
             if handler is not None:
                 handler(event)
 
-    async def _settled(self) -> bool:
+    async def _idle(self) -> bool:
         """Retries and compaction can end a run and start another: the turn is over when
-        pi says it is neither streaming nor compacting."""
+        pi says it is neither streaming nor compacting, and has started nothing since."""
         try:
             state = await self.child.command("get_state")
         except RpcError:
@@ -167,3 +175,12 @@ _CHUNK_KINDS = {"text": acp.AGENT_MESSAGE_CHUNK, "thinking": acp.AGENT_THOUGHT_C
 def _role(event: JsonObject) -> Any:
     message = event.get("message")
     return message.get("role") if isinstance(message, dict) else None
+
+
+# pi's events that begin another run of the same turn (pi's agent-session.js: a retry
+# after a retryable error, a compaction after a context overflow, then the run again).
+_RESTARTING = frozenset({"agent_start", "auto_retry_start", "compaction_start"})
+
+
+def _restarts(event: Any) -> bool:
+    return isinstance(event, dict) and event.get("type") in _RESTARTING
