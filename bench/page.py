@@ -26,6 +26,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,9 @@ def acpctl(*args: str) -> str:
     ).stdout
 
 
-async def made_session(url: str, token: str) -> str:
-    """A session of TURNS turns at the host, by a WebSocket editor."""
+@asynccontextmanager
+async def editor_in_a_new_session(url: str, token: str) -> AsyncIterator[tuple[Editor, str]]:
+    """A WebSocket editor with the token, initialized, and the session it made."""
     import aiohttp
 
     async with (
@@ -55,7 +58,12 @@ async def made_session(url: str, token: str) -> str:
         editor = Editor(socket)
         await editor.call("initialize", {"protocolVersion": 1})
         new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
-        session = str(new["result"]["sessionId"])
+        yield editor, str(new["result"]["sessionId"])
+
+
+async def made_session(url: str, token: str) -> str:
+    """A session of TURNS turns at the host, by a WebSocket editor."""
+    async with editor_in_a_new_session(url, token) as (editor, session):
         for _ in range(TURNS):
             prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "think, plan"}]}
             await editor.call("session/prompt", prompt)
@@ -138,23 +146,12 @@ ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow"}}
 def page_answer(browser: Any, base: str, url: str, token: str, cookies: list[Any]) -> float:
     """The page's answer to the permission an editor's turn waits on: from the click to the
     editor's tool call update."""
-    import aiohttp
-
     asked, updated = threading.Event(), threading.Event()
     clock: dict[str, float] = {}
 
     async def editor_side() -> None:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(url, headers={"Authorization": f"Bearer {token}"}) as socket,
-        ):
-            editor = Editor(socket)
-            await editor.call("initialize", {"protocolVersion": 1})
-            new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
-            prompt = {
-                "sessionId": new["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": "edit"}],
-            }
+        async with editor_in_a_new_session(url, token) as (editor, session):
+            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]}
             await editor.send({"id": 99, "method": "session/prompt", "params": prompt})
             while (await editor.receive()).get("method") != "session/request_permission":
                 pass

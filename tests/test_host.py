@@ -151,6 +151,13 @@ class RawClient:
         decoded: dict[str, Any] = json.loads(frame.data)
         return decoded
 
+    async def send_prompt(self, session: str, text: str, msg_id: int = 7) -> None:
+        """A prompt of `text` in `session`, sent: its answer is awaited apart (by `msg_id`)."""
+        prompt = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+        await self.send(
+            {"jsonrpc": "2.0", "id": msg_id, "method": acp_names.SESSION_PROMPT, "params": prompt}
+        )
+
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self._next_id += 1
         msg_id = self._next_id
@@ -347,14 +354,7 @@ def test_the_host_says_what_waits_and_which_sessions_are_live(host: Host) -> Non
                 ("demo", session, "idle", True, "/tmp"),
                 ("codex", "earlier", "idle", False, "/srv/app"),  # a subagent's is left out
             ]
-            await editor.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 7,
-                    "method": acp_names.SESSION_PROMPT,
-                    "params": {"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]},
-                }
-            )
+            await editor.send_prompt(session, "edit")
             asked = await editor.until(lambda m: m.get("method") == acp_names.REQUEST_PERMISSION)
             waiting = (await watcher.request(acp_names.HOST_WAITING, {}))["result"]["waiting"]
             assert [(w["agent"], w["sessionId"], w["kind"], w["asked"]) for w in waiting] == [
@@ -1225,18 +1225,25 @@ def self_signed(directory: Path, name: str = "", days: int = 1) -> tuple[Path, P
     return cert, key
 
 
+@contextmanager
+def serving_tls(monkeypatch: pytest.MonkeyPatch, directory: Path) -> Iterator[tuple[str, Path]]:
+    """`acpctl serve` listening with TLS (a self-signed certificate for 127.0.0.1, made by
+    openssl in `directory`): its wss:// address, and the certificate to trust."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = self_signed(directory)
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
+    with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
+        yield found.group(1).decode(), cert
+
+
 def test_tls_on_the_listener(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """--tls-cert/--tls-key: the listener speaks wss only (a self-signed certificate for
     127.0.0.1, made by openssl, trusted by the client)."""
     import ssl
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = self_signed(tmp_path)
-    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
-    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
-    with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
-        url = found.group(1).decode()
+    with serving_tls(monkeypatch, tmp_path) as (url, cert):
         token = cli("serve", "--show-token").stdout.strip()
         trusted = ssl.create_default_context(cafile=str(cert))
 

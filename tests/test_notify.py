@@ -52,14 +52,7 @@ def test_a_question_left_waiting_runs_the_notifier_with_a_summary(
             await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
             new = await editor.request(acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []})
             session = new["result"]["sessionId"]
-            await editor.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 7,
-                    "method": acp.SESSION_PROMPT,
-                    "params": {"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]},
-                }
-            )
+            await editor.send_prompt(session, "edit")
             asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
             deadline = time.monotonic() + 10
             while not told.exists() and time.monotonic() < deadline:
@@ -98,13 +91,7 @@ def test_a_question_answered_in_time_runs_nothing_and_a_hung_notifier_is_ended(
         async with unix_client() as editor:
             await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
             new = await editor.request(acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []})
-            params = {
-                "sessionId": new["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": text}],
-            }
-            await editor.send(
-                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": params}
-            )
+            await editor.send_prompt(new["result"]["sessionId"], text)
             asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
             if answer_after is not None:
                 await asyncio.sleep(answer_after)

@@ -364,9 +364,7 @@ async def _editors_turn_asks(terminal: Any, session: str, answer_here: bool) -> 
     async with unix_client("demo") as editor:
         await editor.request("initialize", {"protocolVersion": 1})
         await editor.request("session/attach", {"sessionId": session, "historyPolicy": "none"})
-        blocks = [{"type": "text", "text": "edit"}]
-        params = {"sessionId": session, "prompt": blocks}
-        await editor.send({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": params})
+        await editor.send_prompt(session, "edit")
         asked = await editor.until(lambda m: m.get("method") == "session/request_permission")
         await asyncio.to_thread(terminal.until, b"choice> ")
         if answer_here:

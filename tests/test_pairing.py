@@ -226,18 +226,12 @@ def test_under_tls_the_cookie_is_secure_and_host_prefixed(
 ) -> None:
     """The page over TLS (the host's own certificate here; a proxy's works alike, docs/
     web.md): the address printed is https, and the cookie is Secure, named __Host-."""
-    import re
     import ssl
 
-    from tests.test_host import self_signed
+    from tests.test_host import serving_tls
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = self_signed(tmp_path)
-    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
-    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
-    with serving(monkeypatch, "--listen", "127.0.0.1:0", *tls, until=wss) as (_, found, _):
-        base = found.group(1).decode().replace("wss://", "https://").removesuffix("/acp")
+    with serving_tls(monkeypatch, tmp_path) as (url, cert):
+        base = url.replace("wss://", "https://").removesuffix("/acp")
         address, code = paired_address("--name", "secure")
         assert address.startswith(base + "/pair#")
         trusted = ssl.create_default_context(cafile=str(cert))
@@ -401,13 +395,7 @@ def an_editors_turn(
             editor = RawClient(socket)
             await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
             new = await editor.request(acp.SESSION_NEW, {"cwd": cwd, "mcpServers": []})
-            prompt = {
-                "sessionId": new["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": text}],
-            }
-            await editor.send(
-                {"jsonrpc": "2.0", "id": 7, "method": acp.SESSION_PROMPT, "params": prompt}
-            )
+            await editor.send_prompt(new["result"]["sessionId"], text)
             if allow:
                 asked = await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
                 chosen = {"outcome": {"outcome": "selected", "optionId": "allow"}}

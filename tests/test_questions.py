@@ -69,6 +69,23 @@ async def three_clients(h: Harness) -> tuple[str, Harness, Harness]:
     return sid, phone, watcher
 
 
+async def permission_answered_by(h: Harness, client: Harness) -> None:
+    """The agent asks a permission in agent-1; `client` answers "ok", which reaches it."""
+    asked = h.agent.ask(
+        acp.REQUEST_PERMISSION,
+        {
+            "sessionId": "agent-1",
+            "toolCall": {"toolCallId": "t1"},
+            "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+        },
+    )
+    request = await client.editor.request(acp.REQUEST_PERMISSION)
+    client.send(
+        jsonrpc.result(request["id"], {"outcome": {"outcome": "selected", "optionId": "ok"}})
+    )
+    await asked
+
+
 def recorded(h: Harness, session_id: str, *kinds: str) -> list[dict[str, Any]]:
     h.conn.recorder.batch_end()
     return [e for e in h.store.iter_events(session_id) if e.get("type") in kinds]
@@ -407,19 +424,7 @@ def test_a_client_id_is_echoed_wherever_the_client_is_named(tmp_path: Path) -> N
         assert {"name": "laptop", "clientId": "laptop-7", "role": acp.CONTROLLER} in attached[
             "connectedClients"
         ]
-        asked = h.agent.ask(
-            acp.REQUEST_PERMISSION,
-            {
-                "sessionId": "agent-1",
-                "toolCall": {"toolCallId": "t1"},
-                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
-            },
-        )
-        request = await phone.editor.request(acp.REQUEST_PERMISSION)
-        phone.send(
-            jsonrpc.result(request["id"], {"outcome": {"outcome": "selected", "optionId": "ok"}})
-        )
-        await asked
+        await permission_answered_by(h, phone)
         watcher = h.another()
         await initialized(watcher, "watcher")
         await watcher.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
@@ -504,19 +509,7 @@ def test_an_answer_from_a_paired_device_is_recorded_with_the_devices_name(
     async def scenario(h: Harness) -> None:
         sid, phone, _ = await three_clients(h)
         phone.client.device = "Ada's phone"
-        asked = h.agent.ask(
-            acp.REQUEST_PERMISSION,
-            {
-                "sessionId": "agent-1",
-                "toolCall": {"toolCallId": "t1"},
-                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
-            },
-        )
-        request = await phone.editor.request(acp.REQUEST_PERMISSION)
-        phone.send(
-            jsonrpc.result(request["id"], {"outcome": {"outcome": "selected", "optionId": "ok"}})
-        )
-        await asked
+        await permission_answered_by(h, phone)
         (outcome,) = recorded(h, sid, "permission_outcome")
         assert outcome["resolvedBy"]["device"] == "Ada's phone"
         assert answer_of(outcome) == "ok, by Ada's phone (a paired device)"
