@@ -244,10 +244,14 @@ class SessionLifecycle:
             after = params.get("afterMessageId")
             if not isinstance(after, str):
                 raise RpcError(acp.INVALID_PARAMS, "after_message takes afterMessageId, a string")
-            wanted = served.Wanted(after_message=after, answers=client.wants_recorded)
-            if self.conn.store.exists(wire_session_id(params.get("sessionId"))):
+            session_id = wire_session_id(params.get("sessionId"))
+            skip = 0  # a session neither open nor stored: _join says it is not found
+            if self.conn.sessions.get(session_id) is not None or self.conn.store.exists(session_id):
                 self.conn.recorder.batch_end()  # a live session's newest updates too
-                served.check_message(self.conn.store, str(params["sessionId"]), after)
+                skip = served.through_message(
+                    self.conn.store, session_id, after, client.wants_recorded
+                )
+            wanted = served.Wanted(answers=client.wants_recorded, skip=skip)
         elif policy == "full":
             wanted = self._wanted(client, params)
         info = params.get("clientInfo")

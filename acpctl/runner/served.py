@@ -24,12 +24,12 @@ REPLAY_DRAIN_EVERY = 512
 class Wanted:
     """What a client asked of a replay. `as_recorded`: every stored update as it came, else
     as the agent would replay them (_replayed); `answers`: the person's recorded answers
-    too, in their place (acp.RECORDED_NOTE); `after_message`: only what follows the message
-    with that id (attach's historyPolicy after_message)."""
+    too, in their place (acp.RECORDED_NOTE); `skip`: how many stored items the client has
+    (attach's historyPolicy after_message: through_message)."""
 
     as_recorded: bool = False
     answers: bool = False
-    after_message: str | None = None
+    skip: int = 0
 
 
 async def replay(store: SessionStore, session_id: str, out: Channel, wanted: Wanted) -> int:
@@ -54,24 +54,21 @@ def replay_now(store: SessionStore, session_id: str, out: Channel, wanted: Wante
 
 
 def _items(store: SessionStore, session_id: str, wanted: Wanted) -> _Counted:
-    events = acp.RECORDED_EVENTS if wanted.answers else frozenset()
-    skip = 0
-    if wanted.after_message is not None:
-        skip = _through_message(store.replay_items(session_id, events), wanted.after_message)
-    return _Counted(store.replay_items(session_id, events), skip)
+    return _Counted(store.replay_items(session_id, _events(wanted.answers)), wanted.skip)
 
 
-def check_message(store: SessionStore, session_id: str, message_id: str) -> None:
-    """RpcError unless the session's history has the message `message_id`."""
-    _through_message(store.replay_items(session_id), message_id)
+def _events(answers: bool) -> frozenset[str]:
+    """The stored events a replay reads besides the updates: the recorded answers."""
+    return acp.RECORDED_EVENTS if answers else frozenset()
 
 
-def _through_message(items: Iterator[Item], message_id: str) -> int:
-    """How many of `items` go up to and including the last chunk of the message
-    `message_id`; RpcError when the history has no such message (the client's copy is not
-    this session's: it must ask for the full history)."""
+def through_message(store: SessionStore, session_id: str, message_id: str, answers: bool) -> int:
+    """How many stored items (`answers`: the recorded answers counted too, as a replay
+    that sends them reads them) go up to and including the last chunk of the message
+    `message_id`: Wanted.skip. RpcError when the history has no such message (the
+    client's copy is not this session's: it must ask for the full history)."""
     last = None
-    for index, (update, _, _) in enumerate(items):
+    for index, (update, _, _) in enumerate(store.replay_items(session_id, _events(answers))):
         if update is not None and update.get("messageId") == message_id:
             last = index
     if last is None:
