@@ -9,6 +9,7 @@ const REFRESH_MS = 2000;
 const PERMISSION = "session/request_permission";
 const ELICITATION = "elicitation/create";
 const CANCEL_REQUEST = "$/cancel_request";
+const CLIENT_INFO = { name: "acpctl page", version: "1" };
 
 function element(tag, className, text) {
   const made = document.createElement(tag);
@@ -109,7 +110,7 @@ class Connection {
   async initialize() {
     const answer = await this.request("initialize", {
       protocolVersion: 1,
-      clientInfo: { name: "acpctl page", version: "1" },
+      clientInfo: CLIENT_INFO,
       // It answers an elicitation's form and shows its address; it reads no file and
       // runs no terminal (an editor does). A replay brings it who answered what.
       clientCapabilities: {
@@ -190,7 +191,7 @@ async function join(entry) {
   const attached = await known.connection.request("session/attach", {
     sessionId: entry.sessionId,
     historyPolicy: "none",
-    clientInfo: { name: "acpctl page", version: "1" },
+    clientInfo: CLIENT_INFO,
   });
   page.role.set(entry.sessionId, attached.role);
 }
@@ -206,6 +207,13 @@ function answer(session, result) {
   }
   render();
   setTimeout(refresh, 300);
+}
+
+// How the person answers what the agent asked: the permission's options, or the question.
+function answering(session, request) {
+  return request.method === PERMISSION
+    ? choices(session, request.params.options)
+    : question(session, request.params);
 }
 
 function choices(session, options) {
@@ -374,9 +382,9 @@ function render() {
     const asked = page.asked.get(entry.sessionId);
     if (asked && asked.request.method === PERMISSION) {
       card.append(wanted(asked.request.params.toolCall || {}));
-      card.append(choices(entry.sessionId, asked.request.params.options));
-    } else if (asked) {
-      card.append(question(entry.sessionId, asked.request.params));
+    }
+    if (asked) {
+      card.append(answering(entry.sessionId, asked.request));
     } else if (page.role.get(entry.sessionId) === "observer") {
       card.append(element("div", "muted", "This device watches only: it cannot answer."));
     }
@@ -642,7 +650,7 @@ async function joinView() {
   const attached = await connection.request("session/attach", {
     sessionId: entry.sessionId,
     historyPolicy: "full",
-    clientInfo: { name: "acpctl page", version: "1" },
+    clientInfo: CLIENT_INFO,
   });
   page.role.set(entry.sessionId, attached.role);
   const watching = attached.role === "observer";
@@ -759,11 +767,7 @@ function renderAskedInView() {
   const params = asked.request.params;
   const tool = params.toolCall || {};
   holder.append(element("div", "asked", params.message || tool.title || "The agent asks"));
-  holder.append(
-    asked.request.method === PERMISSION
-      ? choices(view.entry.sessionId, asked.request.params.options)
-      : question(view.entry.sessionId, asked.request.params),
-  );
+  holder.append(answering(view.entry.sessionId, asked.request));
   document.getElementById("transcript").after(holder);
 }
 
