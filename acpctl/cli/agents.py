@@ -516,15 +516,9 @@ def _say_versions(name: str) -> None:
     cfg = config.load()
     agent = discovery.resolve(cfg, name)
     assert agent.argv is not None
-    argv, env, confine = agent.argv, agent.env, confinement(cfg, agent)
-
-    async def both() -> tuple[probe.ProbeResult, probe.ProbeResult]:
-        return await asyncio.gather(
-            probe.probe_acp(argv, env, PROBE_TIMEOUT_S, confine),
-            probe.probe_v2(argv, env, PROBE_TIMEOUT_S, confine),
-        )
-
-    v1, v2 = asyncio.run(both())
+    v1, v2 = asyncio.run(
+        probe.probe_versions(agent.argv, agent.env, PROBE_TIMEOUT_S, confinement(cfg, agent))
+    )
     spoken = probe.speaks(v1, v2)
     if spoken is None:
         typer.echo(f"acpctl: warning: {name} did not answer initialize: {v1.error}", err=True)

@@ -190,6 +190,16 @@ async def probe_v2(
     )
 
 
+async def probe_versions(
+    argv: list[str], env: dict[str, str], timeout: float, confine: Confinement | None = None
+) -> tuple[ProbeResult, ProbeResult]:
+    """The agent started twice at once, asked for ACP v1 and for v2: for speaks()."""
+    v1, v2 = await asyncio.gather(
+        probe_acp(argv, env, timeout, confine), probe_v2(argv, env, timeout, confine)
+    )
+    return v1, v2
+
+
 def speaks(v1: ProbeResult, v2: ProbeResult) -> str | None:
     """The ACP versions an agent speaks, from its answers to a v1 and a v2 initialize; None
     when neither answer says (the agent failed otherwise)."""

@@ -245,11 +245,7 @@ async def _probe_all(
         confine = confinement(cfg, agent)
         if agent.kind == "pi-rpc":  # started as the backend starts it: in RPC mode
             return await probe.probe_pi_rpc(rpc_argv(agent.argv), agent.env, timeout, confine), None
-        v1, v2 = await asyncio.gather(
-            probe.probe_acp(agent.argv, agent.env, timeout, confine),
-            probe.probe_v2(agent.argv, agent.env, timeout, confine),
-        )
-        return v1, v2
+        return await probe.probe_versions(agent.argv, agent.env, timeout, confine)
 
     return await asyncio.gather(*map(both, agents), return_exceptions=True)
 
