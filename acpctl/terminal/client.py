@@ -37,9 +37,9 @@ from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
 from acpctl.terminal.host import ClientHost
 from acpctl.terminal.questions import ask_on_terminal, elicit_on_terminal
-from acpctl.terminal.render import RENDERERS, Renderer, status
+from acpctl.terminal.render import RENDERERS, Renderer, answered_by, status
 from acpctl.terminal.screen import printable
-from acpctl.terminal.transcript import answered_by, recorded_lines
+from acpctl.terminal.transcript import recorded_lines
 from acpctl.terminal.typed import typed_lines
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TIMEOUT, EXIT_REFUSAL, EXIT_DENIED = 0, 1, 2, 3, 4, 5

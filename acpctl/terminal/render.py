@@ -103,6 +103,14 @@ def status(message: str) -> Iterator[None]:
         yield
 
 
+def answered_by(resolved_by: Any) -> str:
+    """ ", by WHO" of an answer's resolvedBy: a paired device by its name, any other
+    client by its clientInfo's ("" when it says none)."""
+    who = resolved_by if isinstance(resolved_by, dict) else {}
+    by = f"{who['device']} (a paired device)" if who.get("device") else who.get("name")
+    return f", by {by}" if by else ""
+
+
 Lines = Iterator[tuple[str, str | None]]  # (text, style)
 
 
@@ -221,10 +229,9 @@ class Renderer:
                 self.write("\n")
             self.last_kind = None
         elif kind == acp.PERMISSION_RESOLVED:  # another client answered, in a shared session
-            by = update.get("resolvedBy")
-            name = by.get("name") if isinstance(by, dict) else None
             chosen = update.get("chosenOptionId") or "cancelled"
-            self.notice(printable(f"  permission answered: {chosen}, by {name}"))
+            by = answered_by(update.get("resolvedBy"))
+            self.notice(printable(f"  permission answered: {chosen}{by}"))
         elif kind == acp.USER_MESSAGE_CHUNK:
             if self.last_kind == kind:
                 self.write("\n")  # one line per content block of the prompt

@@ -7,7 +7,14 @@ from typing import Any, TextIO
 
 from acpctl import protocol as acp
 from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
-from acpctl.terminal.render import DIM, YELLOW, Renderer, content_text, diff_lines
+from acpctl.terminal.render import (
+    DIM,
+    YELLOW,
+    Renderer,
+    answered_by,
+    content_text,
+    diff_lines,
+)
 from acpctl.terminal.screen import printable
 from acpctl.terminal.status_line import context_fill
 
@@ -85,14 +92,6 @@ def answer_of(event: dict[str, Any]) -> str:
         if content:
             answer += " (" + ", ".join(f"{k}={v!r}" for k, v in content.items()) + ")"
     return answer + answered_by(event.get("resolvedBy"))
-
-
-def answered_by(resolved_by: Any) -> str:
-    """ ", by WHO" of an answer's resolvedBy: a paired device by its name, any other
-    client by its clientInfo's ("" when it says none)."""
-    who = _dict(resolved_by)
-    by = f"{who['device']} (a paired device)" if who.get("device") else who.get("name")
-    return f", by {by}" if by else ""
 
 
 def _dict(value: Any) -> dict[str, Any]:
