@@ -17,9 +17,11 @@ Layout:
     host = true                     # this agent through the host (overrides the default)
     sandbox = true                  # in a sandbox (docs/sandbox.md; overrides the default)
     sandbox_roots = ["~/shared"]    # more it may write, beside the project it starts for
+                                    # (a remote client's sessions: these alone)
     sandbox_writable = []           # more state directories (the catalog names its own)
     sandbox_hidden = []             # more paths it may not read
     sandbox_network = false         # no network (default: on)
+    sandbox_env = ["AWS_PROFILE"]   # more variables it gets (FOO_*: a prefix)
 
     [agents.codex]                  # a catalog agent's settings alone: no command
     sandbox = true
@@ -30,6 +32,7 @@ Layout:
     writable = []
     hidden = []
     network = true
+    env = []
 
     [agents.devbox]                 # a remote agent, by URL (docs/remote.md)
     url = "wss://devbox:8765/acp/claude"
@@ -409,7 +412,15 @@ def _serve_settings(path: Path, table: Any) -> ServeSettings:
 
 
 SETTINGS_KEYS = frozenset(
-    {"host", "sandbox", "sandbox_roots", "sandbox_writable", "sandbox_hidden", "sandbox_network"}
+    {
+        "host",
+        "sandbox",
+        "sandbox_roots",
+        "sandbox_writable",
+        "sandbox_hidden",
+        "sandbox_network",
+        "sandbox_env",
+    }
 )
 
 
@@ -428,10 +439,22 @@ def _sandbox_settings(
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise _fail(path, f"{where}{prefix}{key} must be a list of directories")
         lists[key] = (*getattr(base, key), *value)
+    env = table.get(prefix + "env", [])
+    if not isinstance(env, list) or not all(
+        isinstance(v, str) and _ENV_NAME.fullmatch(v) for v in env
+    ):
+        raise _fail(
+            path, f"{where}{prefix}env must be a list of variable names (FOO, or FOO_* a prefix)"
+        )
     network = table.get(prefix + "network", base.network)
     if not isinstance(network, bool):
         raise _fail(path, f"{where}{prefix}network must be true or false")
-    return SandboxSettings(lists["roots"], lists["writable"], lists["hidden"], network)
+    return SandboxSettings(
+        lists["roots"], lists["writable"], lists["hidden"], network, (*base.env, *env)
+    )
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
 
 
 def _flag(path: Path, table: dict[str, Any], key: str, where: str = "") -> bool:

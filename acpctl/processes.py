@@ -27,6 +27,23 @@ RUN_STATE_VARIABLE = "ACPCTL_RUN_STATE"
 TERMINATE_GRACE_S = 2.0
 
 
+class WholeEnvironment(dict[str, str]):
+    """A child's whole environment, not additions to acpctl's own: a sandboxed agent's,
+    built by allow-list (sandbox.launch), which nothing of acpctl's may widen."""
+
+
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """What a child started with `env` gets: acpctl's own environment with `env` over it,
+    or `env` alone when it is whole; and acpctl's marks."""
+    inherited = {} if isinstance(env, WholeEnvironment) else os.environ
+    return {
+        **inherited,
+        **env,
+        RUN_PID_VARIABLE: str(os.getpid()),
+        RUN_STATE_VARIABLE: paths.state_dir_name(),
+    }
+
+
 def spawn(
     argv: list[str],
     env: dict[str, str],
@@ -39,12 +56,7 @@ def spawn(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={
-            **os.environ,
-            **env,
-            RUN_PID_VARIABLE: str(os.getpid()),
-            RUN_STATE_VARIABLE: paths.state_dir_name(),
-        },
+        env=environment(env),
         cwd=cwd,
         start_new_session=True,
         bufsize=0,

@@ -8,6 +8,11 @@ as arguments. acpctl builds those arguments here and writes no namespace code of
 Where bwrap is missing or cannot start (no user namespaces), a sandboxed agent does not
 start: SandboxUnavailable says why and what fixes it. The policy is fixed when the agent
 starts (bind mounts are), so a session outside its roots is refused, never run unconfined.
+
+Nothing the agent asks for reaches a process acpctl starts outside the sandbox: the engine is
+run by the absolute path found once, in an environment built here (an allow-list, with no
+loader variable), and what the agent asks for (a terminal's env) is set by the engine inside
+the sandbox only (`--setenv`, applied after the engine itself has loaded).
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from acpctl import paths
 from acpctl.errors import AcpctlError
+from acpctl.processes import WholeEnvironment
 
 ENGINE = "bwrap"
 INSTALL_FIX = (
@@ -51,10 +58,45 @@ HIDDEN_IN_HOME = (
 )
 # Sockets that would let an agent act outside the sandbox: a container engine's.
 HIDDEN_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
+# The environment a sandboxed agent gets, by allow-list (docs/sandbox.md): what any program
+# needs to run (its shell, locale, home and toolchains), what a network needs (proxies and
+# certificates), then what its catalog entry, its config entry and sandbox_env add. A name
+# ending in * is a prefix. Everything else (cloud keys, tokens) is withheld.
+BASE_ENVIRONMENT = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM",
+    "COLORTERM", "NO_COLOR", "TZ", "EDITOR", "VISUAL", "PAGER",
+    "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+    "XDG_CONFIG_DIRS", "XDG_DATA_DIRS",
+    "NVM_DIR", "NVM_BIN", "NVM_INC", "NODE_PATH", "NODE_OPTIONS", "PNPM_HOME", "VOLTA_HOME",
+    "BUN_INSTALL", "DENO_DIR", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+    "PYENV_ROOT", "PYTHONPATH", "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "JAVA_HOME",
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+)  # fmt: skip
+NETWORK_ENVIRONMENT = (
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+)  # fmt: skip
+# What the dynamic loader (and glibc at start) reads: never in the engine's own environment,
+# so nothing can load code into a process that runs outside the sandbox. glibc's own list of
+# variables it drops for setuid programs, and every LD_ and MALLOC_ variable.
+LOADER_PREFIXES = ("LD_", "MALLOC_")
+LOADER_VARIABLES = frozenset(
+    {
+        "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN",
+        "LOCPATH", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR",
+    }
+)  # fmt: skip
 
 
 class SandboxUnavailable(AcpctlError):
     """Sandboxing was asked for and the engine cannot give it: the agent does not start."""
+
+
+class RootRefused(SandboxUnavailable):
+    """A root that would hand the agent what the sandbox is there to keep (the home
+    directory, `/`, a directory of secret stores), named by nobody in config.toml."""
 
 
 class SandboxSettings:
@@ -67,11 +109,13 @@ class SandboxSettings:
         writable: tuple[str, ...] = (),
         hidden: tuple[str, ...] = (),
         network: bool = True,
+        env: tuple[str, ...] = (),
     ) -> None:
         self.roots = roots  # more directories it may write, beside its start's
         self.writable = writable  # more state directories (the catalog names its own)
         self.hidden = hidden  # more paths it may not read
         self.network = network
+        self.env = env  # more variables it gets (sandbox_env), beside the allow-list
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SandboxSettings) and vars(self) == vars(other)
@@ -89,19 +133,21 @@ class Policy:
         writable: tuple[Path, ...],
         hidden: tuple[Path, ...],
         network: bool,
+        env: tuple[str, ...] = (),
     ) -> None:
-        self.roots = roots
+        self.roots = roots  # none: a remote client's, with no roots in config.toml
         self.writable = writable
         self.hidden = hidden
         self.network = network
+        self.env = env  # the names (and prefixes, ending in *) it gets beside the base set
 
     def key(self) -> tuple[object, ...]:
         """What tells two policies apart (the host runs a process per policy)."""
-        return (self.roots, self.writable, self.hidden, self.network)
+        return (self.roots, self.writable, self.hidden, self.network, self.env)
 
     def describe(self) -> str:
         """The policy in one line (the run log, `doctor`, `agents show`)."""
-        said = [f"writes {', '.join(map(str, self.roots))}"]
+        said = [f"writes {', '.join(map(str, self.roots)) or 'nothing of its own'}"]
         if self.writable:
             said.append(f"its state {', '.join(map(str, self.writable))}")
         said.append("a private /tmp")
@@ -116,8 +162,34 @@ class Policy:
         """Those of `directories` that lie in none of the roots."""
         return [d for d in directories if not any(_within(_real(d), r) for r in self.roots)]
 
+    def allows(self, name: str) -> bool:
+        """Whether the variable `name` reaches the agent (beside what its config sets)."""
+        return any(
+            name.startswith(allowed[:-1]) if allowed.endswith("*") else name == allowed
+            for allowed in (*BASE_ENVIRONMENT, *NETWORK_ENVIRONMENT, *self.env)
+        )
+
+    def environment(self, configured: Mapping[str, str]) -> dict[str, str]:
+        """The agent's environment: acpctl's own, through the allow-list, then what its
+        config entry sets (`configured`), which is always the agent's."""
+        return {
+            **{name: value for name, value in os.environ.items() if self.allows(name)},
+            **configured,
+        }
+
+    def withheld(self, configured: Mapping[str, str] = {}) -> list[str]:
+        """The names of acpctl's variables the agent does not get (sorted)."""
+        return sorted(n for n in os.environ if not self.allows(n) and n not in configured)
+
     def refusal(self, what: str, directories: list[str]) -> str:
         """The error for a session whose directories lie outside the roots."""
+        if not self.roots:
+            return (
+                f"{what} {', '.join(directories)} has no sandbox root: a remote client's "
+                "(WebSocket, HTTP, the page) sessions of a sandboxed agent get their roots "
+                "from config.toml only; name the projects they may open in sandbox_roots "
+                "(under [agents.NAME], or roots under [sandbox] for every agent)"
+            )
         return (
             f"{what} {', '.join(directories)} lies outside the sandbox's roots "
             f"({', '.join(map(str, self.roots))}); the agent's sandbox is fixed when it "
@@ -126,15 +198,35 @@ class Policy:
         )
 
 
-def policy(settings: SandboxSettings, start_dir: str, state_dirs: Iterable[str]) -> Policy:
-    """The policy of an agent started for `start_dir` (its first root), with the catalog's
-    `state_dirs` for it and config.toml's `settings`."""
-    roots = _unique(_real(d) for d in (start_dir, *settings.roots))
+def policy(
+    settings: SandboxSettings,
+    start_dir: str | None,
+    state_dirs: Iterable[str],
+    env_names: Iterable[str] = (),
+) -> Policy:
+    """The policy of an agent started for `start_dir` (its first root; None: for remote
+    clients, whose roots are config.toml's alone), with the catalog's `state_dirs` and
+    `env_names` for it and config.toml's `settings`. RootRefused when `start_dir` is a
+    root nobody should get by accident (the home directory, `/`)."""
+    configured = [_real(d) for d in settings.roots]
+    started = [] if start_dir is None else [_real(start_dir)]
+    for start in started:
+        why = _too_wide(start, settings.hidden)
+        if why is not None and start not in configured:
+            raise RootRefused(
+                f"{start} cannot be a sandboxed agent's root: {why}",
+                hint="start the agent in a project directory, or name this one in "
+                f'config.toml: sandbox_roots = ["{start}"] under [agents.NAME] (or roots '
+                "under [sandbox])",
+            )
+    roots = _unique([*started, *configured])
     writable = _unique(
         _real(d) for d in (*state_dirs, *settings.writable) if Path(d).expanduser().exists()
     )
     home = Path.home()
     own = (paths.config_dir(), paths.data_dir(), paths.state_dir())
+    for directory in own:  # hidden from the first run on: a bind needs it to exist
+        paths.ensure_private_dir(directory)
     hidden = [home / name for name in HIDDEN_IN_HOME]
     runtime = os.environ.get("XDG_RUNTIME_DIR")  # session bus, ssh and gpg agents' sockets
     hidden += [*own, *(Path(p) for p in HIDDEN_SOCKETS), *([Path(runtime)] if runtime else [])]
@@ -145,29 +237,83 @@ def policy(settings: SandboxSettings, start_dir: str, state_dirs: Iterable[str])
         for h in _unique(_real(str(p)) for p in hidden)
         if h.exists() and not any(_within(s, h) for s in shown)  # hiding it would hide them
     ]
-    return Policy(roots, writable, tuple(kept), settings.network)
+    names = tuple(dict.fromkeys((*env_names, *settings.env)))
+    return Policy(roots, writable, tuple(kept), settings.network, names)
+
+
+def _too_wide(root: Path, hidden: Iterable[str]) -> str | None:
+    """Why `root` would defeat the sandbox, or None: it is `/`, the home directory or a
+    directory above it, or it holds a secret store the sandbox hides."""
+    home = _real(str(Path.home()))
+    if root == Path("/"):
+        return "it is the whole file system"
+    if _within(home, root):
+        return "it is your home directory" if root == home else f"it holds your home ({home})"
+    for secret in (*(home / name for name in HIDDEN_IN_HOME), *map(_real, hidden)):
+        if _within(secret, root):
+            return f"it holds {secret}, which the sandbox hides"
+    return None
 
 
 def for_agent(
-    settings: SandboxSettings | None, state_dirs: Iterable[str], start_dir: str
+    settings: SandboxSettings | None,
+    state_dirs: Iterable[str],
+    start_dir: str | None,
+    env_names: Iterable[str] = (),
 ) -> Policy | None:
     """The policy of an agent that config.toml sandboxes with `settings` (None: it does
-    not), started for `start_dir`; SandboxUnavailable when no sandbox can start here."""
+    not), started for `start_dir` (None: for remote clients); SandboxUnavailable when no
+    sandbox can start here."""
     if settings is None:
         return None
     require_engine()
-    return policy(settings, start_dir, state_dirs)
+    return policy(settings, start_dir, state_dirs, env_names)
 
 
-def command(
-    policy: Policy, argv: list[str], cwd: str | None = None, own: Iterable[Path] = ()
-) -> list[str]:
+class Launch(NamedTuple):
+    """A sandboxed program's start: the engine's command line, and the whole environment
+    the engine runs in (processes.spawn adds nothing of acpctl's own to it)."""
+
+    argv: list[str]
+    env: WholeEnvironment
+
+
+def launch(
+    policy: Policy,
+    argv: list[str],
+    configured: Mapping[str, str],
+    cwd: str | None = None,
+    own: Iterable[Path] = (),
+    requested: Mapping[str, str] = {},
+) -> Launch:
     """`argv` run by bubblewrap under `policy`, in `cwd` (default: the first root), with
-    `own` writable: acpctl's directories for this one process (a pi session's file), which
-    lie in what is hidden. Order matters: later mounts cover earlier ones, so what is hidden
-    comes after the roots (~/.ssh stays hidden when the project is the home directory)."""
+    `own` writable (acpctl's directories for this one process: a pi session's file, which
+    lies in what is hidden). `configured`: what the agent's config entry sets;
+    `requested`: what the agent itself asked for (a terminal's env), set inside only.
+    The loader's variables of the agent's environment are set inside only, too."""
+    inside = policy.environment(configured)
+    outside = {k: v for k, v in inside.items() if not _loader(k)}
+    setenv = [(k, v) for k, v in inside.items() if _loader(k)] + list(requested.items())
+    return Launch(_arguments(policy, argv, cwd, own, setenv), WholeEnvironment(outside))
+
+
+def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str]:
+    """`argv` run by bubblewrap under `policy`, for a caller that builds no environment
+    (the engine's own check): see launch()."""
+    return _arguments(policy, argv, cwd, (), [])
+
+
+def _arguments(
+    policy: Policy,
+    argv: list[str],
+    cwd: str | None,
+    own: Iterable[Path],
+    setenv: list[tuple[str, str]],
+) -> list[str]:
+    """Order matters: later mounts cover earlier ones, so what is hidden comes after the
+    roots (~/.ssh stays hidden when the project is the home directory)."""
     args = [
-        ENGINE,
+        engine(),
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
@@ -190,8 +336,26 @@ def command(
             args += ["--ro-bind", os.devnull, str(path)]
     for path in own:
         args += ["--bind", str(path), str(path)]
-    args += ["--chdir", cwd or str(policy.roots[0]), "--", *argv]
+    for name, value in setenv:
+        args += ["--setenv", name, value]
+    start = cwd or (str(policy.roots[0]) if policy.roots else "/")
+    args += ["--chdir", start, "--", *argv]
     return args
+
+
+def _loader(name: str) -> bool:
+    return name in LOADER_VARIABLES or name.startswith(LOADER_PREFIXES)
+
+
+_engine: list[str] = []  # the engine's absolute path, once found
+
+
+def engine() -> str:
+    """bubblewrap's absolute path, found on acpctl's own PATH once a process (never on an
+    environment an agent had a say in); "bwrap" where it is not found (the start fails)."""
+    if not _engine:
+        _engine.append(shutil.which(ENGINE) or ENGINE)
+    return _engine[0]
 
 
 def _installed_in_tmp(argv: list[str]) -> list[Path]:
@@ -201,11 +365,14 @@ def _installed_in_tmp(argv: list[str]) -> list[Path]:
     found = []
     for index, arg in enumerate(argv):
         path = shutil.which(arg) if index == 0 and os.sep not in arg else arg
-        if path is None or not os.path.isabs(path):
+        if path is None or not os.path.isabs(path) or not os.path.exists(path):
             continue
-        parts = Path(os.path.normpath(path)).parts
-        if len(parts) > 2 and parts[:2] == ("/", "tmp") and os.path.exists(path):
-            found.append(Path("/tmp", parts[2]))
+        # The path as named and where it leads: a link on PATH to a program under /tmp
+        # needs that program's directory.
+        for seen in (os.path.normpath(path), os.path.realpath(path)):
+            parts = Path(seen).parts
+            if len(parts) > 2 and parts[:2] == ("/", "tmp"):
+                found.append(Path("/tmp", parts[2]))
     return list(_unique(found))
 
 
@@ -228,21 +395,20 @@ def engine_problem() -> str | None:
 
 
 def _engine_problem() -> str | None:
-    import shutil  # here: config.toml's reader imports this module at every start
-    import subprocess
+    import subprocess  # here: config.toml's reader imports this module at every start
 
     if not sys.platform.startswith("linux"):
         return (
             f"agents cannot be sandboxed on {sys.platform}: acpctl's engine, bubblewrap, "
             "is Linux's; turn the agent's sandbox off (acpctl agents sandbox NAME off)"
         )
-    found = shutil.which(ENGINE)
-    if found is None:
+    found = engine()
+    if not os.path.isabs(found):
         return f"the sandbox's engine, bubblewrap ({ENGINE}), is not installed: {INSTALL_FIX}"
     probe = command(Policy((Path("/"),), (), (), True), ["true"])
     try:
         done = subprocess.run(
-            [found, *probe[1:]], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
+            probe, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env={}
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap ({found}) cannot run: {exc}"

@@ -52,6 +52,8 @@ class CatalogEntry(NamedTuple):
     older_node: str | None = None
     # Where it keeps its own state and credentials: writable in its sandbox (sandbox.py).
     state_dirs: tuple[str, ...] = ()
+    # The variables it needs in its sandbox beside the base set (a trailing * a prefix).
+    sandbox_env: tuple[str, ...] = ()
 
     @property
     def install_hint(self) -> str:
@@ -135,6 +137,7 @@ def _entry(agent: dict[str, Any], overlay: dict[str, Any]) -> CatalogEntry:
         endpoint=tuple(overlay["endpoint"]) if "endpoint" in overlay else None,
         older_node=overlay.get("older_node"),
         state_dirs=tuple(overlay.get("state", ())),
+        sandbox_env=tuple(overlay.get("sandbox_env", ())),
     )
 
 

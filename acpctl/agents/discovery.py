@@ -78,6 +78,12 @@ class ResolvedAgent:
         """Its own state and credentials, which its sandbox lets it write (the catalog's)."""
         return self.entry.state_dirs if self.entry is not None else ()
 
+    @property
+    def sandbox_env(self) -> tuple[str, ...]:
+        """The variables its sandbox lets through beside the base set (the catalog's: its
+        model provider's keys and endpoints)."""
+        return self.entry.sandbox_env if self.entry is not None else ()
+
     def as_spec(self) -> AgentSpec:
         if self.remote is not None:
             return AgentSpec(self.name, "", (), self.env, self.kind, self.remote)

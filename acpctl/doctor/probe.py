@@ -24,8 +24,7 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
 from acpctl.runner.supervisor import AgentProcess
-from acpctl.sandbox import Policy
-from acpctl.sandbox import command as sandbox_command
+from acpctl.sandbox import Policy, launch
 
 # A sandboxed agent's policy for the directory it starts in (the probe's own, known late).
 Confinement = Callable[[str], Policy]
@@ -153,7 +152,7 @@ async def _probe(
     probe = ProbeResult()
     with tempfile.TemporaryDirectory(prefix="acpctl-doctor-") as cwd:
         if confine is not None:
-            argv = sandbox_command(confine(cwd), argv)
+            argv, env = launch(confine(cwd), argv, env)
         async with _spawned(argv, env, probe, cwd, ids, keep_garbage) as conversation:
             if conversation is not None:
                 await converse(conversation, probe, cwd)

@@ -129,9 +129,10 @@ class AgentPool:
     async def get(self, name: str | None, client_dir: str | None = None) -> HostedAgent:
         """The running agent `name` (None: the default agent), started when it is not. A
         sandboxed agent: the one whose roots start at `client_dir` (the client's directory,
-        said over the unix socket; else the host's own)."""
+        said over the unix socket); for a client that says none (WebSocket, HTTP, the page),
+        the one whose roots are config.toml's alone, never the host's own directory."""
         async with self._starting:
-            resolved = resolve(name, client_dir)
+            resolved = resolve(name, client_dir, remote=client_dir is None)
             spec = resolved.spec
             key = _key(spec.name, resolved.sandbox)
             hosted = self.agents.get(key)
@@ -157,8 +158,8 @@ class AgentPool:
     def _start(self, resolved: Resolved, start_dir: str | None) -> HostedAgent:
         """The agent as config.toml and the catalog resolve it now (its process starts at
         its first client's initialize, or a spare's)."""
-        spec, argv, limits, _, sandbox = resolved
-        name, kind, env = spec.name, spec.kind, spec.env
+        spec, argv, limits, _, sandbox, env = resolved
+        name, kind = spec.name, spec.kind
         log, log_path = open_log(name, f"acpctl.serve.{name}")
         log.info("session host: agent %s (%s), log %s", name, " ".join(argv), log_path)
         if sandbox is not None:
@@ -284,7 +285,10 @@ class AgentPool:
         if params is None or now >= wanted_until or stopped.spare_until:
             return
         try:
-            spare = self._start(resolve(stopped.name, stopped.start_dir), stopped.start_dir)
+            spare = self._start(
+                resolve(stopped.name, stopped.start_dir, remote=stopped.start_dir is None),
+                stopped.start_dir,
+            )
         except AcpctlError as exc:
             self.log.info("no spare for %s: %s", stopped.name, exc)
             return

@@ -27,7 +27,8 @@ class Resolved(NamedTuple):
     argv: list[str]
     limits: RunLimits
     through_host: bool  # config.toml's host = true for this agent
-    sandbox: Policy | None = None  # the sandbox it runs in (argv runs it there)
+    sandbox: Policy | None  # the sandbox it runs in (argv runs it there)
+    env: dict[str, str]  # what it is started with: its config's, or a sandbox's whole one
 
 
 TTY_HINT = (
@@ -42,19 +43,22 @@ def login(agent: str | None, agent_args: list[str]) -> int:
     import signal
     import subprocess
 
-    spec, argv, _, _, policy = resolve(agent)
+    from acpctl import processes
+
+    resolved = resolve(agent)
+    spec, argv, env = resolved.spec, resolved.argv, resolved.env
     if spec.remote is not None:
         raise AcpctlError(
             f"agent {spec.name} is remote ({spec.remote.address}): sign in on that machine"
         )
-    if policy is not None and spec.kind == "pi-rpc":
+    if resolved.sandbox is not None and spec.kind == "pi-rpc":
         from acpctl import sandbox
 
-        argv = sandbox.command(policy, argv)
+        argv, env = sandbox.launch(resolved.sandbox, argv, spec.env)
     # The terminal's Ctrl-C is the agent's to handle; acpctl waits for it to end.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        completed = subprocess.run([*argv, *agent_args], env={**os.environ, **spec.env})
+        completed = subprocess.run([*argv, *agent_args], env=processes.environment(env))
     except OSError as exc:
         raise AcpctlError(f"cannot start agent {argv[0]}: {exc.strerror or exc}") from exc
     finally:
@@ -71,7 +75,7 @@ def serve(agent: str | None, history: bool, through_host: bool = False) -> int:
         return 2
     from acpctl import processes
 
-    spec, argv, limits, configured_host, policy = resolve(agent)
+    spec, argv, limits, configured_host, policy, env = resolve(agent)
     if spec.remote is not None:
         from acpctl.remote.relay import relay_remote
         from acpctl.runner.remote_history import RemoteHistory
@@ -113,22 +117,23 @@ def serve(agent: str | None, history: bool, through_host: bool = False) -> int:
     spawned = None
     if spec.kind == "acp":
         with contextlib.suppress(OSError):  # tried again, and reported, at initialize
-            spawned = processes.spawn(argv, spec.env)
+            spawned = processes.spawn(argv, env)
     try:
         from acpctl.runner.connection import serve_stdio
 
-        serve_stdio(spec.name, spec.kind, argv, spec.env, history, limits, spawned, policy)
+        serve_stdio(spec.name, spec.kind, argv, env, history, limits, spawned, policy)
     finally:  # the server ends the agent it adopted; one it never adopted goes here
         if spawned is not None and spawned.poll() is None:
             processes.kill_group(spawned.pid)
     return 0
 
 
-def resolve(agent: str | None, start_dir: str | None = None) -> Resolved:
+def resolve(agent: str | None, start_dir: str | None = None, remote: bool = False) -> Resolved:
     """The agent's spec (config.toml, else the catalog, else the demo), its command line,
     the limits config.toml sets for its connection, and whether it goes through the host.
     A sandboxed agent's command line runs it in its sandbox, whose first root is
-    `start_dir` (default: this process's directory, the editor's project); raises
+    `start_dir` (default: this process's directory, the editor's project; for a `remote`
+    client, config.toml's roots alone), with its environment by allow-list; raises
     SandboxUnavailable when no sandbox can start here (it is never run unconfined)."""
     from acpctl import config
     from acpctl.agents import discovery
@@ -139,19 +144,22 @@ def resolve(agent: str | None, start_dir: str | None = None) -> Resolved:
     argv = [spec.command, *spec.args]
     settings = cfg.sandbox_for(spec.name) if spec.remote is None else None
     policy = None
+    env = spec.env
     if settings is not None:
         from acpctl import sandbox
 
-        policy = sandbox.for_agent(settings, resolved.state_dirs, start_dir or os.getcwd())
+        start = None if remote else start_dir or os.getcwd()
+        policy = sandbox.for_agent(settings, resolved.state_dirs, start, resolved.sandbox_env)
         assert policy is not None
         if spec.kind != "pi-rpc":  # pi's backend runs each session's pi in it (runner/backends/pi)
-            argv = sandbox.command(policy, argv)
+            argv, env = sandbox.launch(policy, argv, spec.env)
     return Resolved(
         spec,
         argv,
         RunLimits(cfg.silence_warning_s, cfg.request_timeout_s, cfg.outage_limit_s),
         cfg.through_host(spec.name),
         policy,
+        env,
     )
 
 

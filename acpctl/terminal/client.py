@@ -332,6 +332,9 @@ class RelayConnection:
         except asyncio.CancelledError:
             if self.closing:
                 raise  # else: answered elsewhere, and nothing is sent
+        except Exception as exc:  # every request gets an answer, whatever failed in it
+            failed = RpcError(acp.INTERNAL_ERROR, f"{method} failed: {exc}")
+            self.peer.send(jsonrpc.error_response(msg_id, failed))
         finally:
             self.questions.pop(jsonrpc.id_key(msg_id), None)
             if spinner is not None:
@@ -669,7 +672,9 @@ def main(options: Options) -> int:
     agent_env = {**os.environ, **spec.env}
     try:
         # The agent's terminals run in its sandbox, as the agent does.
-        confined = for_agent(cfg.sandbox_for(agent.name), agent.state_dirs, options.cwd)
+        confined = for_agent(
+            cfg.sandbox_for(agent.name), agent.state_dirs, options.cwd, agent.sandbox_env
+        )
         return asyncio.run(
             run_terminal(options, agent.name, cfg.silence_warning_s, agent_env, confined)
         )

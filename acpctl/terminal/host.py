@@ -8,8 +8,10 @@ subprocesses (no shell) with output limits: in the agent's sandbox when it has o
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,8 @@ from acpctl import processes
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.sandbox import Policy
-from acpctl.sandbox import command as sandbox_command
+from acpctl.sandbox import launch as sandbox_launch
+from acpctl.terminal import beneath
 
 READ_KINDS = {"read", "search", "think", "fetch"}
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
@@ -46,6 +49,36 @@ class Terminal:
             if code >= 0
             else {"exitCode": None, "signal": f"SIG{-code}"}
         )
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong, said for the agent: a link met on the way is a path changed since
+    it was checked."""
+    if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+        return "it changed while being opened (a symbolic link on its way): refused"
+    return str(exc)
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _requested_env(said: object) -> dict[str, str]:
+    """terminal/create's env: names a shell could set, values without NUL (else the
+    request is refused: nothing the agent sends is passed on unchecked)."""
+    if said is None:
+        return {}
+    if not isinstance(said, list):
+        raise RpcError(acp.INVALID_PARAMS, "env must be a list of {name, value}")
+    env = {}
+    for variable in said:
+        name = variable.get("name") if isinstance(variable, dict) else None
+        value = variable.get("value", "") if isinstance(variable, dict) else None
+        if not isinstance(name, str) or not _VARIABLE_NAME.fullmatch(name):
+            raise RpcError(acp.INVALID_PARAMS, f"env: {name!r} is not a variable's name")
+        if not isinstance(value, str) or "\0" in value:
+            raise RpcError(acp.INVALID_PARAMS, f"env: {name}'s value must be text without NUL")
+        env[name] = value
+    return env
 
 
 class ClientHost:
@@ -164,9 +197,15 @@ class ClientHost:
     # -- files ----------------------------------------------------------------------
 
     def _confined(self, path: Any) -> Path:
-        if not isinstance(path, str) or not os.path.isabs(path):
+        """`path` resolved, once checked to lie in the session's roots and not in what the
+        sandbox hides. It is then opened through no link (beneath.py): a path changed
+        after this check is refused, not followed."""
+        if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
             raise RpcError(acp.INVALID_PARAMS, "path must be an absolute path")
-        resolved = Path(path).resolve()
+        try:
+            resolved = Path(path).resolve()
+        except (OSError, RuntimeError) as exc:  # a link loop, a name too long
+            raise RpcError(acp.INVALID_PARAMS, f"cannot resolve {path}: {exc}") from exc
         if not any(resolved == root or root in resolved.parents for root in self.roots):
             raise RpcError(
                 acp.INVALID_PARAMS,
@@ -180,11 +219,11 @@ class ClientHost:
     async def read_text_file(self, params: JsonObject) -> JsonObject:
         path = self._confined(params.get("path"))
         try:
-            text = path.read_text(encoding="utf-8")
+            text = beneath.read_bytes(path).decode("utf-8")
         except FileNotFoundError as exc:
             raise RpcError(acp.RESOURCE_NOT_FOUND, f"no such file: {path}") from exc
         except (OSError, UnicodeDecodeError) as exc:
-            raise RpcError(acp.INTERNAL_ERROR, f"cannot read {path}: {exc}") from exc
+            raise RpcError(acp.INTERNAL_ERROR, f"cannot read {path}: {_why(exc)}") from exc
         line, limit = params.get("line"), params.get("limit")
         if isinstance(line, int) or isinstance(limit, int):
             lines = text.splitlines(keepends=True)
@@ -199,10 +238,9 @@ class ClientHost:
         if not isinstance(content, str):
             raise RpcError(acp.INVALID_PARAMS, "content must be a string")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content, encoding="utf-8")
-        except OSError as exc:
-            raise RpcError(acp.INTERNAL_ERROR, f"cannot write {path}: {exc}") from exc
+            beneath.write_bytes(path, content.encode("utf-8"))
+        except (OSError, UnicodeEncodeError) as exc:
+            raise RpcError(acp.INTERNAL_ERROR, f"cannot write {path}: {_why(exc)}") from exc
         return {}
 
     # -- terminals ------------------------------------------------------------------
@@ -214,15 +252,17 @@ class ClientHost:
             raise RpcError(acp.INVALID_PARAMS, "command must be a string, args strings")
         cwd = params.get("cwd")
         cwd_path = self._confined(cwd) if cwd is not None else self.roots[0]
-        env = dict(os.environ)
-        for variable in params.get("env") or []:
-            if isinstance(variable, dict) and isinstance(variable.get("name"), str):
-                env[variable["name"]] = str(variable.get("value", ""))
+        requested = _requested_env(params.get("env"))
         limit = params.get("outputByteLimit")
         limit = limit if isinstance(limit, int) and limit > 0 else DEFAULT_OUTPUT_LIMIT
         argv = [command, *args]
+        env: dict[str, str]
         if self.sandbox is not None:
-            argv = sandbox_command(self.sandbox, argv, str(cwd_path))
+            # What the agent asks for is set inside the sandbox only: the engine runs by
+            # its own path, in an environment acpctl builds (sandbox.launch).
+            argv, env = sandbox_launch(self.sandbox, argv, {}, str(cwd_path), (), requested)
+        else:
+            env = {**os.environ, **requested}
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -233,7 +273,7 @@ class ClientHost:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
             )
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise RpcError(acp.INTERNAL_ERROR, f"cannot run {command}: {exc}") from exc
         terminal = Terminal(process, limit)
         terminal.reader = asyncio.create_task(self._collect(terminal))

@@ -4,6 +4,9 @@ sandbox's tests (tests/test_sandbox.py) run it confined.
     write PATH   writes PATH ("wrote PATH", or the error the system gave)
     read PATH    reads PATH ("read: TEXT", or the error)
     term PATH    asks its client to run `touch PATH` (terminal/create) and says the exit
+    terminal J   asks its client for terminal/create with the JSON object J's params (command,
+                 args, env, cwd) and says the exit and what it printed
+    env NAME     the variable NAME as it sees it ("unset" where it has none)
     pid          its process id as it sees it (1 in a pid namespace: its own init's child)
 """
 
@@ -54,6 +57,17 @@ def act(session: str, text: str) -> str:
             exited = ask("terminal/wait_for_exit", {"sessionId": session, "terminalId": terminal})
             ask("terminal/release", {"sessionId": session, "terminalId": terminal})
             return f"term exit {exited.get('exitCode')}"
+        if verb == "terminal":
+            created = ask("terminal/create", {"sessionId": session, **json.loads(path)})
+            if "terminalId" not in created:
+                return f"refused: {created.get('message')}"
+            terminal = created["terminalId"]
+            exited = ask("terminal/wait_for_exit", {"sessionId": session, "terminalId": terminal})
+            output = ask("terminal/output", {"sessionId": session, "terminalId": terminal})
+            ask("terminal/release", {"sessionId": session, "terminalId": terminal})
+            return f"exit {exited.get('exitCode')}: {output.get('output', '').strip()}"
+        if verb == "env":
+            return os.environ.get(path, "unset")
     except OSError as exc:
         return f"error: {exc.strerror}"
     return f"unknown: {text}"

@@ -230,7 +230,9 @@ def confinement(cfg: config.Config, agent: ResolvedAgent) -> probe.Confinement |
     settings = cfg.sandbox_for(agent.name)
     if settings is None:
         return None
-    return lambda start_dir: sandbox.policy(settings, start_dir, agent.state_dirs)
+    return lambda start_dir: sandbox.policy(
+        settings, start_dir, agent.state_dirs, agent.sandbox_env
+    )
 
 
 async def _probe_all(

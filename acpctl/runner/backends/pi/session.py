@@ -21,8 +21,7 @@ from acpctl.runner.backends.pi import translate as pt
 from acpctl.runner.backends.pi.child import PiChild
 from acpctl.runner.backends.pi.turn import Turn
 from acpctl.runner.supervisor import RestartPolicy
-from acpctl.sandbox import Policy
-from acpctl.sandbox import command as sandbox_command
+from acpctl.sandbox import Policy, launch
 from acpctl.store.sessions import title_from_text
 
 NO_GATE_VARIABLE = "ACPCTL_NO_PERMISSION_GATE"
@@ -73,10 +72,11 @@ class PiSession:
             argv.append("--continue")
         if not os.environ.get(NO_GATE_VARIABLE) and not self.backend.env.get(NO_GATE_VARIABLE):
             argv += ["--extension", gate_extension()]
+        env = self.backend.env
         if self.backend.sandbox is not None:
             # In the session's directory, with its session file (in acpctl's hidden store).
-            argv = sandbox_command(self.backend.sandbox, argv, self.cwd, [self.directory])
-        child = PiChild(argv, self.backend.env, self.cwd, self.backend.log)
+            argv, env = launch(self.backend.sandbox, argv, env, self.cwd, [self.directory])
+        child = PiChild(argv, env, self.cwd, self.backend.log)
         try:
             state = await child.start()
         except OSError as exc:
