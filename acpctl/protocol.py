@@ -155,6 +155,12 @@ HOST_LEAVE = "_acpctl/leave"
 # occurs in JSON text), instead of one. Others get one message a frame, as the transport
 # says.
 WEBSOCKET_LINES = "acpctl.lines"
+# The host's page offers its own subprotocol, with a second one that carries its device's
+# key (host/devices.py: a browser's WebSocket can set no header); the host picks the first.
+# An HTTP request from the page (its service worker's) carries the key in a header.
+WEBSOCKET_PAGE = "acpctl.page"
+WEBSOCKET_DEVICE_KEY = "acpctl.key."
+DEVICE_KEY_HEADER = "Acpctl-Device-Key"
 # The resumable-delivery draft's control messages (host/connection.py).
 STREAM_RESUME = "stream/resume"
 STREAM_RESUME_FAILED = "stream/resume_failed"

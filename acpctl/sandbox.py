@@ -220,6 +220,10 @@ def policy(
                 "under [sandbox])",
             )
     roots = _unique([*started, *configured])
+    for state in state_dirs:  # a directory it makes at its first start must be writable
+        directory = Path(state).expanduser()
+        if not directory.suffix and not directory.exists():  # ~/.pi, not ~/.claude.json
+            paths.ensure_private_dir(directory)
     writable = _unique(
         _real(d) for d in (*state_dirs, *settings.writable) if Path(d).expanduser().exists()
     )
@@ -239,6 +243,20 @@ def policy(
     ]
     names = tuple(dict.fromkeys((*env_names, *settings.env)))
     return Policy(roots, writable, tuple(kept), settings.network, names)
+
+
+def home_in_tmp() -> str | None:
+    """The warning for a home directory under /tmp (None where it is not): the sandbox's
+    /tmp is its own, so what the agent writes in its home there vanishes, said to be
+    written."""
+    home = _real(str(Path.home()))
+    if _within(home, Path("/tmp")):
+        return (
+            f"the home directory {home} is under /tmp, which a sandboxed agent sees as a "
+            "private, empty /tmp: what it writes in its home there vanishes when it stops "
+            "(set HOME elsewhere, or run the agent without a sandbox)"
+        )
+    return None
 
 
 def _too_wide(root: Path, hidden: Iterable[str]) -> str | None:

@@ -401,3 +401,83 @@ def test_a_host_started_in_the_home_gives_remote_clients_no_root_of_its_own(
         allowed = run(session_in_proj())
         assert "result" in allowed, allowed
     assert (user / ".bashrc").read_text() == "# mine\n"
+
+
+@pytest.mark.e2e  # agents show asks the agent's version
+def test_what_is_withheld_and_where_remote_roots_come_from_are_said(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agents show and doctor list the withheld variables by name (never a value); doctor
+    says where remote clients' roots come from; a home under /tmp is warned about; the
+    systemd unit says its directory."""
+    monkeypatch.setattr(sandbox, "engine_problem", lambda: None)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-print")
+    assert cli("agents", "add", "mine", "--", "/bin/cat").returncode == 0
+    on = cli("agents", "sandbox", "mine", "on")
+    assert on.returncode == 0 and "is under /tmp" in on.stderr  # the test's home is
+    shown = json.loads(cli("agents", "show", "mine", "--json").stdout)
+    assert "AWS_SECRET_ACCESS_KEY" in shown["sandbox_withheld"]
+    from acpctl.config import load
+    from acpctl.doctor.checks.sandbox import check_sandbox
+
+    monkeypatch.chdir(home.parent)
+    said = [f.message for f in check_sandbox(load())]
+    assert any("withheld from its environment: " in m and "AWS_SECRET" in m for m in said)
+    assert any("remote clients" in m and "sandbox_roots" in m for m in said), said
+    assert not any("do-not-print" in m for m in said)
+    monkeypatch.chdir(home)
+    refused = [
+        f for f in check_sandbox(load()) if "cannot be a sandboxed agent's root" in f.message
+    ]
+    assert refused and refused[0].status == "warning" and "sandbox_roots" in refused[0].fix
+    assert "WorkingDirectory=%h" in cli("serve", "--print-systemd").stdout
+
+
+# -- what a person approves is what runs ----------------------------------------------------
+
+
+def test_a_permission_s_command_is_shown_whole_with_its_turning_characters_visible(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bidi override in a command would show "rm -rf build #txt.evil" reversed; the
+    terminal shows it as ⟨U+202E⟩, and the whole command beside the agent's own title."""
+    from acpctl.terminal import questions
+
+    async def typed(prompt: str) -> str:
+        return "2"
+
+    monkeypatch.setattr(questions, "read_line", typed)
+    tool = {
+        "title": "Bash\u202e",
+        "rawInput": {"command": "rm -rf build \u202e#lmth.xedni && git push --force\x1b[2K"},
+        "locations": [{"path": "/p/\u2066a\u2069"}],
+    }
+    options = [
+        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+    ]
+    chosen = asyncio.run(questions.ask_on_terminal({"toolCall": tool, "options": options}))
+    assert chosen == "reject"
+    shown = capsys.readouterr().err
+    assert "Bash⟨U+202E⟩" in shown
+    assert "$ rm -rf build ⟨U+202E⟩#lmth.xedni && git push --force^[[2K" in shown
+    assert "at /p/⟨U+2066⟩a⟨U+2069⟩" in shown
+    assert "\u202e" not in shown and "\x1b" not in shown
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_the_page_shows_turning_characters_of_what_is_approved() -> None:
+    """The page's visible() (acpctl/host/web/visible.js, before app.js), run by node."""
+    script = Path(__file__).parent.parent / "acpctl" / "host" / "web" / "visible.js"
+    check = (
+        "const vm = require('vm'); const fs = require('fs'); const context = {};"
+        f"vm.runInNewContext(fs.readFileSync({json.dumps(str(script))}, 'utf8') +"
+        "'; this.visible = visible;', context);"
+        "process.stdout.write(JSON.stringify(context.visible(process.argv[1])));"
+    )
+    said = "rm -rf build \u202e#lmth.x\u2066\u200b\x1b[2K\u0007\nline two\ttab"
+    done = subprocess.run(["node", "-e", check, said], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == (
+        "rm -rf build ⟨U+202E⟩#lmth.x⟨U+2066⟩⟨U+200B⟩⟨U+001B⟩[2K⟨U+0007⟩\nline two\ttab"
+    )

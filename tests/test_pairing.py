@@ -1,7 +1,8 @@
 """Issue 42, 2: pairing a device with the session host, against a real host on 127.0.0.1.
 `acpctl serve --pair` hands out a one-time code in the page's address. The page's POST
-exchanges it for an HttpOnly, SameSite=Strict cookie, from the page's own origin only.
-With the cookie, the page's own origin reaches the agents in the device's role.
+exchanges it for an HttpOnly, SameSite=Strict cookie and a key, from the page's own origin
+only. With both, the page's own origin reaches the agents in the device's role; the cookie
+alone (which a browser sends to any port of the host) is refused (issue 51).
 `--devices` lists the device, and `--revoke` ends it and its connections at once. The
 browser half runs in Debian's chromium, driven by Playwright."""
 
@@ -64,14 +65,27 @@ async def exchange(
         return answer
 
 
+async def paired(http: aiohttp.ClientSession, page: Page, code: str) -> tuple[str, str]:
+    """The device's two secrets, as the page gets them: the cookie, and the key in the
+    answer (which the page keeps in IndexedDB)."""
+    answer = await exchange(http, page, code)
+    assert answer.status == 200
+    return answer.cookies[COOKIE].value, (await answer.json())["key"]
+
+
+def page_protocols(key: str) -> tuple[str, ...]:
+    """What the page offers as WebSocket subprotocols: its own, and its device's key."""
+    return (acp.WEBSOCKET_PAGE, acp.WEBSOCKET_DEVICE_KEY + key)
+
+
 @asynccontextmanager
 async def device_socket(
-    page: Page, cookie: str, origin: str | None = None
+    page: Page, cookie: str, key: str, origin: str | None = None
 ) -> AsyncIterator[RawClient]:
     headers = {"Cookie": f"{COOKIE}={cookie}", "Origin": origin or page.base}
     async with (
         aiohttp.ClientSession() as http,
-        http.ws_connect(page.url("/acp"), headers=headers) as socket,
+        http.ws_connect(page.url("/acp"), headers=headers, protocols=page_protocols(key)) as socket,
     ):
         client = RawClient(socket)
         client.initialized = await client.request(acp.INITIALIZE, {"protocolVersion": 1})
@@ -109,9 +123,11 @@ def test_a_code_becomes_a_device_cookie_once_and_from_the_pages_origin_only(page
             cookie = answer.cookies[COOKIE]
             assert cookie["httponly"] and cookie["samesite"] == "Strict"
             assert cookie["path"] == "/" and not cookie["secure"]  # no TLS on loopback here
+            key = (await answer.json())["key"]
+            assert key and key != cookie.value
             assert (await exchange(http, page, code)).status == 403  # once only
         credential = cookie.value
-        async with device_socket(page, credential) as phone:
+        async with device_socket(page, credential, key) as phone:
             assert phone.initialized["result"]["protocolVersion"] == 1
             said = phone.initialized["result"]["_meta"]  # who it is, for the page
             assert said[acp.DEVICE_META] == "phone" and said[acp.ROLE_META] == acp.CONTROLLER
@@ -155,8 +171,8 @@ def test_a_revoked_device_is_out_within_a_second(page: Page) -> None:
 
     async def scenario() -> None:
         async with aiohttp.ClientSession() as http:
-            credential = (await exchange(http, page, code)).cookies[COOKIE].value
-        async with device_socket(page, credential) as tablet:
+            credential, key = await paired(http, page, code)
+        async with device_socket(page, credential, key) as tablet:
             refused = await tablet.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             assert refused["error"]["code"] == acp.NOT_AUTHORISED  # an observer device
             revoked = await asyncio.to_thread(cli, "serve", "--revoke", "tablet")
@@ -166,7 +182,11 @@ def test_a_revoked_device_is_out_within_a_second(page: Page) -> None:
             assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
             assert time.monotonic() - started < 1.0
         async with aiohttp.ClientSession() as http:
-            headers = {"Cookie": f"{COOKIE}={credential}", "Origin": page.base}
+            headers = {
+                "Cookie": f"{COOKIE}={credential}",
+                "Origin": page.base,
+                acp.DEVICE_KEY_HEADER: key,
+            }
             async with http.get(page.url("/acp"), headers=headers) as again:
                 assert again.status == 401
 
@@ -809,3 +829,111 @@ def test_a_revoked_device_is_out_of_the_page(page: Page) -> None:
         revoked = run_cli("serve", "--revoke", "phone")
         assert revoked.returncode == 0, revoked.stderr
         shows(tab, "#link", "not connected: is this device paired?")
+
+
+@contextmanager
+def recording_server() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """Another server on this machine's loopback, on another port (a dev server; or one a
+    sandboxed agent started): its address, and the headers of each request it was sent."""
+    import http.server
+    import threading
+
+    received: list[dict[str, str]] = []
+
+    class Recording(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            received.append(dict(self.headers.items()))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<p>another server</p>")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "tls"])
+def test_a_cookie_sent_to_another_port_gets_no_one_in(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tls: bool
+) -> None:
+    """Issue 51, 6: browsers send a host's cookies to every port of it. A paired browser
+    opens another server of this machine, which takes the device's cookie (the Secure one
+    too, under TLS) and replays it with a forged Origin: refused, over WebSocket and HTTP.
+    The page itself still gets in after a reload and after the browser restarts."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_host import serving_tls
+
+    @contextmanager
+    def host() -> Iterator[str]:
+        if tls:
+            with serving_tls(monkeypatch, tmp_path) as (wss, _cert):
+                yield wss
+        else:
+            args = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
+            with serving(monkeypatch, *args, until=LISTENING) as (_process, found, _state):
+                yield found.group(1).decode()
+
+    with host() as url:
+        base = url.replace("wss://", "https://").replace("ws://", "http://").removesuffix("/acp")
+        cookie_name = "__Host-acpctl-device" if tls else COOKIE
+        address, _ = paired_address("--name", "phone")
+        profile = tmp_path / "profile"
+
+        def browse(*addresses: str) -> None:
+            with sync_playwright() as playwright:
+                context = playwright.chromium.launch_persistent_context(
+                    str(profile),
+                    executable_path=chromium(),
+                    args=["--no-sandbox"],
+                    ignore_https_errors=True,
+                )
+                try:
+                    tab = context.new_page()
+                    for where in addresses:
+                        tab.goto(where)
+                        if where.startswith(base + "/pair"):
+                            tab.wait_for_selector("#status.ok")
+                        elif where.startswith(base):  # the page, in: its lists shown
+                            tab.wait_for_selector("#nothing-waits:not([hidden])")
+                            tab.reload()
+                            tab.wait_for_selector("#nothing-waits:not([hidden])")
+                finally:
+                    context.close()
+
+        with recording_server() as (other, received):
+            browse(address, base + "/", other + "/")
+        taken = [h.get("Cookie", "") for h in received]
+        assert any(cookie_name in c for c in taken), taken  # the browser sent it there
+
+        async def replay() -> list[int]:
+            statuses = []
+            for headers in received:
+                forged = {**headers, "Origin": base, "Host": base.split("://", 1)[1]}
+                async with aiohttp.ClientSession() as http:
+                    async with http.get(base + "/acp", headers=forged, ssl=False) as plain:
+                        statuses.append(plain.status)
+                    try:
+                        async with http.ws_connect(
+                            url,
+                            headers=forged,
+                            ssl=False,
+                            protocols=(acp.WEBSOCKET_PAGE, acp.WEBSOCKET_DEVICE_KEY + "guess"),
+                        ):
+                            statuses.append(101)
+                    except aiohttp.WSServerHandshakeError as refused:
+                        statuses.append(refused.status)
+            return statuses
+
+        statuses = run(replay())
+        assert statuses and set(statuses) == {401}, statuses
+        browse(base + "/")  # the browser restarted: the page gets in, still paired

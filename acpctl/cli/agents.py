@@ -184,6 +184,9 @@ def _say_sandbox(name: str, on: bool) -> None:
     problem = sandbox.engine_problem()
     if problem is not None:
         typer.echo(f"acpctl: warning: {problem}; until then {name} does not start", err=True)
+    in_tmp = sandbox.home_in_tmp()
+    if in_tmp is not None:
+        typer.echo(f"acpctl: warning: {in_tmp}", err=True)
 
 
 def _record(
@@ -559,6 +562,13 @@ def show(
     if agent.entry is not None:
         record["description"] = agent.entry.description or None
     record["env"] = sorted(agent.env)  # values may be secrets: only the names
+    settings = cfg.sandbox_for(agent.name)
+    if settings is not None:
+        from acpctl import sandbox
+
+        # What its sandbox withholds of this environment, by name (docs/sandbox.md).
+        confined = sandbox.Policy((), (), (), settings.network, (*agent.sandbox_env, *settings.env))
+        record["sandbox_withheld"] = confined.withheld(agent.env)
     entry = agent.entry
     if entry is not None and entry.legacy_args and entry.binaries:
         # e.g. gemini: releases before --acp took --experimental-acp

@@ -20,6 +20,9 @@ SYSTEMD_UNIT = """\
 Description=acpctl session host: ACP agents and sessions that outlive the editor
 
 [Service]
+# The host's own directory is no sandbox root (remote clients' roots are config.toml's),
+# but it is where it starts: the home, said rather than left to systemd.
+WorkingDirectory=%h
 ExecStart={command}
 TimeoutStopSec={stop_timeout}
 Restart=on-failure

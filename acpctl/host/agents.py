@@ -32,7 +32,7 @@ from acpctl.runner.idmap import ReverseRequest
 from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
-from acpctl.sandbox import Policy
+from acpctl.sandbox import Policy, home_in_tmp
 from acpctl.store.sessions import SessionMeta, SessionStore
 
 DEFAULT_IDLE_S = 600.0
@@ -164,6 +164,8 @@ class AgentPool:
         log.info("session host: agent %s (%s), log %s", name, " ".join(argv), log_path)
         if sandbox is not None:
             log.info("agent %s runs in a sandbox: %s", name, sandbox.describe())
+            if (in_tmp := home_in_tmp()) is not None:
+                log.warning("%s", in_tmp)
         conn = wire(
             name, kind, argv, env, log, log_path, self.store, limits, shared=True, sandbox=sandbox
         )

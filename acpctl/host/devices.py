@@ -3,16 +3,23 @@ that pair them.
 
 `acpctl serve --pair` asks the running host for a pairing code. The code is random, good
 for PAIR_CODE_TTL_S and for one use, and goes in the pairing URL's fragment: a browser
-sends no fragment to any server or proxy. The page exchanges the code (POST /pair) for a
-device credential, which the host sets as an HttpOnly, SameSite=Strict cookie (Secure
-under TLS). The page's script never sees the credential, and no other site can send it.
-The file keeps each device's name, role, when it was paired and last seen, and a SHA-256
-digest of its credential, never the credential itself (0600, in the config directory).
-A revoked device's credential matches nothing from then on; the host also ends the
-device's live connections."""
+sends no fragment to any server or proxy. The page exchanges the code (POST /pair) for two
+secrets, and the host needs both:
+- the credential, which the host sets as an HttpOnly, SameSite=Strict cookie (Secure under
+  TLS): the page's script never sees it, and no other site can send it;
+- the key, which the page keeps in its origin's IndexedDB and presents with each
+  connection (a WebSocket subprotocol, or a header). Browsers keep a cookie for a host on
+  every port, but an origin's storage for that origin alone: a server on another port of
+  the same machine gets the cookie, never the key, so what it took is not enough.
+The file keeps each device's name, role, when it was paired and last seen, and SHA-256
+digests of its two secrets, never the secrets (0600, in the config directory). A revoked
+device's secrets match nothing from then on; the host also ends the device's live
+connections. Pairing is all or nothing: a device whose record could not be written, or
+whose answer did not reach its page, is not paired, and its code still works."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -42,6 +49,9 @@ class Device:
     digest: str  # hex SHA-256 of the credential
     paired: float  # epoch seconds
     last_seen: float | None = None
+    # hex SHA-256 of the key its page holds; none in a file from before keys: such a
+    # device matches nothing, and pairs again
+    key: str = ""
 
 
 @dataclass
@@ -99,9 +109,10 @@ class Devices:
         self._codes.append(_Code(_digest(code), role, name, now + PAIR_CODE_TTL_S))
         return code, name
 
-    def redeem(self, code: str) -> tuple[Device, str] | None:
-        """The device a valid code pairs (written to the file) and its credential; None for
-        a code that is wrong, used or lapsed. Every outstanding code is compared."""
+    def redeem(self, code: str) -> tuple[Device, str, str] | None:
+        """The device a valid code pairs (written to the file), its credential and its
+        key; None for a code that is wrong, used or lapsed. Every outstanding code is
+        compared. AcpctlError when the file cannot be written: then nothing changed."""
         now = time.monotonic()
         presented = _digest(code)
         found = None
@@ -110,32 +121,57 @@ class Devices:
                 found = waiting
         if found is None:
             return None
-        self._codes.remove(found)
         credential = secrets.token_urlsafe(CREDENTIAL_BYTES)
-        device = Device(found.name, found.role, _digest(credential), time.time())
+        key = secrets.token_urlsafe(CREDENTIAL_BYTES)
+        device = Device(
+            found.name, found.role, _digest(credential), time.time(), None, _digest(key)
+        )
         self.by_name[device.name] = device
-        self._write()
-        return device, credential
+        try:
+            self._write()
+        except OSError as exc:
+            del self.by_name[device.name]
+            raise AcpctlError(
+                f"the device {device.name!r} is not paired: {self.path} cannot be written "
+                f"({exc.strerror or exc}); the code still works once that is mended"
+            ) from exc
+        self._codes.remove(found)
+        return device, credential, key
+
+    def unpair(self, device: Device, code: str) -> None:
+        """A device just paired whose answer never reached its page: not paired, and its
+        code good again for the rest of its time."""
+        if self.by_name.get(device.name) is device:
+            del self.by_name[device.name]
+            with contextlib.suppress(OSError):
+                self._write()
+            self._codes.append(
+                _Code(_digest(code), device.role, device.name, time.monotonic() + PAIR_CODE_TTL_S)
+            )
 
     # -- the paired devices -------------------------------------------------------------
 
-    def device_of(self, credential: str) -> Device | None:
-        """The device whose credential this is (each compared, in constant time)."""
-        presented = _digest(credential)
+    def device_of(self, credential: str, key: str) -> Device | None:
+        """The device whose credential and key these are (each compared, in constant
+        time): the cookie alone, taken by another server of this machine, is not one."""
+        presented, holding = _digest(credential), _digest(key)
         found = None
         for device in self.by_name.values():
-            if hmac.compare_digest(presented, device.digest):
+            same_key = hmac.compare_digest(holding, device.key or "-")
+            if hmac.compare_digest(presented, device.digest) and same_key:
                 found = device
         return found
 
     def seen(self, device: Device) -> None:
-        """The device came in now: kept, and written at most every SEEN_WRITE_EVERY_S."""
+        """The device came in now: kept, and written at most every SEEN_WRITE_EVERY_S (a
+        file that cannot be written then, a full disk, is tried again the next time)."""
         device.last_seen = time.time()
         if time.monotonic() - self._written_seen.get(device.name, -SEEN_WRITE_EVERY_S) >= (
             SEEN_WRITE_EVERY_S
         ):
-            self._written_seen[device.name] = time.monotonic()
-            self._write()
+            with contextlib.suppress(OSError):
+                self._write()
+                self._written_seen[device.name] = time.monotonic()
 
     def revoke(self, name: str) -> Device:
         """The device named `name`, unpaired; AcpctlError when there is none."""

@@ -2,9 +2,10 @@
 one of the listening names (against DNS rebinding). Its Origin must be an allowed one, or
 the host's own page's; no other web page can drive an agent. It needs a credential: a
 bearer token, whose role the client gets, or, from the host's own page on its own origin
-exactly, a paired device's cookie (host/devices.py). And it must stay within the limits
-on failed authentications and on connections. (The unix socket, host/unix.py, has its
-permissions for all of it.) docs/remote.md and docs/web.md say what each check stops."""
+exactly, a paired device's cookie and the key its page holds (host/devices.py). And it
+must stay within the limits on failed authentications and on connections. (The unix
+socket, host/unix.py, has its permissions for all of it.) docs/remote.md and docs/web.md
+say what each check stops."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from aiohttp import hdrs, web
 
+from acpctl import protocol as acp
 from acpctl.config import is_loopback
 from acpctl.host.devices import Devices
 from acpctl.host.registry import Caller
@@ -167,8 +169,14 @@ class Door:
             return Caller(role)
         # The device cookie counts only from the host's own page: a browser sends it to
         # this host from any page, which is why SameSite and the Origin both are checked.
+        # And only with the key the page's origin holds: a program that took the cookie
+        # (another server on this machine, which a browser sends it to) forges an Origin.
         credential = request.cookies.get(self.cookie) if from_page else None
-        device = self.devices.device_of(credential) if self.devices and credential else None
+        device = (
+            self.devices.device_of(credential, device_key(request))
+            if self.devices and credential
+            else None
+        )
         if device is not None:
             self.devices.seen(device)  # type: ignore[union-attr]
             return Caller(device.role, device.name)
@@ -182,6 +190,19 @@ class Door:
         response = refuse(401, "a bearer token is required (acpctl serve --show-token)")
         response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
         return response
+
+
+def device_key(request: web.Request) -> str:
+    """The key a page presents with its device's cookie: in its header, or as a WebSocket
+    subprotocol (a browser's socket can set no header); "" when it presents none."""
+    said = request.headers.get(acp.DEVICE_KEY_HEADER)
+    if said:
+        return said
+    for offered in request.headers.get(hdrs.SEC_WEBSOCKET_PROTOCOL, "").split(","):
+        offered = offered.strip()
+        if offered.startswith(acp.WEBSOCKET_DEVICE_KEY):
+            return offered.removeprefix(acp.WEBSOCKET_DEVICE_KEY)
+    return ""
 
 
 def refuse(status: int, why: str) -> web.Response:

@@ -2,8 +2,8 @@
 behind the door's Host check, with a Content-Security-Policy that allows no inline script
 and nothing from another origin.
 
-POST PAIR_PATH exchanges a one-time pairing code (host/devices.py) for the device
-cookie. It takes JSON only, since a form on another site cannot send JSON without asking
+POST PAIR_PATH exchanges a one-time pairing code (host/devices.py) for the device's
+cookie and key. It takes JSON only, since a form on another site cannot send JSON without asking
 first. It takes it from the page's own origin only, and every wrong code counts as a
 failed authentication. docs/web.md says what each measure stops."""
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import hdrs, web
 
+from acpctl.errors import AcpctlError
 from acpctl.host.door import Door
 
 PAIR_PATH = "/pair"
@@ -76,8 +77,10 @@ async def _file(door: Door, request: web.Request) -> web.StreamResponse:
 
 
 async def _pair(door: Door, log: logging.Logger, request: web.Request) -> web.StreamResponse:
-    """A one-time code exchanged for the device cookie (HttpOnly: the page's script never
-    holds the credential; SameSite=Strict: no other site's request carries it)."""
+    """A one-time code exchanged for the device's two secrets (host/devices.py): the cookie
+    (HttpOnly: the page's script never holds it; SameSite=Strict: no other site's request
+    carries it) and the key, in the answer, which the page keeps in its origin's storage.
+    All or nothing: a device whose answer could not be recorded or sent is not paired."""
     refused = door.host_refusal(request)
     if refused is None and request.headers.get(hdrs.ORIGIN) != door.page_origin(request):
         refused = _refuse(403, "pairing is done from the host's own page")
@@ -95,7 +98,11 @@ async def _pair(door: Door, log: logging.Logger, request: web.Request) -> web.St
         code = sent.get("code") if isinstance(sent, dict) else None
     except (asyncio.TimeoutError, ValueError, RecursionError):
         pass
-    redeemed = door.devices.redeem(code) if door.devices and isinstance(code, str) else None
+    try:
+        redeemed = door.devices.redeem(code) if door.devices and isinstance(code, str) else None
+    except AcpctlError as exc:  # its record cannot be written (a full disk): not paired
+        log.warning("session host: %s", exc.message)
+        return _refuse(507, exc.message)
     if redeemed is None:
         refused = door.failed(request) or _refuse(
             403, "this pairing code is wrong, used or expired (a new one: acpctl serve --pair)"
@@ -103,9 +110,9 @@ async def _pair(door: Door, log: logging.Logger, request: web.Request) -> web.St
         refused.force_close()
         log.info("refused a pairing from %s: %d", request.remote, refused.status)
         return refused
-    device, credential = redeemed
-    log.info("session host: device %r paired (%s)", device.name, device.role)
-    response = web.json_response({"name": device.name, "role": device.role})
+    assert door.devices is not None and isinstance(code, str)
+    device, credential, key = redeemed
+    response = web.json_response({"name": device.name, "role": device.role, "key": key})
     response.headers.update(PRIVATE_HEADERS)
     response.set_cookie(
         door.cookie,
@@ -116,4 +123,14 @@ async def _pair(door: Door, log: logging.Logger, request: web.Request) -> web.St
         httponly=True,
         samesite="Strict",
     )
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except (ConnectionError, RuntimeError) as exc:  # the page went before it had both
+        door.devices.unpair(device, code)
+        log.info(
+            "session host: device %r not paired: its answer was not sent (%s)", device.name, exc
+        )
+        return response
+    log.info("session host: device %r paired (%s)", device.name, device.role)
     return response

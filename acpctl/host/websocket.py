@@ -108,7 +108,9 @@ async def serve_socket(
     """The socket, until it closes: a new connection's (the client's first frame is its
     initialize; `new_connection(id, is_link)` makes it), or a resumed one's."""
     socket = web.WebSocketResponse(
-        max_msg_size=max_message, heartbeat=keepalive_s, protocols=(acp.WEBSOCKET_LINES,)
+        max_msg_size=max_message,
+        heartbeat=keepalive_s,
+        protocols=(acp.WEBSOCKET_LINES, acp.WEBSOCKET_PAGE),
     )
     connection_id = request.headers.get(CONNECTION_ID_HEADER) or uuid.uuid4().hex
     socket.headers[CONNECTION_ID_HEADER] = connection_id

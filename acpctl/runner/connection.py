@@ -22,7 +22,7 @@ from acpctl.runner.recorder import Recorder
 from acpctl.runner.runlog import open_log
 from acpctl.runner.runs import RunRecord
 from acpctl.runner.server import AcpServer
-from acpctl.sandbox import Policy
+from acpctl.sandbox import Policy, home_in_tmp
 from acpctl.store.sessions import SessionStore
 
 
@@ -43,6 +43,8 @@ def serve_stdio(
     log.info("acpctl run --acp: agent %s (%s), log %s", name, " ".join(argv), log_path)
     if sandbox is not None:
         log.info("agent %s runs in a sandbox: %s", name, sandbox.describe())
+        if (in_tmp := home_in_tmp()) is not None:
+            log.warning("%s", in_tmp)
     record = RunRecord(name, argv, log_path)
     if sandbox is not None:  # `acpctl ps` says so, with its roots
         record.update(sandbox=[str(root) for root in sandbox.roots])

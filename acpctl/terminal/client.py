@@ -31,7 +31,7 @@ from acpctl.remote.link_state import HOST_STOPPED
 from acpctl.remote.relay import NOTE
 from acpctl.runner import runs
 from acpctl.runner.supervisor import STDERR_TAIL_LINES
-from acpctl.sandbox import Policy, for_agent
+from acpctl.sandbox import Policy, for_agent, home_in_tmp
 from acpctl.store.index import SessionIndex
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal import controls
@@ -675,6 +675,8 @@ def main(options: Options) -> int:
         confined = for_agent(
             cfg.sandbox_for(agent.name), agent.state_dirs, options.cwd, agent.sandbox_env
         )
+        if confined is not None and (in_tmp := home_in_tmp()) is not None:
+            sys.stderr.write(f"acpctl: warning: {in_tmp}\n")
         return asyncio.run(
             run_terminal(options, agent.name, cfg.silence_warning_s, agent_env, confined)
         )

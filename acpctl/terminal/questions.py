@@ -9,7 +9,7 @@ import sys
 
 from acpctl.jsonrpc import JsonObject
 from acpctl.terminal import forms
-from acpctl.terminal.screen import printable
+from acpctl.terminal.screen import approvable, printable
 from acpctl.terminal.typed import typed_lines
 
 
@@ -17,8 +17,17 @@ async def ask_on_terminal(params: JsonObject) -> str | None:
     """Ask the person at the terminal; returns the chosen optionId (None: cancel)."""
     options = [o for o in params.get("options") or [] if isinstance(o, dict)]
     tool = params.get("toolCall") or {}
-    title = printable(str(tool.get("title") or tool.get("kind") or "a tool call"))
+    title = approvable(str(tool.get("title") or tool.get("kind") or "a tool call"))
     say(f"\nThe agent asks permission: {title}")
+    raw = tool.get("rawInput")
+    command = raw.get("command") if isinstance(raw, dict) else None
+    if isinstance(command, list):
+        command = " ".join(map(str, command))
+    if isinstance(command, str):  # what runs, whole, whatever the title says
+        say(f"  $ {approvable(command)}")
+    for place in tool.get("locations") or []:
+        if isinstance(place, dict) and isinstance(place.get("path"), str):
+            say(f"  at {approvable(place['path'])}")
     for index, option in enumerate(options, 1):
         name, kind = (printable(str(option.get(key))) for key in ("name", "kind"))
         say(f"  {index}) {name} [{kind}]")

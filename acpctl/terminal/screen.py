@@ -23,6 +23,20 @@ def printable(text: str) -> str:
     return text.replace("\r\n", "\n").translate(_VISIBLE)
 
 
+# Characters that turn or hide text (bidi overrides and isolates, zero-width marks): in what
+# a person approves, shown as ⟨U+202E⟩, so the text approved is the text that runs.
+_UNSEEN = {
+    code: f"⟨U+{code:04X}⟩"
+    for code in (0x061C, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x206A))
+} | {0xFEFF: "⟨U+FEFF⟩"}
+
+
+def approvable(text: str) -> str:
+    """Text a person approves (a command, a path, a title) as it will act: printable, and
+    every character that turns or hides text in plain sight."""
+    return printable(text).translate(_UNSEEN)
+
+
 def cell_width(char: str) -> int:
     """How many columns a terminal gives the character: 0 for combining marks and format
     characters (they join the one before), 2 for wide East Asian characters and emoji."""

@@ -33,11 +33,36 @@ def check_sandbox(cfg: Config) -> list[Finding]:
         except AcpctlError as exc:
             findings.append(Finding("sandbox", "warning", f"{name}: {exc.message}"))
             continue
-        policy = sandbox.policy(settings, os.getcwd(), agent.state_dirs)
-        findings.append(
-            ok(
-                "sandbox",
-                f"{name} runs in a sandbox; started here it {policy.describe()}",
+        try:
+            policy = sandbox.policy(settings, os.getcwd(), agent.state_dirs, agent.sandbox_env)
+            findings.append(
+                ok("sandbox", f"{name} runs in a sandbox; started here it {policy.describe()}")
             )
-        )
+        except sandbox.RootRefused as exc:
+            findings.append(Finding("sandbox", "warning", f"{name}: {exc.message}", exc.hint or ""))
+            policy = sandbox.policy(settings, None, agent.state_dirs, agent.sandbox_env)
+        configured = sandbox.policy(settings, None, agent.state_dirs, agent.sandbox_env).roots
+        if configured:
+            roots = ", ".join(map(str, configured))
+            findings.append(ok("sandbox", f"{name}: remote clients' sessions may open {roots}"))
+        else:
+            findings.append(
+                ok(
+                    "sandbox",
+                    f"{name}: remote clients (WebSocket, HTTP, the page) can open no session: "
+                    "their roots come from config.toml alone (sandbox_roots), and none is named",
+                )
+            )
+        withheld = policy.withheld(agent.env)
+        if withheld:
+            findings.append(
+                ok(
+                    "sandbox",
+                    f"{name}: withheld from its environment: {', '.join(withheld)} "
+                    "(sandbox_env lets one through)",
+                )
+            )
+    in_tmp = sandbox.home_in_tmp()
+    if in_tmp is not None:
+        findings.append(Finding("sandbox", "warning", in_tmp))
     return findings

@@ -37,9 +37,13 @@ class Connection {
     this.gone = false; // given up on (its resume refused): its socket's end means nothing
   }
 
-  open() {
+  async open() {
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-    this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`);
+    // The device's key beside its cookie (device-key.js), as a subprotocol: a browser's
+    // socket can set no header. The host picks "acpctl.page".
+    const key = await deviceKey().catch(() => null);
+    const protocols = key ? ["acpctl.page", `acpctl.key.${key}`] : ["acpctl.page"];
+    this.socket = new WebSocket(`${scheme}://${window.location.host}${this.path}`, protocols);
     this.socket.onmessage = (event) => this.received(JSON.parse(event.data));
     this.socket.onclose = () => this.onClose();
     return new Promise((resolve, reject) => {
@@ -331,11 +335,11 @@ function wanted(tool) {
   const box = element("div", "tool-wanted");
   const input = tool.rawInput || {};
   const command = Array.isArray(input.command) ? input.command.join(" ") : input.command;
-  if (typeof command === "string") box.append(element("pre", "", command));
+  if (typeof command === "string") box.append(element("pre", "", visible(command)));
   for (const content of tool.content || []) {
     if (content.type !== "diff") continue;
     const pre = element("pre");
-    pre.append(element("div", "where", content.path));
+    pre.append(element("div", "where", visible(content.path)));
     for (const [style, line] of diffLines(content.oldText, content.newText)) {
       pre.append(element("div", style, line));
     }
@@ -378,7 +382,7 @@ function render() {
     const card = element("li");
     card.append(element("div", "where", `${entry.agent} · ${entry.title || entry.sessionId}`));
     card.append(element("div", "where", entry.cwd));
-    card.append(element("div", "asked", entry.asked));
+    card.append(element("div", "asked", visible(entry.asked)));
     const asked = page.asked.get(entry.sessionId);
     if (asked && asked.request.method === PERMISSION) {
       card.append(wanted(asked.request.params.toolCall || {}));
@@ -766,7 +770,9 @@ function renderAskedInView() {
   holder.id = "view-asked";
   const params = asked.request.params;
   const tool = params.toolCall || {};
-  holder.append(element("div", "asked", params.message || tool.title || "The agent asks"));
+  holder.append(
+    element("div", "asked", visible(params.message || tool.title || "The agent asks")),
+  );
   holder.append(answering(view.entry.sessionId, asked.request));
   document.getElementById("transcript").after(holder);
 }

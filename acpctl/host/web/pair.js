@@ -1,7 +1,8 @@
 // Pairing: the one-time code is in the address's fragment, which no browser sends to a
 // server or a proxy. It is taken out of the address at once (it must not stay in the
-// history), and exchanged for the device's credential, which the host sets as an
-// HttpOnly cookie: this script never sees it.
+// history), and exchanged for the device's two secrets: its credential, which the host
+// sets as an HttpOnly cookie (this script never sees it), and its key, which this origin
+// keeps in IndexedDB (device-key.js).
 "use strict";
 
 function say(text, ok) {
@@ -33,6 +34,12 @@ async function pair() {
   }
   const body = await answer.json().catch(() => ({}));
   if (answer.ok) {
+    try {
+      await saveDeviceKey(body.key);
+    } catch (error) {
+      say(`This browser would not keep the device's key (${error}): pair again.`, false);
+      return;
+    }
     say(`Paired as “${body.name}” (${body.role}).`, true);
   } else {
     say(body.error || `The session host refused: ${answer.status}`, false);
