@@ -6,6 +6,9 @@ Every flood here is on 127.0.0.1, bounded in count and time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -420,3 +423,180 @@ def test_a_client_flooding_requests_does_not_starve_another(door: Host) -> None:
 
     took = run(scenario(), timeout=120)
     assert took[int(len(took) * 0.95)] < 0.2, took
+
+
+# -- issue 51, 7: a flood from the right client's own address -------------------------------
+
+FLOOD = Path(__file__).parent / "flood.py"
+
+
+@contextlib.contextmanager
+def flooding(mode: str, port: int, count: int) -> Iterator[None]:
+    """tests/flood.py against the host on `port`, as a process of its own, once its sockets
+    are open; ended after."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, str(FLOOD), mode, str(port), str(count), "120"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "flooding"
+        yield
+    finally:
+        process.kill()
+        process.wait()
+
+
+async def _attempts(attempt: Any, tries: int = 5, deadline_s: float = 2.0) -> list[float | None]:
+    """`attempt()` `tries` times: each one's seconds, None for one that did not get in
+    within `deadline_s` (and why, printed)."""
+    times: list[float | None] = []
+    for _ in range(tries):
+        began = time.monotonic()
+        try:
+            await asyncio.wait_for(attempt(), deadline_s)
+            times.append(time.monotonic() - began)
+        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
+            print("the right client did not get in:", repr(exc))
+            times.append(None)
+    return times
+
+
+def test_a_reopen_flood_from_the_right_client_s_own_address_locks_it_out_never(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2,000 sockets without a token, from 127.0.0.1 as the right client is (behind an ssh
+    forward or a proxy everyone is), each reopened as soon as the host closes it, the whole
+    time the right client tries: it got in 0, 1 and 3 times in 5. At RLIMIT_NOFILE 1,024."""
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0", "--header-timeout", "1")
+    with serving(monkeypatch, *args, until=LISTENING, open_files=1024) as (process, found, _):
+        token = cli("serve", "--show-token").stdout.strip()
+        host = Host(found.group(1).decode(), token, "", process)
+
+        async def scenario() -> list[float | None]:
+            async with aiohttp.ClientSession() as http:
+                return await _attempts(lambda: gets_in(host, http))
+
+        with flooding("reopen", port_of(host), 2000):
+            times = run(scenario(), timeout=60)
+        assert None not in times, times
+        assert host.process.poll() is None
+
+
+def test_half_open_tls_handshakes_are_under_the_door_s_limits(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """1,200 sockets that each send half a ClientHello and hold, against a host with its
+    own TLS at RLIMIT_NOFILE 1,024: the right token got in 1 time in 5, and the host wrote
+    "Too many open files" tracebacks. Handshakes are now counted, limited and timed."""
+    import shutil
+    import ssl
+
+    from tests.test_host import self_signed
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = self_signed(tmp_path)
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0", *tls)
+    wss = re.compile(rb"listening on (wss://127\.0\.0\.1:\d+/acp)")
+    with serving(monkeypatch, *args, until=wss, open_files=1024) as (process, found, state):
+        token = cli("serve", "--show-token").stdout.strip()
+        host = Host(found.group(1).decode(), token, "", process)
+        trusted = ssl.create_default_context(cafile=str(cert))
+
+        async def attempt(http: aiohttp.ClientSession) -> None:
+            async with http.ws_connect(host.url, headers=host.headers(), ssl=trusted) as socket:
+                await socket.send_str('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}')
+                answer = await socket.receive()
+                assert answer.type == aiohttp.WSMsgType.TEXT and '"result"' in answer.data
+
+        async def scenario() -> list[float | None]:
+            async with aiohttp.ClientSession() as http:
+                return await _attempts(lambda: attempt(http))
+
+        with flooding("half-tls", port_of(host), 1200):
+            times = run(scenario(), timeout=60)
+        assert None not in times, times
+        assert host.process.poll() is None
+    logged = "".join(p.read_text() for p in (state / "logs").rglob("*.log"))
+    assert "Traceback" not in logged and "Too many open files" not in logged
+
+
+def test_a_client_s_own_burst_of_a_hundred_connections_is_never_cut(door: Host) -> None:
+    async def scenario() -> list[float]:
+        async with aiohttp.ClientSession() as http:
+            return await asyncio.gather(*(gets_in(door, http) for _ in range(100)))
+
+    assert len(run(scenario(), timeout=120)) == 100
+
+
+def test_a_thousand_idle_authenticated_clients_are_served(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One host serves 1,000 idle clients that have authenticated, at RLIMIT_NOFILE 4,096:
+    100 on the controller's token and 100 on the observer's (raw WebSocket), 100 pages on
+    each of 4 paired devices (cookie, key and the page's Origin), and 400 on the unix
+    socket; then one more gets in. It took 64 TCP connections in all before."""
+    import psutil
+
+    from acpctl import protocol as acp
+    from tests.test_host import RawClient, unix_client
+
+    args = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
+    with serving(monkeypatch, *args, until=LISTENING, open_files=4096) as (process, found, _):
+        url = found.group(1).decode()
+        base = url.replace("ws://", "http://").removesuffix("/acp")
+        controller = cli("serve", "--show-token").stdout.strip()
+        observer = cli("serve", "--show-token", "--observer").stdout.strip()
+        host = Host(url, controller, observer, process)
+        codes = []
+        for n in range(4):
+            shown = cli("serve", "--pair", "--name", f"phone {n}").stdout
+            address = next(line for line in shown.splitlines() if line.startswith("http"))
+            codes.append(address.split("#", 1)[1])
+        before = psutil.Process(process.pid).memory_info().rss
+
+        async def scenario() -> int:
+            async with contextlib.AsyncExitStack() as stack:
+                unlimited = aiohttp.TCPConnector(limit=0)  # aiohttp's own: 100 at once
+                http = await stack.enter_async_context(aiohttp.ClientSession(connector=unlimited))
+                devices = []
+                for code in codes:
+                    async with http.post(
+                        base + "/pair", json={"code": code}, headers={"Origin": base}
+                    ) as paired:
+                        cookie = paired.cookies["acpctl-device"].value
+                        devices.append((cookie, (await paired.json())["key"]))
+                http.cookie_jar.clear()
+
+                async def held(**options: Any) -> None:
+                    socket = await stack.enter_async_context(http.ws_connect(url, **options))
+                    client = RawClient(socket)
+                    answer = await client.request(acp.INITIALIZE, {"protocolVersion": 1})
+                    assert "result" in answer, answer
+
+                for token in (controller, observer):
+                    for _ in range(100):
+                        await held(headers={"Authorization": f"Bearer {token}"})
+                for cookie, key in devices:
+                    page = {"Cookie": f"acpctl-device={cookie}", "Origin": base}
+                    protocols = (acp.WEBSOCKET_PAGE, acp.WEBSOCKET_DEVICE_KEY + key)
+                    for _ in range(100):
+                        await held(headers=page, protocols=protocols)
+                for _ in range(400):
+                    client = await stack.enter_async_context(unix_client())
+                    answer = await client.request(acp.INITIALIZE, {"protocolVersion": 1})
+                    assert "result" in answer, answer
+                shown = await asyncio.to_thread(cli, "serve", "--status", "--json")
+                status = json.loads(shown.stdout)
+                assert sum(agent["clients"] for agent in status["agents"]) >= 1000, status
+                await gets_in(host, http)  # and one more
+                return int(psutil.Process(process.pid).memory_info().rss)
+
+        grown = run(scenario(), timeout=240) - before
+        print(f"the host grew {grown / 1000 / 1024:.1f} KiB an idle client")  # bench/door.py

@@ -56,10 +56,20 @@ LISTENING_UNIX = re.compile(rb"listening on (/\S+)")
 
 @contextmanager
 def serving(
-    monkeypatch: pytest.MonkeyPatch, *args: str, until: re.Pattern[bytes] = LISTENING_UNIX
+    monkeypatch: pytest.MonkeyPatch,
+    *args: str,
+    until: re.Pattern[bytes] = LISTENING_UNIX,
+    open_files: int | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], re.Match[bytes], Path]]:
     """`acpctl serve ARGS` in a state directory of its own, once its stderr matches `until`
-    (what it matched, and the directory); stopped and its directory removed after."""
+    (what it matched, and the directory); stopped and its directory removed after. With
+    `open_files`, its RLIMIT_NOFILE is that, soft and hard (a desktop's is 1,024)."""
+    import resource
+
+    def limited() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     # A unix socket path has ~107 bytes: the state directory goes somewhere short.
     state = Path(tempfile.mkdtemp(prefix="acps", dir="/tmp"))
     monkeypatch.setenv("ACPCTL_STATE_DIR", str(state))
@@ -68,6 +78,7 @@ def serving(
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         env=dict(os.environ),
+        preexec_fn=limited if open_files is not None else None,
     )
     assert process.stderr is not None
     seen = b""
@@ -530,7 +541,7 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
 
 
 def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None:
-    from acpctl.host.door import MAX_CONNECTIONS
+    from acpctl.host.door import MAX_UNAUTHENTICATED_PER_ADDRESS
     from acpctl.host.http import MAX_MESSAGE_BYTES
 
     async def scenario() -> None:
@@ -543,7 +554,8 @@ def test_oversize_messages_and_connection_floods_are_bounded(host: Host) -> None
             else:  # not answered (with a parse error, say): the connection is closed
                 assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED), frame
         port = int(host.url.rsplit(":", 1)[1].split("/")[0])
-        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(MAX_CONNECTIONS)]
+        count = MAX_UNAUTHENTICATED_PER_ADDRESS
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(count)]
         # Sockets without a token make way for newer ones (issue 41, 1): a client with the
         # token gets in while they are held, and the oldest of them were closed.
         async with raw_client(host) as client:

@@ -64,7 +64,7 @@ def status() -> dict[str, object] | None:
     return json.loads(shown.stdout) if shown.returncode == 0 else None
 
 
-def until_status(timeout: float = 20) -> dict[str, object]:
+def until_status(timeout: float = 60) -> dict[str, object]:
     deadline = time.monotonic() + timeout
     while (found := status()) is None:
         assert time.monotonic() < deadline, "no host answers"

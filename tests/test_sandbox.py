@@ -272,9 +272,13 @@ def test_the_policy_hides_secrets_and_acpctl_s_own_directories(home: Path, tmp_p
         (home / sub).mkdir()
     project = tmp_path / "p"
     project.mkdir()
-    policy = sandbox.policy(sandbox.SandboxSettings(network=False), str(project), ["~/.agent"])
+    state = ["~/.agent.json", "~/.agent"]
+    policy = sandbox.policy(sandbox.SandboxSettings(network=False), str(project), state)
     assert policy.roots == (project.resolve(),)
-    assert policy.writable == ()  # ~/.agent does not exist: nothing to bind
+    # A state file that does not exist binds nothing; a state directory is made (0700),
+    # so that the agent's first start can write there (pi's ~/.pi).
+    assert policy.writable == ((home / ".agent").resolve(),)
+    assert (home / ".agent").stat().st_mode & 0o777 == 0o700
     hidden = set(policy.hidden)
     assert {home / ".ssh", home / ".netrc", home / "config", home / "data", home / "state"} <= {
         h for h in hidden

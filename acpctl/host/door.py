@@ -9,6 +9,8 @@ say what each check stops."""
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -26,13 +28,18 @@ from acpctl.host.tokens import Tokens
 MAX_FAILURES = 10
 FAILURE_WINDOW_S = 60.0
 MAX_REMEMBERED_ADDRESSES = 4096
-MAX_CONNECTIONS = 64
-# Connections that have not authenticated yet (every new one, until its first request):
-# at most this many from one address; and when the host is full, the oldest of them, from
-# the address that holds most, is closed to make way for a new one. So sockets opened and
-# held without a token never keep a client with one out, and a client's own burst of
-# connections is never cut.
-MAX_UNAUTHENTICATED_PER_ADDRESS = 32
+# Connections that have not authenticated yet (every new one, until its first request has
+# passed the door): at most this many from one address, so that a client's own burst (a
+# page's tabs, a link's reconnects) fits. Past it, or when the host is full, one of them
+# is closed to make way: from the address that holds most, the oldest that has sent
+# nothing, and only when every one has begun its request, the oldest of those. A socket
+# whose request has begun to arrive is never closed for one that is idle, so a client with
+# the token gets in though a flood shares its address (an ssh forward, a proxy: everyone
+# is 127.0.0.1 there).
+MAX_UNAUTHENTICATED_PER_ADDRESS = 256
+# File descriptors kept out of the connections' reach: the agents' pipes, the history's
+# files, and the sockets accepted in one batch before the door has seen them.
+RESERVED_DESCRIPTORS = 256
 HEADER_TIMEOUT_S = 10.0  # a request's headers (every request's) must arrive within this
 BODY_TIMEOUT_FACTOR = 3  # and its body within three times that
 
@@ -44,8 +51,31 @@ class Guard(Protocol):
     authenticated: bool
     transport: Any
 
+    def begun(self) -> bool: ...
     def evict(self) -> None: ...
     def expect_headers(self) -> None: ...
+
+
+def connection_capacity() -> int:
+    """How many TCP connections the host holds at once: what its file descriptors allow
+    (raise_file_limit first), less those kept for the rest of its work."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 16
+    return max(64, min(soft, 1 << 16) - RESERVED_DESCRIPTORS)
+
+
+def raise_file_limit() -> None:
+    """The soft limit on open files raised to the hard one (a desktop's soft default is
+    1,024): every connection is a descriptor."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def is_loopback_name(host: str) -> bool:
@@ -77,6 +107,10 @@ class Door:
     # The TCP connections open, oldest first, by their transport (SlowHeadersGuard).
     guards: dict[Any, Guard] = field(default_factory=dict)
     header_timeout_s: float = HEADER_TIMEOUT_S  # `acpctl serve --header-timeout`
+    capacity: int = field(default_factory=connection_capacity)  # TCP connections at once
+    # The listener's own TLS (--tls-cert): each connection's handshake is done under the
+    # door, so a socket that never finishes one is counted, limited and timed like any.
+    tls: ssl.SSLContext | None = None
 
     @property
     def body_timeout_s(self) -> float:
@@ -88,21 +122,26 @@ class Door:
         return len(self.guards)
 
     def admit(self, guard: Guard) -> bool:
-        """Room for a new connection: the oldest unauthenticated one of its address, or of
-        all, makes way when those are at their limit. False: every place is held by an
-        authenticated client."""
+        """Room for a new connection: an unauthenticated one of its address, or of all,
+        makes way when those are at their limit (_make_way). False: every place is held by
+        an authenticated client."""
         waiting = [g for g in self.guards.values() if not g.authenticated]  # oldest first
         same_address = [g for g in waiting if g.address == guard.address]
         if len(same_address) >= MAX_UNAUTHENTICATED_PER_ADDRESS:
-            same_address[0].evict()
-        elif self.connections >= MAX_CONNECTIONS:
+            _make_way(same_address)
+        elif self.connections >= self.capacity:
             if not waiting:
                 return False
             by_address = Counter(g.address for g in waiting)
             most = max(by_address, key=lambda address: by_address[address])
-            next(g for g in waiting if g.address == most).evict()
+            _make_way([g for g in waiting if g.address == most])
         self.guards[guard.transport] = guard
         return True
+
+    def secured(self, raw: Any, guard: Guard) -> None:
+        """A connection's TLS handshake is done: known by its new transport from now on."""
+        if self.guards.pop(raw, None) is not None:
+            self.guards[guard.transport] = guard
 
     @property
     def cookie(self) -> str:
@@ -190,6 +229,12 @@ class Door:
         response = refuse(401, "a bearer token is required (acpctl serve --show-token)")
         response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
         return response
+
+
+def _make_way(waiting: list[Guard]) -> None:
+    """Close one of `waiting` (unauthenticated, oldest first): the oldest that has sent
+    nothing, else the oldest."""
+    next((g for g in waiting if not g.begun()), waiting[0]).evict()
 
 
 def device_key(request: web.Request) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
+import ssl
 from typing import Any
 
 from aiohttp import hdrs, web
@@ -83,9 +85,10 @@ def make_app(
 
 class SlowHeadersGuard(asyncio.Protocol):
     """Wraps the HTTP server's protocol for one TCP connection: admitted by the door (which
-    may evict an unauthenticated connection for it), closed when a request's headers have
-    not arrived within the door's header timeout (the first request's, and each later
-    one's on a kept-alive connection: `expect_headers`)."""
+    may close an unauthenticated connection for it), secured by the door's TLS when it
+    has one, and closed when a request's headers have not arrived within the door's
+    header timeout (the first request's, handshake included, and each later one's on a
+    kept-alive connection: `expect_headers`)."""
 
     def __init__(self, inner: Any, door: Door) -> None:
         self._inner = inner
@@ -96,18 +99,61 @@ class SlowHeadersGuard(asyncio.Protocol):
         self.address = "?"
         self.authenticated = False  # a request on it passed the door
         self._admitted = False
+        self._served = False  # the HTTP server has it (after the handshake, under TLS)
+        self._received = False  # a byte of a request came
+        self._descriptor = -1
+        self._handshake: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        socket = transport.get_extra_info("socket")
+        self._descriptor = socket.fileno() if socket is not None else -1
         if not self._door.admit(self):
             transport.close()
             return
         self._admitted = True
         self.expect_headers()
+        if self._door.tls is None:
+            self._serve(transport)
+        else:
+            self._handshake = asyncio.ensure_future(self._secure(transport, self._door.tls))
+
+    async def _secure(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            secured = await loop.start_tls(
+                raw,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=self._door.header_timeout_s,
+            )
+        except Exception:  # any failed, timed out or abandoned handshake: gone, quietly
+            self._gone(raw)
+            raw.abort()
+            return
+        if secured is None or raw.is_closing():
+            self._gone(raw)
+            return
+        self.transport = secured
+        self._door.secured(raw, self)
+        self._serve(secured)
+
+    def _serve(self, transport: asyncio.Transport) -> None:
+        self._served = True
         self._inner.connection_made(transport)
+
+    def begun(self) -> bool:
+        """Whether a request has begun to come on it: a byte of one read, or waiting to be
+        (asked of the socket: its bytes may be there before the event loop reads them)."""
+        if self._received or self._descriptor < 0:
+            return True
+        poller = select.poll()
+        poller.register(self._descriptor, select.POLLIN)
+        return bool(poller.poll(0))
 
     def expect_headers(self) -> None:
         """A request's headers are due within the header timeout from now."""
@@ -127,6 +173,7 @@ class SlowHeadersGuard(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        self._received = True
         if self._timer is not None:
             self._seen = (self._seen + data)[-(16 << 10) :]
             if b"\r\n\r\n" in self._seen:
@@ -135,18 +182,26 @@ class SlowHeadersGuard(asyncio.Protocol):
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if not self._served:
+            return None
         result: bool | None = self._inner.eof_received()
         return result
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _gone(self, transport: asyncio.BaseTransport | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        if self._admitted:
-            self._door.guards.pop(self.transport, None)
+            self._timer = None
+        self._door.guards.pop(transport, None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._gone(self.transport)
+        if self._served:
             self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        self._inner.pause_writing()
+        if self._served:
+            self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self._inner.resume_writing()
+        if self._served:
+            self._inner.resume_writing()

@@ -14,9 +14,10 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -28,7 +29,7 @@ from acpctl.files import atomic_write
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.devices import PAIR_CODE_TTL_S, Devices
-from acpctl.host.door import HEADER_TIMEOUT_S, Door
+from acpctl.host.door import HEADER_TIMEOUT_S, Door, connection_capacity, raise_file_limit
 from acpctl.host.http import ENDPOINT, SlowHeadersGuard, make_app
 from acpctl.host.notify import Notifier
 from acpctl.host.page import PAIR_PATH
@@ -238,6 +239,22 @@ def _stop_running_host(directory: Path) -> None:
         host.terminate()
 
 
+def _accept_failures_in_one_line(
+    log: logging.Logger,
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """Out of file descriptors, asyncio stops accepting for a second and says so with a
+    traceback: here one line (the door keeps the connections below the limit, so only
+    something else of the host's can take the last ones)."""
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if str(context.get("message", "")).startswith("socket.accept() out of system"):
+            log.warning("session host: out of file descriptors: %s", context.get("exception"))
+            return
+        loop.default_exception_handler(context)
+
+    return handle
+
+
 async def _serve(options: HostOptions) -> None:
     log, log_path = open_log("serve", "acpctl.serve")
     notifier = Notifier(config.load().serve, log)
@@ -254,6 +271,7 @@ async def _serve(options: HostOptions) -> None:
     runners: list[web.AppRunner] = []
     servers: list[asyncio.AbstractServer] = []
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_accept_failures_in_one_line(log))
     socket_path = paths.host_socket()
     created_socket = False
     try:
@@ -266,12 +284,15 @@ async def _serve(options: HostOptions) -> None:
             tokens = load_or_create()
             host, port = parse_listen(options.listen)
             context = _tls_context(options)
+            raise_file_limit()  # every connection is a descriptor: as many as allowed
             door = tcp.door = Door(
                 tokens,
                 origins=frozenset(options.allow_origins),
                 header_timeout_s=options.header_timeout_s,
                 devices=tcp.devices,
                 secure=context is not None or options.behind_tls_proxy,
+                capacity=connection_capacity(),
+                tls=context,  # handshakes under the door's limits (SlowHeadersGuard)
             )
             app = make_app(pool, door, tcp.connections, log)
             tcp_runner = web.AppRunner(app, handle_signals=False)
@@ -281,7 +302,6 @@ async def _serve(options: HostOptions) -> None:
                 lambda: SlowHeadersGuard(tcp_runner.server(), door),  # type: ignore[misc]
                 host,
                 port,
-                ssl=context,
                 start_serving=False,
             )
             servers.append(server)

@@ -15,12 +15,15 @@ from acpctl.host.agents import AgentPool, HostedAgent
 from acpctl.host.connection import GRACE_S, LogicalConnection
 from acpctl.runner.clients import Client
 
-# Logical connections a token may hold, and all of them: past either, the oldest idle one
-# (no transport attached) makes way, else the new one is refused. Once half are taken, a
-# connection that goes idle is kept SHORT_GRACE_S for its client to come back, not the
-# usual GRACE_S (host/connection.py): a flood of initializes is reaped in seconds.
-MAX_PER_TOKEN = 64
-MAX_IN_ALL = 256
+# Logical connections a token (or a paired device) may hold, and all of them: past either,
+# the oldest idle one (no transport attached) makes way, else the new one is refused. A
+# token's share is sized for one person's tabs and devices (a page holds one connection
+# an agent it shows, and a client's burst of 100 fits); the unix socket's clients are
+# this user's own processes, held by the total alone. Once half are taken, a connection
+# that goes idle is kept SHORT_GRACE_S for its client to come back, not the usual GRACE_S
+# (host/connection.py): a flood of initializes is reaped in seconds.
+MAX_PER_TOKEN = 128
+MAX_IN_ALL = 4096
 SHORT_GRACE_S = 5.0
 ROOM_SAID_EVERY_S = 10.0
 
@@ -31,6 +34,7 @@ class Caller(NamedTuple):
 
     role: str
     device: str | None = None
+    local: bool = False  # on the unix socket: no token's share applies
 
 
 class TooManyConnections(AcpctlError):
@@ -101,7 +105,7 @@ class Connections:
     def _make_room(self, caller: Caller) -> None:
         held = [(c, whose) for c, whose in self.by_id.values() if not c.ended]
         mine = [c for c, whose in held if whose == caller]
-        if len(mine) >= MAX_PER_TOKEN:
+        if len(mine) >= MAX_PER_TOKEN and not caller.local:
             crowded, limit = mine, MAX_PER_TOKEN
         elif len(held) >= MAX_IN_ALL:
             crowded, limit = [c for c, _ in held], MAX_IN_ALL

@@ -160,7 +160,7 @@ async def _open(
     name = agent if isinstance(agent, str) else None
     opening = connections.open(
         name,
-        Caller(acp.CONTROLLER),
+        Caller(acp.CONTROLLER, local=True),
         uuid.uuid4().hex,
         forward_log=params.get("log") is True,
         link=params.get("link") is True,
@@ -207,7 +207,9 @@ async def _resume(
     attached = UnixSender(writer, log).reader()
     try:
         connection = resume(
-            request, lambda wanted: connections.find(wanted, Caller(acp.CONTROLLER)), attached
+            request,
+            lambda wanted: connections.find(wanted, Caller(acp.CONTROLLER, local=True)),
+            attached,
         )
     except ResumeRefused as exc:
         writer.write("".join(text + "\n" for text in resume_failed(request, str(exc))).encode())
