@@ -159,6 +159,8 @@ WEBSOCKET_LINES = "acpctl.lines"
 # key (host/devices.py: a browser's WebSocket can set no header); the host picks the first.
 # An HTTP request from the page (its service worker's) carries the key in a header.
 WEBSOCKET_PAGE = "acpctl.page"
+# In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
+ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"
 WEBSOCKET_DEVICE_KEY = "acpctl.key."
 DEVICE_KEY_HEADER = "Acpctl-Device-Key"
 # The resumable-delivery draft's control messages (host/connection.py).

@@ -1,9 +1,16 @@
-"""The session host's door under hostile load (issue 41), against the same host quiet.
+"""The session host's door under hostile load (issues 41 and 51), against the same host
+quiet.
 
-- Getting in: a client with the right token opens a WebSocket and has initialize
-  answered, quiet, then while 1,000 sockets without a token are held open (half of them
-  having asked once and been refused), then after 200 requests with a wrong token. How
-  often it got in within 2 s, and how long it took.
+- Getting in: a client with the right token opens a WebSocket and has initialize answered,
+  20 times: quiet; while 2,000 sockets without a token, from its own address (127.0.0.1),
+  are reopened as fast as the host closes them (half begin a request and never end it);
+  while requests with a wrong token come as fast as they are answered; and against a host
+  with its own TLS while 1,200 sockets hold half a ClientHello. Every flood runs the whole
+  time the client tries (tests/flood.py, a process of its own, as an attacker's is), and
+  the host runs at RLIMIT_NOFILE 1,024, a desktop's default. How often it got in within
+  2 s, the median and the 95th percentile.
+- Memory per idle client: the host's resident memory grown by 1,000 clients that have
+  initialized and stay (on the unix socket), divided by 1,000.
 - Answers while another floods: one client's session/list, quiet, and while another client
   on the same agent sends 50,000 session/set_mode requests as fast as it can.
 - Memory: the host's resident memory after 3,000 HTTP initializes with the right token.
@@ -20,10 +27,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import resource
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,20 +48,31 @@ GET_IN_WITHIN_S = 2.0
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
 
 
+FLOOD = Path(__file__).resolve().parent.parent / "tests" / "flood.py"
+OPEN_FILES = 1024
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+
+
 @contextlib.contextmanager
-def listening() -> Iterator[tuple[str, str, int]]:
-    """A host on a free loopback port: its URL, the controller token and its pid."""
+def listening(tls: tuple[Path, Path] | None = None) -> Iterator[tuple[str, str, int]]:
+    """A host on a free loopback port (its own TLS with `tls`, a certificate and its key),
+    at RLIMIT_NOFILE 1,024: its URL, the controller token and its pid."""
+    secure = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
     process = subprocess.Popen(
-        [*ACPCTL_COMMAND, "serve", "--listen", "127.0.0.1:0", "--idle-stop", "0"],
+        [*ACPCTL_COMMAND, "serve", "--listen", "127.0.0.1:0", "--idle-stop", "0", *secure],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_limited,
     )
     assert process.stderr is not None
-    while "ws://" not in (line := process.stderr.readline()):
+    while "ws" not in (line := process.stderr.readline()) or "://127" not in line:
         assert line, "acpctl serve ended"
-    url = line[line.index("ws://") :].split()[0]
+    url = line[line.index("ws") :].split()[0]
     token = subprocess.run(
         [*ACPCTL_COMMAND, "serve", "--show-token"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -65,13 +86,15 @@ def listening() -> Iterator[tuple[str, str, int]]:
         drain.wait(10)
 
 
-async def get_in(http: aiohttp.ClientSession, url: str, token: str) -> float | None:
+async def get_in(
+    http: aiohttp.ClientSession, url: str, token: str, trusted: ssl.SSLContext | bool = True
+) -> float | None:
     """Seconds to open the WebSocket and have initialize answered; None: not within 2 s."""
     began = time.perf_counter()
 
     async def initialized() -> bool:
         headers = {"Authorization": f"Bearer {token}"}
-        async with http.ws_connect(url, headers=headers) as socket:
+        async with http.ws_connect(url, headers=headers, ssl=trusted) as socket:
             await socket.send_str(INITIALIZE)
             answer = await socket.receive()
             return answer.type == aiohttp.WSMsgType.TEXT and '"result"' in answer.data
@@ -84,29 +107,65 @@ async def get_in(http: aiohttp.ClientSession, url: str, token: str) -> float | N
     return time.perf_counter() - began
 
 
-async def getting_in(url: str, token: str, flood: str, tries: int = 8) -> list[float | None]:
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    held: list[asyncio.StreamWriter] = []
+@contextlib.contextmanager
+def flooding(mode: str, port: int, count: int) -> Iterator[None]:
+    """tests/flood.py against `port`, from now until the block ends."""
+    process = subprocess.Popen(
+        [sys.executable, str(FLOOD), mode, str(port), str(count), "300"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "flooding"
+        yield
+    finally:
+        process.kill()
+        process.wait()
+
+
+async def getting_in(
+    url: str, token: str, flood: str, trusted: ssl.SSLContext | bool = True, tries: int = 20
+) -> list[float | None]:
     times: list[float | None] = []
     async with aiohttp.ClientSession() as http:
+
+        async def wrong_tokens() -> None:
+            wrong = {"Authorization": "Bearer wrong"}
+            while True:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(url.replace("ws:", "http:"), headers=wrong) as got:
+                        await got.read()
+
+        flooder = asyncio.ensure_future(wrong_tokens()) if flood == "wrong tokens" else None
         for _ in range(tries):
-            if flood == "sockets":
-                for n in range(1000 // tries):
-                    with contextlib.suppress(OSError):
-                        _, writer = await asyncio.open_connection("127.0.0.1", port)
-                        if n % 2:
-                            writer.write(b"GET /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                        held.append(writer)
-            elif flood == "wrong tokens":
-                for _ in range(200 // tries):
-                    with contextlib.suppress(aiohttp.ClientError):
-                        wrong = {"Authorization": "Bearer wrong"}
-                        async with http.get(url.replace("ws:", "http:"), headers=wrong) as got:
-                            await got.read()
-            times.append(await get_in(http, url, token))
+            times.append(await get_in(http, url, token, trusted))
+        if flooder is not None:
+            flooder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flooder
+    return times
+
+
+async def memory_per_client(pid: int, count: int = 1000) -> float:
+    """KiB the host grew by, an idle client: `count` unix-socket clients initialized and
+    held."""
+    from acpctl import jsonrpc
+    from acpctl.remote.host_socket import open_host_socket
+
+    host = psutil.Process(pid)
+    held = []
+    before: int = host.memory_info().rss
+    for _ in range(count):
+        reader, writer = await open_host_socket(start=False)
+        writer.write(jsonrpc.encode(jsonrpc.request(0, "_acpctl/connect", {"agent": None})))
+        await reader.readline()
+        writer.write(INITIALIZE.encode() + b"\n")
+        await reader.readline()
+        held.append(writer)
+    after: int = host.memory_info().rss
     for writer in held:
         writer.close()
-    return times
+    return (after - before) / count / 1024
 
 
 async def answers_while(url: str, token: str, flooding: bool) -> list[float]:
@@ -176,8 +235,22 @@ async def initialize_flood(url: str, token: str, pid: int, count: int) -> float:
 
 def shown(times: list[float | None]) -> str:
     got = [t for t in times if t is not None]
-    slowest = f", slowest {max(got) * 1000:.0f} ms" if got else ""
-    return f"{len(got)}/{len(times)} in{slowest}"
+    if not got:
+        return f"0/{len(times)} in"
+    median, p95 = statistics.median(got) * 1000, percentile(got, 0.95) * 1000
+    return f"{len(got)}/{len(times)} in, median {median:.0f} ms, p95 {p95:.0f} ms"
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
 
 def main() -> None:
@@ -188,18 +261,39 @@ def main() -> None:
     quiet_p95: list[float] = []
     flood_p95: list[float] = []
     grown: list[float] = []
-    with private_home():
+    per_client: list[float] = []
+    with private_home(), tempfile.TemporaryDirectory() as scratch:
+        tls = self_signed(Path(scratch))
+        trusted = ssl.create_default_context(cafile=str(tls[0]))
         for _ in range(args.reps):
-            for flood in ("quiet", "sockets", "wrong tokens"):
+            for flood in ("quiet", "2,000 reopened, same address", "wrong tokens"):
                 with listening() as (url, token, _):
-                    times = asyncio.run(getting_in(url, token, flood))
+                    port = int(url.rsplit(":", 1)[1].split("/")[0])
+                    with (
+                        flooding("reopen", port, 2000)
+                        if flood.startswith("2,000")
+                        else contextlib.nullcontext()
+                    ):
+                        times = asyncio.run(getting_in(url, token, flood))
                 rows.setdefault(f"getting in, {flood}", []).append(shown(times))
+            for flood in ("quiet", "1,200 half-open handshakes"):
+                with listening(tls) as (url, token, _):
+                    port = int(url.rsplit(":", 1)[1].split("/")[0])
+                    with (
+                        flooding("half-tls", port, 1200)
+                        if flood.startswith("1,200")
+                        else contextlib.nullcontext()
+                    ):
+                        times = asyncio.run(getting_in(url, token, flood, trusted))
+                rows.setdefault(f"getting in over TLS, {flood}", []).append(shown(times))
             with listening() as (url, token, _):
                 quiet_p95.append(percentile(asyncio.run(answers_while(url, token, False)), 0.95))
             with listening() as (url, token, _):
                 flood_p95.append(percentile(asyncio.run(answers_while(url, token, True)), 0.95))
             with listening() as (url, token, pid):
                 grown.append(asyncio.run(initialize_flood(url, token, pid, 3000)))
+            with listening() as (url, token, pid):
+                per_client.append(asyncio.run(memory_per_client(pid)))
     print("| measure | each repetition |")
     print("|---|---|")
     for name, cells in rows.items():
@@ -215,6 +309,9 @@ def main() -> None:
         f"({statistics.median(ratios):.1f}x quiet) |"
     )
     print(f"| host grown by 3,000 initializes | {', '.join(f'{g:.1f} MiB' for g in grown)} |")
+    print(
+        f"| memory an idle client (1,000 held) | {', '.join(f'{k:.1f} KiB' for k in per_client)} |"
+    )
 
 
 if __name__ == "__main__":

@@ -481,3 +481,56 @@ def test_the_page_shows_turning_characters_of_what_is_approved() -> None:
     assert json.loads(done.stdout) == (
         "rm -rf build ⟨U+202E⟩#lmth.x⟨U+2066⟩⟨U+200B⟩⟨U+001B⟩[2K⟨U+0007⟩\nline two\ttab"
     )
+
+
+@pytest.mark.e2e
+def test_a_stopped_agent_shows_as_not_responding_and_its_cancel_is_settled(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent stopped with SIGSTOP mid-turn hung its clients: a cancel was never
+    answered, and `serve --status` said "running". Now the status and `ps` say since when
+    it does not respond, and the cancel is settled for the client after the deadline."""
+    import signal
+    import time
+
+    import psutil
+
+    from acpctl.runner.turns import CANCEL_DEADLINE_S
+    from tests.test_host import serving, unix_client
+
+    with serving(monkeypatch, "--idle-stop", "0") as (process, _, _):
+
+        async def scenario() -> dict[str, Any]:
+            async with unix_client("demo") as client:
+                await client.request("initialize", {"protocolVersion": 1})
+                new = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+                session = new["result"]["sessionId"]
+                await client.send_prompt(session, "slow", msg_id=7)
+                await client.until(lambda m: m.get("method") == "session/update")
+                agents = [c for c in psutil.Process(process.pid).children() if c.is_running()]
+                for agent in agents:
+                    agent.send_signal(signal.SIGSTOP)
+                try:
+                    said = await asyncio.to_thread(cli, "serve", "--status", "--json")
+                    status: dict[str, Any] = json.loads(said.stdout)
+                    shown = await asyncio.to_thread(cli, "ps")
+                    assert "not responding since" in shown.stdout, shown.stdout
+                    began = time.monotonic()
+                    await client.send(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "session/cancel",
+                            "params": {"sessionId": session},
+                        }
+                    )
+                    answer = await client.until(lambda m: m.get("id") == 7, CANCEL_DEADLINE_S + 20)
+                    assert time.monotonic() - began >= CANCEL_DEADLINE_S * 0.9
+                    assert answer["result"]["stopReason"] == "cancelled"
+                    return status
+                finally:
+                    for agent in agents:
+                        agent.send_signal(signal.SIGCONT)
+
+        status = run(scenario())
+    (demo,) = [a for a in status["agents"] if a["agent"] == "demo"]
+    assert demo["notRespondingSince"] is not None

@@ -330,7 +330,7 @@ def test_a_rotated_token_is_taken_at_once_and_ends_the_old_ones_connections(
 
 def test_initialize_floods_hold_a_bounded_number_of_connections(door: Host) -> None:
     """Issue 41, 4: 20,007 HTTP initializes took the host from 42 to 289 MiB (each logical
-    connection kept 60 s). Now a token holds at most 64, the oldest idle one making way."""
+    connection kept 60 s). Now a token holds at most 128, the oldest idle one making way."""
     import json
 
     import psutil

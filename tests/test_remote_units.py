@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -497,3 +499,60 @@ def test_the_link_tells_an_editor_that_asked_when_it_drops_and_comes_back() -> N
     assert said[0]["params"]["reason"] == "connection reset"
     assert said[1]["params"]["how"] == "resumed"
     assert told(asked=False) == []
+
+
+def test_a_peer_that_fails_at_once_each_time_is_dialled_with_a_back_off(tmp_path: Path) -> None:
+    """Issue 51, 8: a remote that drops each connection as soon as it is up (an endless SSE
+    line, say) was dialled again at once, in a loop ("back after 0.0 s", repeated). The
+    back-off now carries over drops that come right after coming up."""
+    import logging
+
+    from acpctl.jsonrpc.streams import Output
+    from acpctl.remote.link import Link
+
+    dials: list[float] = []
+    sixth = asyncio.Event()
+
+    class DropsAtOnce:
+        connection_id = "c"
+        resumed = False
+        remote_version = None
+        close_reason = "an endless line"
+
+        async def send(self, text: str) -> None:
+            pass
+
+        async def receive(self) -> str | None:
+            return None
+
+        def took(self, cursor: str) -> None:
+            pass
+
+        def resume_point(self) -> None:
+            return None
+
+        def peer_certificate(self) -> None:
+            return None
+
+        async def close(self, leaving: bool) -> None:
+            pass
+
+    async def dial(_: Any) -> Any:
+        dials.append(time.monotonic())
+        if len(dials) == 6:
+            sixth.set()
+        return DropsAtOnce()
+
+    async def scenario() -> None:
+        with (tmp_path / "editor-out").open("wb") as out:
+            link = Link("far", dial, Output(None, out.fileno()), logging.getLogger("t"), 0)
+            editor = asyncio.StreamReader()
+            running = asyncio.ensure_future(link.run(editor))
+            await asyncio.wait_for(sixth.wait(), 30)
+            editor.feed_eof()
+            await asyncio.wait_for(running, 10)
+
+    asyncio.run(scenario())
+    # Doubling from 50 ms, jittered by half either way: the fifth wait is 0.4 s at least
+    # (without the back-off, every dial came at once).
+    assert dials[5] - dials[4] >= 0.4, [b - a for a, b in itertools.pairwise(dials)]

@@ -1182,3 +1182,38 @@ def test_set_title_is_kept_in_the_history_open_or_not(tmp_path: Path) -> None:
         assert h.store.read_meta(sid).title == "Closed one"
 
     run(tmp_path, scenario, agent)
+
+
+def test_a_cancel_the_agent_ignores_is_settled_for_the_editor_after_a_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51, 8: an agent stopped (SIGSTOP) or stuck never ends a cancelled turn; the
+    editor's prompt is answered `cancelled` after the deadline, with why, and the agent's
+    late answer is dropped."""
+    from acpctl.runner import turns
+
+    monkeypatch.setattr(turns, "CANCEL_DEADLINE_S", 0.2)
+    agent = FakeAgent()
+    never = asyncio.Event()
+
+    async def stuck(params: Any) -> JsonObject:
+        await never.wait()
+        return {"stopReason": acp.END_TURN}
+
+    agent.handlers[acp.SESSION_PROMPT] = stuck
+
+    async def scenario(h: Harness) -> None:
+        sid = await h.session()
+        blocks = [{"type": "text", "text": "forever"}]
+        h.send(jsonrpc.request(900, acp.SESSION_PROMPT, {"sessionId": sid, "prompt": blocks}))
+        while not any(method == acp.SESSION_PROMPT for method, _ in agent.calls):
+            await asyncio.sleep(0)
+        h.send(jsonrpc.notification(acp.SESSION_CANCEL, {"sessionId": sid}))
+        answer = await h.editor.response(900)
+        assert answer["result"]["stopReason"] == acp.CANCELLED
+        assert "did not end the turn" in answer["result"]["_meta"][acp.ENDED_BY_ACPCTL_META]
+        never.set()  # the agent's late answer: no second answer to the editor
+        await h.editor.settled()
+        assert [m for m in h.editor.messages if m.get("id") == 900] == [answer]
+
+    run(tmp_path, scenario, agent)

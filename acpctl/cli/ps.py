@@ -30,6 +30,7 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
                 "rss": agent["rss"] or 0,
                 "clients": agent["clients"],
                 "sessions": [s["sessionId"] for s in agent["sessions"]],
+                "notRespondingSince": agent.get("notRespondingSince"),
             }
         )
     if as_json:
@@ -51,6 +52,9 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
             )
         if run.get("sandbox"):
             sessions += f"  (sandbox: {', '.join(run['sandbox'])})"
+        if run.get("notRespondingSince"):
+            since = time.strftime("%H:%M:%S", time.localtime(run["notRespondingSince"]))
+            sessions += f"  (not responding since {since})"
         typer.echo(f"{run['pid']:>7}  {run['agent']:<14} {uptime:>8} {rss:>9}  {sessions}")
 
 

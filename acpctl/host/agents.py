@@ -57,6 +57,7 @@ class HostedAgent:
     last_used: float = field(default_factory=time.monotonic)  # when a client last left
     spare_until: float = 0.0  # a spare no client has used is kept until then
     started: float = field(default_factory=time.time)
+    stopped_since: float | None = None  # when its process was first seen stopped (SIGSTOP)
 
     @property
     def conn(self) -> Connection:
@@ -77,6 +78,7 @@ class HostedAgent:
             "started": self.started,
             "agentPid": pid,
             "rss": _tree_rss(pid),
+            "notRespondingSince": self.not_responding_since(),
             "clients": len(self.conn.clients),
             "sessions": [
                 {
@@ -87,6 +89,19 @@ class HostedAgent:
                 for record in self.conn.sessions
             ],
         }
+
+    def not_responding_since(self) -> float | None:
+        """Since when (epoch seconds) the agent has not responded, or None: its process is
+        stopped (SIGSTOP: first seen then), or a turn has waited on it with no word for
+        config.toml's silence_warning_s (a deadlock)."""
+        if _stopped(self.conn.backend.pid):
+            self.stopped_since = self.stopped_since or time.time()
+            return self.stopped_since
+        self.stopped_since = None
+        silence_s = self.conn.silence_s
+        heard = [record.heard for record in self.server.turns.running.values()]
+        quiet = time.monotonic() - min(heard) if heard and silence_s > 0 else 0.0
+        return time.time() - quiet if quiet >= silence_s > 0 else None
 
     def busy(self) -> bool:
         """A client is connected, or a turn runs (a prompt outlives its client), or it is a
@@ -224,11 +239,15 @@ class AgentPool:
         for hosted in self.agents.values():
             asking = {id(request.session) for request in _questions(hosted.conn)}
             running = {id(record) for record in hosted.server.turns.running.values()}
+            silent_since = hosted.not_responding_since()
             for record in hosted.conn.sessions:
                 state = "waiting" if id(record) in asking else "idle"
                 if state == "idle" and id(record) in running:
                     state = "running"
-                listed.append(_listed(hosted.name, record.meta, state, len(record.clients)))
+                entry = _listed(hosted.name, record.meta, state, len(record.clients))
+                if silent_since is not None:
+                    entry["notRespondingSince"] = silent_since
+                listed.append(entry)
         live = {entry["sessionId"] for entry in listed}
         stored = SessionIndex(self.store).query(limit=MAX_LISTED_RECENT + len(live))
         recent = [
@@ -364,6 +383,22 @@ def _questions(conn: Connection) -> list[ReverseRequest]:
 def _key(name: str, sandbox: Policy | None) -> str:
     """An agent's place in the pool: its name, and a sandboxed one's roots."""
     return name if sandbox is None else " ".join([name, *map(str, sandbox.roots)])
+
+
+def _stopped(pid: int | None) -> bool:
+    """Whether the agent's process is stopped (SIGSTOP, a debugger): in a sandbox, the first
+    process of the tree that is not the engine."""
+    if pid is None:
+        return False
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        while process.name() == "bwrap" and process.children():
+            process = process.children()[0]
+        return bool(process.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP))
+    except psutil.Error:
+        return False
 
 
 def _tree_rss(pid: int | None) -> int | None:

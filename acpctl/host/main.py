@@ -481,9 +481,15 @@ def show_status(as_json: bool) -> int:
     for agent in status["agents"]:
         rss = f"{agent['rss'] / 2**20:.1f} MiB" if agent.get("rss") else "-"
         spare = " (spare)" if agent.get("spare") else ""
+        since = agent.get("notRespondingSince")
+        silent = (
+            f", not responding since {time.strftime('%H:%M:%S', time.localtime(since))}"
+            if since
+            else ""
+        )
         sys.stdout.write(
             f"{agent['agent']}{spare}: pid {agent['agentPid'] or '-'}, {rss}, "
-            f"{agent['clients']} client(s), {len(agent['sessions'])} session(s)\n"
+            f"{agent['clients']} client(s), {len(agent['sessions'])} session(s){silent}\n"
         )
         for session in agent["sessions"]:
             who = ", ".join(f"{c['name']} ({c['role']})" for c in session["clients"]) or "-"

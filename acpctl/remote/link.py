@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,6 +31,10 @@ from acpctl.remote.transport import (
 FIRST_CONNECT_LIMIT_S = 20.0  # before the link was ever up, the editor is not kept waiting
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 5.0
+# A link that drops within this of coming up keeps its back-off: a peer that fails the same
+# way at once each time (an endless SSE line, a bad answer) is dialled ever more slowly,
+# not in a loop; one that stayed up longer is dialled again at once.
+STABLE_S = 10.0
 REOPEN_TIMEOUT_S = 60.0
 
 Dial = Callable[[ResumePoint | None], Awaitable[Transport]]
@@ -54,6 +59,8 @@ class Link:
         self._resume_from: ResumePoint | None = None
         self._wake = asyncio.Event()  # the editor sent something
         self._editor_done = asyncio.Event()
+        self._up_at: float | None = None  # monotonic: when the transport last came up
+        self._quick_drops = 0  # drops in a row within STABLE_S of coming up
 
     async def run(self, editor: asyncio.StreamReader) -> int:
         """Until the editor goes (0), or the host that said it stops is not back within the
@@ -115,7 +122,11 @@ class Link:
     async def _connect(self) -> Transport | None:
         """A transport, live; None when the link is given up (the outage limit passed, or
         the host refused in a way no retry cures)."""
-        attempt = 0
+        quick = self._up_at is not None and time.monotonic() - self._up_at < STABLE_S
+        self._quick_drops = self._quick_drops + 1 if quick else 0
+        attempt = self._quick_drops
+        if attempt and await self._backed_off(attempt - 1):
+            return None
         while not self._editor_done.is_set():
             try:
                 transport = await self._dial(self._resume_from)
@@ -132,18 +143,26 @@ class Link:
                 self._went_down(str(exc) or type(exc).__name__)
             else:
                 if await self._came_up(transport):
+                    self._up_at = time.monotonic()
                     return transport
                 continue
             if self.state.past(self._limit, FIRST_CONNECT_LIMIT_S):
                 self._give_up(self.state.down_reason)
                 return None
-            import random  # here: a link that never drops never needs it
-
-            delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**attempt) * random.uniform(0.5, 1.5)
+            if await self._backed_off(attempt):
+                return None
             attempt += 1
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._editor_done.wait(), delay)
         return None
+
+    async def _backed_off(self, attempt: int) -> bool:
+        """Wait the `attempt`th back-off (jittered, doubling up to BACKOFF_MAX_S); True when
+        the editor went meanwhile."""
+        import random  # here: a link that never drops never needs it
+
+        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**attempt) * random.uniform(0.5, 1.5)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._editor_done.wait(), delay)
+        return self._editor_done.is_set()
 
     def _write_editor(self) -> None:
         if self.state.to_editor:

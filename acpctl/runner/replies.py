@@ -29,6 +29,8 @@ class ReadLoopReply:
         the response before the client sees it (a turn's end recorded, a setting kept)."""
 
         def answer(response: JsonObject) -> None:
+            if self.sent:  # answered already, for an agent that did not (turns.py)
+                return
             if before is not None:
                 before(response)
             if "error" in response:

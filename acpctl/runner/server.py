@@ -255,6 +255,8 @@ class AcpServer:
             return jsonrpc.error(msg_id, acp.INTERNAL_ERROR, f"internal error: {exc}")
         if reply is not None and reply.sent:
             return None
+        if reply is not None:  # answered here: the agent's late answer is not sent again
+            reply.sent = True
         if "error" in response:  # the agent's answer (acpctl's own errors are raised)
             self.conn.incidents.failed(method, response["error"])
         return {**response, "jsonrpc": "2.0", "id": msg_id}

@@ -23,6 +23,14 @@ from acpctl.runner.session import SessionRecord
 
 # How long a cancelled turn may take to end before a closing session ends it as cancelled.
 CLOSE_GRACE_S = 5.0
+# How long an agent may take to end a turn it was told to cancel: past it, the turn ends
+# for its clients as cancelled, said so (an agent stopped by SIGSTOP, or stuck, leaves no
+# one waiting); what the agent answers later is dropped.
+CANCEL_DEADLINE_S = 10.0
+IGNORED_CANCEL = (
+    "the agent did not end the turn within {seconds:g} s of its cancel: acpctl ended it for "
+    "its clients (the agent may be stopped or stuck: acpctl serve --status, acpctl ps)"
+)
 
 
 class TurnQueue:
@@ -52,6 +60,7 @@ class Turns:
         self.waiting: dict[RequestKey, asyncio.Future[None]] = {}
         # Prompts at the agent, by their pending answer: a $/cancel_request for one names it.
         self.running: dict[asyncio.Future[JsonObject], SessionRecord] = {}
+        self._settling: set[asyncio.Task[None]] = set()  # cancels' deadlines
 
     def queue(self, record: SessionRecord) -> TurnQueue:
         queue = self._queues.get(record)
@@ -205,10 +214,34 @@ class Turns:
             backend.notify(acp.SESSION_CANCEL, record.to_agent(params))
 
     async def cancel(self, record: SessionRecord, params: JsonObject) -> None:
-        self.queue(record).cancels += 1  # the prompts waiting their turn end as cancelled
+        queue = self.queue(record)
+        queue.cancels += 1  # the prompts waiting their turn end as cancelled
         async with record.lock:
             self._cancel_at_agent(record, params)
         self.questions.cancel_open(record)
+        running = [future for future in queue.prompts if not future.done()]
+        if running:
+            settling = asyncio.ensure_future(self._settle_ignored(record, running))
+            self._settling.add(settling)
+            settling.add_done_callback(self._settling.discard)
+
+    async def _settle_ignored(
+        self, record: SessionRecord, running: list[asyncio.Future[JsonObject]]
+    ) -> None:
+        """The turns a cancel was sent for, ended as cancelled for their clients when the
+        agent has not ended them by the deadline."""
+        await asyncio.wait(running, timeout=CANCEL_DEADLINE_S)
+        left = [future for future in running if not future.done()]
+        if not left:
+            return
+        said = IGNORED_CANCEL.format(seconds=CANCEL_DEADLINE_S)
+        self.conn.log.warning("session %s: %s", record.id, said)
+        ended = jsonrpc.result(
+            None, {"stopReason": acp.CANCELLED, "_meta": {acp.ENDED_BY_ACPCTL_META: said}}
+        )
+        for future in left:
+            self.conn.recorder.turn_end(record, ended)  # the history ends the turn too
+            future.set_result(ended)
 
     async def end(self, record: SessionRecord) -> None:
         """Before a session closes: cancel its running and waiting prompts and wait for

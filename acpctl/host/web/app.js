@@ -407,6 +407,10 @@ function render() {
     title.append(element("span", `state ${state}`, state));
     card.append(title);
     card.append(element("div", "where", `${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`));
+    if (entry.notRespondingSince) {
+      const since = new Date(entry.notRespondingSince * 1000).toLocaleTimeString();
+      card.append(element("div", "problem", `the agent is not responding since ${since}`));
+    }
     sessions.append(card);
   }
   document.getElementById("no-sessions").hidden = latest.sessions.length > 0;
