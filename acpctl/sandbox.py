@@ -203,11 +203,14 @@ def policy(
     start_dir: str | None,
     state_dirs: Iterable[str],
     env_names: Iterable[str] = (),
+    home: str | None = None,
 ) -> Policy:
     """The policy of an agent started for `start_dir` (its first root; None: for remote
     clients, whose roots are config.toml's alone), with the catalog's `state_dirs` and
-    `env_names` for it and config.toml's `settings`. RootRefused when `start_dir` is a
-    root nobody should get by accident (the home directory, `/`)."""
+    `env_names` for it and config.toml's `settings`. The state directories are the
+    agent's `home`'s when its config sets one (HOME in its env), else the user's.
+    RootRefused when `start_dir` is a root nobody should get by accident (the home
+    directory, `/`)."""
     configured = [_real(d) for d in settings.roots]
     started = [] if start_dir is None else [_real(start_dir)]
     for start in started:
@@ -220,18 +223,17 @@ def policy(
                 "under [sandbox])",
             )
     roots = _unique([*started, *configured])
-    for state in state_dirs:  # a directory it makes at its first start must be writable
-        directory = Path(state).expanduser()
+    own_state = [_in_home(state, home) for state in state_dirs]
+    for directory in own_state:  # a directory it makes at its first start must be writable
         if not directory.suffix and not directory.exists():  # ~/.pi, not ~/.claude.json
             paths.ensure_private_dir(directory)
-    writable = _unique(
-        _real(d) for d in (*state_dirs, *settings.writable) if Path(d).expanduser().exists()
-    )
-    home = Path.home()
+    wanted = [*own_state, *(Path(d).expanduser() for d in settings.writable)]
+    writable = _unique(_real(str(d)) for d in wanted if d.exists())
     own = (paths.config_dir(), paths.data_dir(), paths.state_dir())
     for directory in own:  # hidden from the first run on: a bind needs it to exist
         paths.ensure_private_dir(directory)
-    hidden = [home / name for name in HIDDEN_IN_HOME]
+    homes = _unique([Path.home(), *([Path(home)] if home else [])])  # the user's, its own
+    hidden = [directory / name for directory in homes for name in HIDDEN_IN_HOME]
     runtime = os.environ.get("XDG_RUNTIME_DIR")  # session bus, ssh and gpg agents' sockets
     hidden += [*own, *(Path(p) for p in HIDDEN_SOCKETS), *([Path(runtime)] if runtime else [])]
     hidden += [Path(p).expanduser() for p in settings.hidden]
@@ -278,6 +280,7 @@ def for_agent(
     state_dirs: Iterable[str],
     start_dir: str | None,
     env_names: Iterable[str] = (),
+    home: str | None = None,
 ) -> Policy | None:
     """The policy of an agent that config.toml sandboxes with `settings` (None: it does
     not), started for `start_dir` (None: for remote clients); SandboxUnavailable when no
@@ -285,7 +288,14 @@ def for_agent(
     if settings is None:
         return None
     require_engine()
-    return policy(settings, start_dir, state_dirs, env_names)
+    return policy(settings, start_dir, state_dirs, env_names, home)
+
+
+def _in_home(state: str, home: str | None) -> Path:
+    """A catalog state path (~/.pi) in the agent's own home, when its config sets one."""
+    if home and (state == "~" or state.startswith("~/")):
+        return Path(home) / state[2:]
+    return Path(state).expanduser()
 
 
 class Launch(NamedTuple):

@@ -5,6 +5,7 @@ local stand-in for the model API: the release the tests pinned first (the last o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,17 +107,15 @@ def test_claude_fork_state_queueing_and_list_through_acpctl(
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize("claude", [RELEASES[1]], indirect=True, ids=["current"])
 def test_claude_agent_acp_writes_its_project_from_a_sandbox(
-    claude: ModelStub,
-    home: Path,
-    tmp_path: Path,
-    outside_tmp: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    home: Path, outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 44: claude-agent-acp in its bubblewrap sandbox, on the stand-in on 127.0.0.1
-    (the network stays on): the Write tool writes in the project, and a shell command writing
-    outside it is refused by the file system, whatever claude's own permissions said."""
+    """Issues 44 and 51: claude-agent-acp in its bubblewrap sandbox, on the stand-in on
+    127.0.0.1 (the network stays on), as a user has it: its HOME and the project outside
+    /tmp (the sandbox's /tmp is its own), its state directories the catalog's, in its own
+    home, with nothing else made writable. The Write tool writes in the project, and a
+    shell command writing outside it is refused by the file system, whatever claude's own
+    permissions said."""
     from acpctl import sandbox
 
     problem = sandbox.engine_problem()
@@ -124,12 +123,13 @@ def test_claude_agent_acp_writes_its_project_from_a_sandbox(
         pytest.skip(f"no sandbox here: {problem}")
     from tests.model_stub import text, tool_use
 
-    claude_home = home / "claude-home"  # the agent's HOME: its state, writable
-    config = home / "config" / "config.toml"
-    config.write_text(
-        config.read_text() + f'sandbox = true\nsandbox_writable = ["{claude_home}"]\n'
+    stand_in = contextlib.ExitStack()
+    claude = stand_in.enter_context(
+        claude_on_the_stand_in(outside_tmp, RELEASES[1], "Hello from the stand-in.")
     )
-    project = tmp_path / "project"
+    config = home / "config" / "config.toml"
+    config.write_text(config.read_text() + "sandbox = true\n")
+    project = outside_tmp / "project"
     project.mkdir()
     monkeypatch.chdir(project)  # an editor starts run --acp in the project: the first root
     target = project / "hello.txt"
@@ -155,7 +155,8 @@ def test_claude_agent_acp_writes_its_project_from_a_sandbox(
             assert result.stop_reason == "end_turn"
             assert "Done." in client.text(sid)
 
-    asyncio.run(scenario())
+    with stand_in:
+        asyncio.run(scenario())
     assert target.read_text() == "hi\n"
     assert not escaped.exists()
     results = [

@@ -374,20 +374,28 @@ def test_the_hosts_spare_starts_pi_ahead_and_its_session_reads_the_context_afres
 
 
 def test_pi_in_its_sandbox_writes_the_project_and_keeps_its_session_file(
-    pi: ModelStub, home: Path, work: Path, outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+    pi: ModelStub, home: Path, outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 44: every pi process acpctl starts runs in the agent's sandbox, in the session's
-    directory: an edit in the project works, a shell write outside it meets a read-only file
-    system, and pi's own session file (kept in acpctl's store, which the sandbox hides)
-    is still written where acpctl resumes it from."""
+    """Issues 44 and 51: every pi process acpctl starts runs in the agent's sandbox, in the
+    session's directory: an edit in the project works, a shell write outside it meets a
+    read-only file system, and pi's own session file (kept in acpctl's store, which the
+    sandbox hides) is still written where acpctl resumes it from. As a user has it: pi's
+    HOME and the project outside /tmp, and pi's state (~/.pi) the catalog's, in its own
+    home, with nothing else made writable (pi failed with EROFS on its settings' lock)."""
     from acpctl import sandbox
 
     problem = sandbox.engine_problem()
     if problem is not None:
         pytest.skip(f"no sandbox here: {problem}")
-    config = home / "config" / "config.toml"
-    pi_home = home / "pi-home"
-    config.write_text(config.read_text() + f'sandbox = true\nsandbox_writable = ["{pi_home}"]\n')
+    pi_home = outside_tmp / "pi-home"
+    write_pi_models(pi_home / ".pi" / "agent", pi.url, "stub-model")
+    command = pi_on_stub(npm_bin("pi"), "stub-model")
+    env = ("--env", f"HOME={pi_home}")
+    added = run_cli("agents", "add", "pi", "--kind", "pi-rpc", "--sandbox", *env, "--", *command)
+    assert added.returncode == 0, added.stderr
+    work = outside_tmp / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello\n")
     monkeypatch.chdir(work)  # the editor's project: the sandbox's first root
     escaped = outside_tmp / "escaped.txt"
     target = str(work / "notes.txt")

@@ -31,10 +31,13 @@ from acpctl.remote.transport import (
 FIRST_CONNECT_LIMIT_S = 20.0  # before the link was ever up, the editor is not kept waiting
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 5.0
-# A link that drops within this of coming up keeps its back-off: a peer that fails the same
-# way at once each time (an endless SSE line, a bad answer) is dialled ever more slowly,
-# not in a loop; one that stayed up longer is dialled again at once.
+# A link that drops within STABLE_S of coming up, with nothing from the host meanwhile,
+# more than QUICK_DROPS times in a row, keeps its back-off: a peer that fails the same way
+# at once each time (an endless SSE line, a bad answer) is dialled ever more slowly, not in
+# a loop. One that stayed up longer, or carried a message, is dialled again at once (a
+# flaky network's cuts), and so is the first few of a run of quick drops.
 STABLE_S = 10.0
+QUICK_DROPS = 3
 REOPEN_TIMEOUT_S = 60.0
 
 Dial = Callable[[ResumePoint | None], Awaitable[Transport]]
@@ -60,7 +63,8 @@ class Link:
         self._wake = asyncio.Event()  # the editor sent something
         self._editor_done = asyncio.Event()
         self._up_at: float | None = None  # monotonic: when the transport last came up
-        self._quick_drops = 0  # drops in a row within STABLE_S of coming up
+        self._carried = False  # a message from the host came since then
+        self._quick_drops = 0  # drops in a row within STABLE_S of coming up, carrying nothing
 
     async def run(self, editor: asyncio.StreamReader) -> int:
         """Until the editor goes (0), or the host that said it stops is not back within the
@@ -123,8 +127,9 @@ class Link:
         """A transport, live; None when the link is given up (the outage limit passed, or
         the host refused in a way no retry cures)."""
         quick = self._up_at is not None and time.monotonic() - self._up_at < STABLE_S
+        quick = quick and not self._carried
         self._quick_drops = self._quick_drops + 1 if quick else 0
-        attempt = self._quick_drops
+        attempt = max(self._quick_drops - QUICK_DROPS, 0)
         if attempt and await self._backed_off(attempt - 1):
             return None
         while not self._editor_done.is_set():
@@ -143,7 +148,7 @@ class Link:
                 self._went_down(str(exc) or type(exc).__name__)
             else:
                 if await self._came_up(transport):
-                    self._up_at = time.monotonic()
+                    self._up_at, self._carried = time.monotonic(), False
                     return transport
                 continue
             if self.state.past(self._limit, FIRST_CONNECT_LIMIT_S):
@@ -234,6 +239,7 @@ class Link:
 
     async def _read(self, transport: Transport) -> None:
         while (text := await transport.receive()) is not None:
+            self._carried = True
             try:
                 cursor = self.state.host_sent(text)
             except Exception:  # a message the state mishandles is lost, never the link

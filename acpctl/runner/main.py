@@ -149,7 +149,9 @@ def resolve(agent: str | None, start_dir: str | None = None, remote: bool = Fals
         from acpctl import sandbox
 
         start = None if remote else start_dir or os.getcwd()
-        policy = sandbox.for_agent(settings, resolved.state_dirs, start, resolved.sandbox_env)
+        policy = sandbox.for_agent(
+            settings, resolved.state_dirs, start, resolved.sandbox_env, spec.env.get("HOME")
+        )
         assert policy is not None
         if spec.kind != "pi-rpc":  # pi's backend runs each session's pi in it (runner/backends/pi)
             argv, env = sandbox.launch(policy, argv, spec.env)

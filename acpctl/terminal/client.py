@@ -673,7 +673,11 @@ def main(options: Options) -> int:
     try:
         # The agent's terminals run in its sandbox, as the agent does.
         confined = for_agent(
-            cfg.sandbox_for(agent.name), agent.state_dirs, options.cwd, agent.sandbox_env
+            cfg.sandbox_for(agent.name),
+            agent.state_dirs,
+            options.cwd,
+            agent.sandbox_env,
+            spec.env.get("HOME"),
         )
         if confined is not None and (in_tmp := home_in_tmp()) is not None:
             sys.stderr.write(f"acpctl: warning: {in_tmp}\n")

@@ -231,7 +231,7 @@ def confinement(cfg: config.Config, agent: ResolvedAgent) -> probe.Confinement |
     if settings is None:
         return None
     return lambda start_dir: sandbox.policy(
-        settings, start_dir, agent.state_dirs, agent.sandbox_env
+        settings, start_dir, agent.state_dirs, agent.sandbox_env, agent.env.get("HOME")
     )
 
 

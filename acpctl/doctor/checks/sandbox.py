@@ -33,15 +33,16 @@ def check_sandbox(cfg: Config) -> list[Finding]:
         except AcpctlError as exc:
             findings.append(Finding("sandbox", "warning", f"{name}: {exc.message}"))
             continue
+        needs = (agent.state_dirs, agent.sandbox_env, agent.env.get("HOME"))
         try:
-            policy = sandbox.policy(settings, os.getcwd(), agent.state_dirs, agent.sandbox_env)
+            policy = sandbox.policy(settings, os.getcwd(), *needs)
             findings.append(
                 ok("sandbox", f"{name} runs in a sandbox; started here it {policy.describe()}")
             )
         except sandbox.RootRefused as exc:
             findings.append(Finding("sandbox", "warning", f"{name}: {exc.message}", exc.hint or ""))
-            policy = sandbox.policy(settings, None, agent.state_dirs, agent.sandbox_env)
-        configured = sandbox.policy(settings, None, agent.state_dirs, agent.sandbox_env).roots
+            policy = sandbox.policy(settings, None, *needs)
+        configured = sandbox.policy(settings, None, *needs).roots
         if configured:
             roots = ", ".join(map(str, configured))
             findings.append(ok("sandbox", f"{name}: remote clients' sessions may open {roots}"))
