@@ -362,6 +362,9 @@ def _arguments(
             args += ["--tmpfs", str(path)]
         else:
             args += ["--ro-bind", os.devnull, str(path)]
+    installed = paths.agents_dir()  # in acpctl's hidden data: the agents it installed run
+    if installed.is_dir():
+        args += ["--ro-bind", str(installed), str(installed)]
     for path in own:
         args += ["--bind", str(path), str(path)]
     for name, value in setenv:

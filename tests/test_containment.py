@@ -534,3 +534,38 @@ def test_a_stopped_agent_shows_as_not_responding_and_its_cancel_is_settled(
         status = run(scenario())
     (demo,) = [a for a in status["agents"] if a["agent"] == "demo"]
     assert demo["notRespondingSince"] is not None
+
+
+@pytest.mark.e2e
+@needs_linux
+def test_an_agent_acpctl_installed_runs_in_its_sandbox(escapee: Path, home: Path) -> None:
+    """acpctl's own data directory is hidden from a sandboxed agent, and the agents it
+    installed live there: they stay visible, read-only, so that they run confined."""
+    from acpctl import paths
+    from tests.raw_peer import raw_editor
+    from tests.test_sandbox import said
+
+    installed = paths.agents_dir() / "files-agent" / "1.0.0"
+    installed.mkdir(parents=True)
+    program = installed / "file_agent.py"
+    shutil.copy(FILE_AGENT[1], program)
+    assert (
+        cli("agents", "add", "kept", "--sandbox", "--", sys.executable, str(program)).returncode
+        == 0
+    )
+    (paths.data_dir() / "sessions").mkdir(exist_ok=True)
+    secret = paths.data_dir() / "sessions" / "other.jsonl"
+    secret.write_text("history")
+
+    async def scenario() -> None:
+        async with raw_editor("--agent", "kept", cwd=str(escapee)) as editor:
+            session = await editor.session(str(escapee))
+            assert said(await editor.prompt(session, f"write {program}"), editor).startswith(
+                "error"
+            )
+            assert said(await editor.prompt(session, f"read {secret}"), editor).startswith("error")
+            assert said(await editor.prompt(session, f"write {escapee / 'x'}"), editor).startswith(
+                "wrote"
+            )
+
+    run(scenario())
