@@ -159,6 +159,10 @@ WEBSOCKET_LINES = "acpctl.lines"
 # key (host/devices.py: a browser's WebSocket can set no header); the host picks the first.
 # An HTTP request from the page (its service worker's) carries the key in a header.
 WEBSOCKET_PAGE = "acpctl.page"
+# The resumable-delivery draft's advertisement, in a v1 initialize answer: v1 has no
+# `capabilities` (that is v2's name), and puts additions in _meta. In a v2 answer it is
+# `capabilities.transport`, as the draft says.
+TRANSPORT_META = "acpctl/transport"
 # In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
 ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"
 WEBSOCKET_DEVICE_KEY = "acpctl.key."

@@ -25,7 +25,7 @@ from acpctl.store.sessions import SessionMeta
 from tests.fake_backend import FakeAgent, Harness
 
 CONTRACT = Path(__file__).parent / "contract"
-VOLATILE = {"timestamp", "ts", "updatedAt", "created", "updated"}
+VOLATILE = {"timestamp", "ts", "updatedAt", "created", "updated", acp.HOST_VERSION_META}
 WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}}
 FORM: JsonObject = {
     "mode": "form",
@@ -198,12 +198,31 @@ async def made(h: Harness) -> dict[str, tuple[str | None, JsonObject]]:
     }
 
 
+async def host_initialize() -> JsonObject:
+    """The session host's answer to a v1 initialize, as it composes it around the agent's
+    (host/connection.py): v1's fields only, what acpctl adds in _meta (issue 54, 3)."""
+    from acpctl.host.connection import LogicalConnection
+
+    connection = LogicalConnection("c1", role=acp.CONTROLLER)
+    answer = connection.capture(1)
+    connection.deliver(jsonrpc.encode(jsonrpc.request(1, acp.INITIALIZE, {"protocolVersion": 1})))
+    agent_said = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}}
+    connection.send(jsonrpc.result(1, {**agent_said, "authMethods": []}))
+    composed: JsonObject = json.loads(await answer)
+    connection.end()
+    return composed
+
+
 def test_acpctls_own_messages_match_their_fixtures(tmp_path: Path) -> None:
     messages: dict[str, tuple[str | None, JsonObject]] = {}
 
     async def main() -> None:
         h = Harness(tmp_path / "sessions", FakeAgent(), shared=True)
         messages.update(await asyncio.wait_for(made(h), 10))
+        messages["the host's initialize answer (v1)"] = (
+            "InitializeResponse",
+            await host_initialize(),
+        )
 
     asyncio.run(main())
     update = os.environ.get("ACPCTL_UPDATE_CONTRACT") == "1"
@@ -258,3 +277,8 @@ def test_each_fixture_is_what_the_acp_schema_says(path: Path) -> None:
     validator = jsonschema.Draft202012Validator({"$ref": f"#/$defs/{schema}", "$defs": defs})
     errors = [e.message for e in validator.iter_errors(checked)]
     assert not errors, errors
+    # Nothing at the top level that the schema does not name, though it allows more: a
+    # strict client may refuse it, and v1 puts additions in _meta (issue 54, 3).
+    named = defs[schema].get("properties")
+    if isinstance(named, dict):
+        assert set(checked) <= set(named), set(checked) - set(named)

@@ -915,7 +915,8 @@ def test_a_dropped_websocket_resumes_from_its_cursor_and_a_retry_is_not_run_twic
             connection = first._response.headers["Acp-Connection-Id"]
             client = RawClient(first)
             initialized = await client.request(acp_names.INITIALIZE, {"protocolVersion": 1})
-            resumable = initialized["result"]["capabilities"]["transport"]["resumable"]
+            resumable = initialized["result"]["_meta"]["acpctl/transport"]["resumable"]
+            assert "capabilities" not in initialized["result"]  # v2's name: not in a v1 answer
             assert resumable["retentionMessages"] > 0
             created = await client.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
             session = created["result"]["sessionId"]

@@ -275,11 +275,31 @@ def test_the_initialize_answer_advertises_resumable_delivery() -> None:
         connection.deliver(jsonrpc.encode(jsonrpc.request(1, acp.INITIALIZE, {})))
         connection.send(jsonrpc.result(1, {"protocolVersion": 1}))
         result = json.loads(await answer)["result"]
-        assert result["capabilities"]["transport"]["resumable"]["retentionMessages"] > 0
+        # A v1 answer holds v1's fields only: the advertisement is in _meta (issue 54, 3).
+        assert set(result) == {"protocolVersion", "_meta"}
+        assert result["_meta"][acp.TRANSPORT_META]["resumable"]["retentionMessages"] > 0
         assert result["_meta"][acp.CONNECTION_ID_META] == "c1"
         assert result["_meta"][acp.ROLE_META] == acp.OBSERVER
+        # A v2 answer has the draft's own place for it.
+        answer = connection.capture(2)
+        connection.deliver(jsonrpc.encode(jsonrpc.request(2, acp.INITIALIZE, {})))
+        connection.send(jsonrpc.result(2, {"protocolVersion": 2, "capabilities": {"x": {}}}))
+        result = json.loads(await answer)["result"]
+        assert result["capabilities"]["x"] == {}
+        assert result["capabilities"]["transport"]["resumable"]["retentionMessages"] > 0
 
     run(scenario())
+
+
+def test_the_link_reads_resumable_delivery_where_hosts_old_and_new_put_it() -> None:
+    """For one release the link reads both places: a host before 0.5 said it in
+    `capabilities.transport` of its v1 answer."""
+    from acpctl.remote.link_state import _advertises_resumable
+
+    advertised = {"resumable": {"retentionMessages": 1}}
+    assert _advertises_resumable({"_meta": {acp.TRANSPORT_META: advertised}})
+    assert _advertises_resumable({"capabilities": {"transport": advertised}})
+    assert not _advertises_resumable({"protocolVersion": 1, "_meta": {}})
 
 
 def test_tokens_are_made_private_and_a_readable_file_is_refused(home: Path) -> None:

@@ -35,13 +35,14 @@ def said(answer: Any, editor: RawEditor) -> str:
 
 
 @pytest.fixture
-def sandboxed(home: Path, tmp_path: Path) -> Path:
-    """The file agent added with --sandbox; its project, a directory of its own."""
+def sandboxed(home: Path, outside_tmp: Path) -> Path:
+    """The file agent added with --sandbox; its project, a directory of its own, outside
+    /tmp (the sandbox's /tmp is its own: a project there would hide what is refused)."""
     problem = sandbox.engine_problem()
     if problem is not None:
         pytest.skip(f"no sandbox here: {problem}")
     assert cli("agents", "add", "files", "--sandbox", "--", *FILE_AGENT).returncode == 0
-    project = tmp_path / "project"
+    project = outside_tmp / "project"
     project.mkdir()
     return project
 

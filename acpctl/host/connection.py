@@ -472,18 +472,16 @@ def _resumable(
     answer: dict[str, Any], store: str | None, connection: LogicalConnection
 ) -> dict[str, Any]:
     """The initialize answer with what the resumable-delivery draft has servers advertise,
-    and which acpctl serves it, with which store, on which connection, for whom."""
+    and which acpctl serves it, with which store, on which connection, for whom: all of it
+    in `_meta` of a v1 answer (v1 has no top-level field for it), the advertisement in
+    `capabilities.transport` of a v2 one."""
     result = answer.get("result")
     if not isinstance(result, dict):
         return answer
-    capabilities = result.get("capabilities")
-    capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
-    capabilities["transport"] = {
-        "resumable": {"retentionMessages": RETENTION_ENTRIES, "retentionSeconds": GRACE_S}
-    }
+    transport = {"resumable": {"retentionMessages": RETENTION_ENTRIES, "retentionSeconds": GRACE_S}}
     # Which acpctl serves it (a remote client's doctor reports it), and its store (a link
     # from this machine records nothing twice).
-    ours = {
+    ours: dict[str, Any] = {
         acp.HOST_VERSION_META: __version__,
         acp.HOST_STORE_META: store,
         acp.CONNECTION_ID_META: connection.id,
@@ -491,6 +489,13 @@ def _resumable(
     }
     if connection.device is not None:
         ours[acp.DEVICE_META] = connection.device
+    added: dict[str, Any] = {}
+    if result.get("protocolVersion") == 2:
+        capabilities = result.get("capabilities")
+        capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+        added["capabilities"] = {**capabilities, "transport": transport}
+    else:
+        ours[acp.TRANSPORT_META] = transport
     meta = result.get("_meta")
     meta = {**meta, **ours} if isinstance(meta, dict) else ours
-    return {**answer, "result": {**result, "capabilities": capabilities, "_meta": meta}}
+    return {**answer, "result": {**result, **added, "_meta": meta}}

@@ -489,12 +489,7 @@ class LinkState:
             return
         if method == acp.INITIALIZE:
             self._capabilities = AgentCapabilities(result)
-            transport = result.get("capabilities")
-            self.resumable = (
-                isinstance(transport, dict)
-                and isinstance(transport.get("transport"), dict)
-                and "resumable" in transport["transport"]
-            )
+            self.resumable = _advertises_resumable(result)
         elif method in ESTABLISHING:
             session_id = result.get("sessionId", params.get("sessionId"))
             if not isinstance(session_id, str):
@@ -617,3 +612,17 @@ def _ask_fingerprint(message: dict[str, Any]) -> tuple[Any, ...] | None:
     tool = params.get("toolCall")
     tool_id = tool.get("toolCallId") if isinstance(tool, dict) else None
     return (params.get("sessionId"), tool_id)
+
+
+def _advertises_resumable(result: dict[str, Any]) -> bool:
+    """Whether an initialize answer advertises resumable delivery: in `_meta` (a v1 answer
+    of acpctl's host), or in `capabilities.transport` (a v2 answer, and hosts before 0.5:
+    read for one release, so that an older host still resumes)."""
+    for holder, key in (
+        (result.get("_meta"), acp.TRANSPORT_META),
+        (result.get("capabilities"), "transport"),
+    ):
+        transport = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(transport, dict) and "resumable" in transport:
+            return True
+    return False
