@@ -262,6 +262,12 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
         ("1", "ok", "speaks ACP v1"),
         ("1,2", "ok", "speaks ACP v1 and v2 (acpctl speaks v1 to it)"),
         ("2", "problem", "speaks only ACP 2: acpctl speaks ACP v1 and cannot relay it"),
+        (  # issue 54, 2: it answers 2 when asked for 1, which run --acp refuses
+            "always 2",
+            "problem",
+            "speaks only ACP 2 (it answered 2 when asked for 1): acpctl speaks ACP v1 and "
+            "cannot relay it; run --acp refuses it: acpctl speaks ACP v1; the agent answered 2",
+        ),
     ],
 )
 def test_doctor_says_which_acp_versions_an_agent_speaks(
@@ -271,7 +277,7 @@ def test_doctor_says_which_acp_versions_an_agent_speaks(
     for v2 (the draft)."""
     script = write_executable(
         tmp_path / "versioned.sh",
-        f"#!/bin/sh\nVERSIONS={versions} exec {sys.executable} "
+        f"#!/bin/sh\nVERSIONS='{versions}' exec {sys.executable} "
         f"{TEST_AGENTS / 'versioned_agent.py'}\n",
     )
     added = run_cli("agents", "add", "versioned", "--probe", "--", str(script))
@@ -280,6 +286,9 @@ def test_doctor_says_which_acp_versions_an_agent_speaks(
     _, findings = doctor("--agent", "versioned", "--timeout", "10")
     (spoken,) = [f for f in about(findings, "agent versioned") if "speaks" in str(f["message"])]
     assert (spoken["status"], spoken["message"]) == (status, said)
+    if status == "problem":  # and no ✓ for its answer beside it
+        answered = [f for f in about(findings, "agent versioned") if f["status"] == "ok"]
+        assert not [f for f in answered if "initialize" in str(f["message"])], answered
 
 
 def ours(process: psutil.Process, home: Path) -> bool:

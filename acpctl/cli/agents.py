@@ -525,7 +525,7 @@ def _say_versions(name: str) -> None:
     spoken = probe.speaks(v1, v2)
     if spoken is None:
         typer.echo(f"acpctl: warning: {name} did not answer initialize: {v1.error}", err=True)
-    elif not v1.answered:
+    elif not v1.answered or probe.refused_version(v1) is not None:
         typer.echo(f"acpctl: warning: {name} speaks {spoken}: acpctl speaks ACP v1", err=True)
     else:
         typer.echo(f"{name} speaks {spoken}")

@@ -199,14 +199,27 @@ async def probe_versions(
     return v1, v2
 
 
+def refused_version(v1: ProbeResult) -> int | None:
+    """The version an agent answered acpctl's v1 initialize with when it is a newer one,
+    which `run --acp` refuses (runner/handshake.py): None when it answered 1, or not."""
+    answered = v1.result.get("protocolVersion") if v1.answered else None
+    if isinstance(answered, int) and answered > acp.PROTOCOL_VERSION:
+        return answered
+    return None
+
+
 def speaks(v1: ProbeResult, v2: ProbeResult) -> str | None:
-    """The ACP versions an agent speaks, from its answers to a v1 and a v2 initialize; None
-    when neither answer says (the agent failed otherwise)."""
+    """The ACP versions an agent speaks, read from its answers to a v1 and a v2
+    initialize: v1 only when the v1 answer says 1, v2 only when the v2 answer says 2.
+    None when neither answer says (the agent failed otherwise)."""
     supported = v1.error_data.get("supported") if isinstance(v1.error_data, dict) else None
     if not v1.answered and isinstance(supported, list):
         return "only ACP " + ", ".join(map(str, supported))
     if not v1.answered:
         return None
+    newer = refused_version(v1)
+    if newer is not None:
+        return f"only ACP {newer} (it answered {newer} when asked for 1)"
     if v2.answered and v2.result.get("protocolVersion") == 2:
         return "ACP v1 and v2 (acpctl speaks v1 to it)"
     return "ACP v1"

@@ -1,7 +1,8 @@
 """An agent that speaks the ACP versions VERSIONS names ("1", "2", "1,2"), choosing as the
 TypeScript SDK's AgentProtocolRouter chooses: the highest it speaks at or below what the
-client asks; none, and initialize is refused with -32022 and the versions it speaks. It
-answers session/new (v1) and nothing else: enough for doctor's probes."""
+client asks; none, and initialize is refused with -32022 and the versions it speaks. With
+VERSIONS "always 2", it answers 2 whatever it is asked (a v2-only agent that does not
+negotiate). It answers session/new (v1) and nothing else: enough for doctor's probes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import json
 import os
 import sys
 
-speaks = sorted(int(v) for v in os.environ["VERSIONS"].split(","))
+always_2 = os.environ["VERSIONS"] == "always 2"
+speaks = [2] if always_2 else sorted(int(v) for v in os.environ["VERSIONS"].split(","))
 
 
 def say(message: dict[str, object]) -> None:
@@ -23,7 +25,7 @@ for line in sys.stdin:
         continue
     if message.get("method") == "initialize":
         asked = message["params"]["protocolVersion"]
-        chosen = [v for v in speaks if v <= asked]
+        chosen = [2] if always_2 else [v for v in speaks if v <= asked]
         if not chosen:
             error = {"code": -32022, "message": "Unsupported protocol version"}
             error["data"] = {"requested": asked, "supported": speaks}

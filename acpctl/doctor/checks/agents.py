@@ -140,12 +140,19 @@ def _probe_findings(
     """What the probe found; `v2`: the probe that asked for ACP v2, for what it speaks."""
     check = f"agent {agent.name}"
     spoken = probe.speaks(result, v2) if v2 is not None else None
-    if spoken is not None and not result.answered:
+    newer = probe.refused_version(result) if agent.kind == "acp" else None
+    if (spoken is not None and not result.answered) or newer is not None:
+        said = f"speaks {spoken}" if spoken is not None else f"answered ACP {newer} to 1"
+        refusal = (
+            f"; run --acp refuses it: acpctl speaks ACP v1; the agent answered {newer}"
+            if newer is not None
+            else ""
+        )
         return [
             Finding(
                 check,
                 "problem",
-                f"speaks {spoken}: acpctl speaks ACP v1 and cannot relay it",
+                f"{said}: acpctl speaks ACP v1 and cannot relay it{refusal}",
                 "use a version of the agent that speaks ACP v1",
             )
         ]
