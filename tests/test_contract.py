@@ -26,7 +26,7 @@ from tests.fake_backend import FakeAgent, Harness
 
 CONTRACT = Path(__file__).parent / "contract"
 VOLATILE = {"timestamp", "ts", "updatedAt", "created", "updated", acp.HOST_VERSION_META}
-WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}}
+WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}, "elicitation": {"form": {}}}
 FORM: JsonObject = {
     "mode": "form",
     "message": "Your name?",

@@ -1314,3 +1314,61 @@ def test_a_port_forward_on_another_port_reaches_a_loopback_host(host: Host) -> N
                 assert got.status == 403  # a name that is not loopback's still is not let in
 
     run(scenario())
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("python_client", ["declares no elicitation", "throws"])
+def test_an_elicitation_goes_to_the_sdk_client_that_can_answer_it(
+    host: Host, python_client: str
+) -> None:
+    """Issue 54, 1: the TypeScript SDK client (declares form elicitation) and the Python
+    SDK client, as real processes, on one session through the host. The Python client was
+    asked too though it declared nothing, and its -32601 settled the question for both;
+    one whose handler throws (-32603) beat a pending accept. Now the first valid answer,
+    the TypeScript client's, reaches the agent."""
+    from acp.schema import ClientCapabilities, ElicitationCapabilities
+
+    from tests.npm_agents import NPM_DIR, install
+
+    install()
+
+    class Throws(RecordingClient):
+        async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+            self.elicitations.append((message, mode))
+            raise RuntimeError("the handler threw")
+
+    node = subprocess.Popen(
+        ["node", str(NPM_DIR / "ts_elicits.mjs"), host.url, host.controller],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=NPM_DIR,
+    )
+    assert node.stdin is not None and node.stdout is not None
+    try:
+        session = json.loads(node.stdout.readline())["sessionId"]
+        python = Throws() if python_client == "throws" else RecordingClient()
+        declared: dict[str, Any] | None = {"form": {}} if python_client == "throws" else None
+        capabilities = ClientCapabilities(
+            elicitation=ElicitationCapabilities.model_validate(declared) if declared else None
+        )
+
+        async def scenario() -> None:
+            async with sdk_client(host, client=python) as (conn, _):
+                await conn.initialize(protocol_version=1, client_capabilities=capabilities)
+                await conn.load_session(cwd="/tmp", session_id=session)
+                node.stdin.write("go\n")  # type: ignore[union-attr]
+                node.stdin.flush()  # type: ignore[union-attr]
+                said = await asyncio.to_thread(node.stdout.readline)  # type: ignore[union-attr]
+                seen = json.loads(said)
+                assert seen["stopReason"] == "end_turn" and seen["asked"] == 1, seen
+                assert "Hello, Ada." in seen["text"], seen  # the form's answer: accepted
+
+        run(scenario())
+        asked_python = len(python.elicitations)
+        assert asked_python == (1 if python_client == "throws" else 0)
+    finally:
+        node.kill()
+        node.wait()
+    shown = cli("sessions", "show", session).stdout
+    assert "by ts-sdk" in shown, shown

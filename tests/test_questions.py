@@ -29,6 +29,7 @@ FORM: JsonObject = {
     },
 }
 WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}}
+ELICITS: JsonObject = {"elicitation": {"form": {}, "url": {}}}  # it can answer forms, URLs
 
 
 def run(tmp_path: Path, scenario: Scenario, agent: FakeAgent | None = None) -> Harness:
@@ -44,13 +45,18 @@ def run(tmp_path: Path, scenario: Scenario, agent: FakeAgent | None = None) -> H
     return harness
 
 
-async def initialized(h: Harness, name: str, capabilities: JsonObject | None = None) -> None:
+async def initialized(
+    h: Harness, name: str, capabilities: JsonObject | None = None, elicits: bool = True
+) -> None:
+    """`h`'s client initialized as `name`, with `capabilities`; and, `elicits`, able to
+    answer the agent's forms and URLs (a question goes only to clients that are)."""
+    declared = {**(ELICITS if elicits else {}), **(capabilities or {})}
     await h.result(
         acp.INITIALIZE,
         {
             "protocolVersion": 1,
             "clientInfo": {"name": name, "version": "1"},
-            "clientCapabilities": capabilities or {},
+            "clientCapabilities": declared,
         },
     )
 
@@ -515,3 +521,128 @@ def test_an_answer_from_a_paired_device_is_recorded_with_the_devices_name(
         assert answer_of(outcome) == "ok, by Ada's phone (a paired device)"
 
     run(tmp_path, scenario)
+
+
+# -- issue 54, 1: a question goes only to clients that can answer it -------------------------
+
+
+async def two_clients(h: Harness, second_elicits: bool) -> tuple[str, Harness]:
+    """A session of `h`'s client ("ts-sdk", which can answer forms), joined by a controller
+    ("py-sdk") that can, or cannot (`second_elicits`)."""
+    await initialized(h, "ts-sdk")
+    sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+    other = h.another()
+    await initialized(other, "py-sdk", elicits=second_elicits)
+    await other.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+    return sid, other
+
+
+def test_an_elicitation_goes_only_to_clients_that_declared_its_mode(tmp_path: Path) -> None:
+    """The Python SDK client, which declared no elicitation, was asked too, and its -32601
+    settled the question for everyone: now it is never asked, and the TypeScript SDK
+    client's accept reaches the agent."""
+
+    async def scenario(h: Harness) -> None:
+        _, other = await two_clients(h, second_elicits=False)
+        answered = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked = await h.editor.request(acp.ELICITATION_CREATE)
+        h.send(jsonrpc.result(asked["id"], {"action": "accept", "content": {"name": "Ada"}}))
+        assert (await answered)["result"]["action"] == "accept"
+        await other.editor.settled()
+        assert not [m for m in other.editor.messages if m.get("method") == acp.ELICITATION_CREATE]
+        url = {"sessionId": "agent-1", "mode": "url", "message": "Sign in", "url": "https://x"}
+        asked_url = h.agent.ask(acp.ELICITATION_CREATE, url)
+        await h.editor.settled()
+        *_, request = [m for m in h.editor.messages if m.get("method") == acp.ELICITATION_CREATE]
+        assert request["params"]["mode"] == "url"
+        h.send(jsonrpc.result(request["id"], {"action": "decline"}))
+        assert (await asked_url)["result"]["action"] == "decline"
+
+    run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("method", [acp.ELICITATION_CREATE, acp.REQUEST_PERMISSION])
+@pytest.mark.parametrize(
+    "failed",
+    [
+        {"error": {"code": -32603, "message": "the handler threw"}},
+        {"error": {"code": -32601, "message": "Method not found"}},
+        {"result": {"nothing": "here"}},
+    ],
+    ids=["internal error", "method not found", "malformed"],
+)
+def test_one_client_s_failure_does_not_settle_a_question_another_may_answer(
+    tmp_path: Path, method: str, failed: JsonObject
+) -> None:
+    """An error answer (or one that is no answer) from one client, first, settled it for
+    all: the agent got the error, and the other's pending accept was withdrawn. Now the
+    first valid answer wins, and the history names who gave it."""
+    question = (
+        FORM
+        if method == acp.ELICITATION_CREATE
+        else {
+            "toolCall": {"toolCallId": "t1"},
+            "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+        }
+    )
+    valid = (
+        {"action": "accept", "content": {"name": "Ada"}}
+        if method == acp.ELICITATION_CREATE
+        else {"outcome": {"outcome": "selected", "optionId": "ok"}}
+    )
+
+    async def scenario(h: Harness) -> None:
+        sid, other = await two_clients(h, second_elicits=True)
+        answered = h.agent.ask(method, {"sessionId": "agent-1", **question})
+        asked_first = await h.editor.request(method)
+        asked_other = await other.editor.request(method)
+        other.send({"jsonrpc": "2.0", "id": asked_other["id"], **failed})
+        await other.editor.settled()
+        assert not answered.done()  # the other client may still answer
+        h.send(jsonrpc.result(asked_first["id"], valid))
+        assert (await answered)["result"] == valid
+        kind = "elicitation_outcome" if method == acp.ELICITATION_CREATE else "permission_outcome"
+        (outcome,) = recorded(h, sid, kind)
+        assert outcome["resolvedBy"]["name"] == "ts-sdk"
+
+    run(tmp_path, scenario)
+
+
+def test_when_every_client_asked_fails_the_agent_gets_one_error_saying_so(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        sid, other = await two_clients(h, second_elicits=True)
+        answered = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        asked_first = await h.editor.request(acp.ELICITATION_CREATE)
+        asked_other = await other.editor.request(acp.ELICITATION_CREATE)
+        other.send(jsonrpc.error(asked_other["id"], -32601, "Method not found"))
+        h.send(jsonrpc.error(asked_first["id"], -32603, "the handler threw"))
+        error = (await answered)["error"]
+        assert "every client asked failed" in error["message"]
+        assert "py-sdk: Method not found" in error["message"]
+        assert "ts-sdk: the handler threw" in error["message"]
+        (outcome,) = recorded(h, sid, "elicitation_outcome")
+        assert outcome["action"] == "error" and "every client" in outcome["error"]
+
+    run(tmp_path, scenario)
+
+
+def test_with_no_client_able_to_answer_the_agent_is_told_at_once(tmp_path: Path) -> None:
+    """`run --acp` with one editor that declared no elicitation: the agent's question is
+    not sent to it (it would answer "Method not found"); the agent gets an error saying
+    why, and the history records it."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed", elicits=False)
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
+        answered = h.agent.ask(acp.ELICITATION_CREATE, {"sessionId": "agent-1", **FORM})
+        error = (await answered)["error"]
+        assert "no client of this session can answer elicitation/create (form)" in error["message"]
+        assert not [m for m in h.editor.messages if m.get("method") == acp.ELICITATION_CREATE]
+        (outcome,) = recorded(h, sid, "elicitation_outcome")
+        assert outcome["action"] == "error"
+
+    async def main() -> None:
+        harness = Harness(tmp_path / "sessions", None, shared=False)
+        await asyncio.wait_for(scenario(harness), 10)
+
+    asyncio.run(main())

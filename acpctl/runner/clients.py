@@ -22,6 +22,15 @@ _numbers = itertools.count(1)
 RequestKey = tuple[int, tuple[bool, Any]]
 
 
+def declared_elicitation(capabilities: Any) -> frozenset[str]:
+    """The elicitation modes an initialize's clientCapabilities declares: each of `form`
+    and `url` given as an object (null or absent: not declared)."""
+    declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    if not isinstance(declared, dict):
+        return frozenset()
+    return frozenset(mode for mode in ("form", "url") if isinstance(declared.get(mode), dict))
+
+
 @dataclass(eq=False)  # compared, and hashed, by identity
 class Client:
     channel: Channel
@@ -45,6 +54,17 @@ class Client:
     client_id: str | None = None
     # The paired device it came in as (acpctl serve --pair): named wherever the client is.
     device: str | None = None
+    # The elicitation modes its initialize declared (clientCapabilities.elicitation): an
+    # agent's question of another mode is never sent to it.
+    elicitation_modes: frozenset[str] = frozenset()
+
+    def can_answer(self, method: str, params: Any) -> bool:
+        """Whether this client declared what answering the agent's request needs: any may
+        answer a permission; an elicitation needs its mode (form when none is said)."""
+        if method != acp.ELICITATION_CREATE:
+            return True
+        mode = params.get("mode", "form") if isinstance(params, dict) else "form"
+        return mode in self.elicitation_modes
 
     def key(self, msg_id: Any) -> RequestKey:
         return (self.number, jsonrpc.id_key(msg_id))

@@ -160,13 +160,19 @@ class FromAgent:
             asked = record.controllers()
         else:
             asked = [client for client in self.conn.clients if client.may_control]
-        if record is None and not asked:
+        # Only to the clients that declared what answering it needs (an elicitation's mode).
+        capable = [client for client in asked if client.can_answer(method, params)]
+        if not capable and (record is None or (method in QUESTIONS and not self.conn.shared)):
+            # No one can answer it, and no one else can come: the session host's sessions
+            # wait for a client that can, as they wait for a controller.
+            why = "no client is connected" if not asked else _none_can(method, params)
             self.conn.ids.settle(editor_id, {})
-            self.conn.backend.send(
-                jsonrpc.error(message["id"], acp.INTERNAL_ERROR, "no client is connected")
-            )
+            self.conn.backend.send(jsonrpc.error(message["id"], acp.INTERNAL_ERROR, why))
+            if record is not None and method == acp.ELICITATION_CREATE:
+                refused = jsonrpc.error(None, acp.INTERNAL_ERROR, why)
+                self.conn.recorder.elicitation_outcome(record, refused, None)
             return
-        request.ask(asked)
+        request.ask(capable)
         if record is not None and method in QUESTIONS and self.conn.on_question is not None:
             self.conn.on_question(editor_id)
 
@@ -190,6 +196,14 @@ class FromAgent:
                 request.withdraw(editor_id)
         self.conn.log.warning("%s; it will be restarted on the next request", description)
         self.conn.update_run_record()
+
+
+def _none_can(method: str, params: Any) -> str:
+    mode = params.get("mode", "form") if isinstance(params, dict) else "form"
+    return (
+        f"no client of this session can answer {method} ({mode}): none declared it in "
+        "clientCapabilities.elicitation"
+    )
 
 
 def _renamed(line: bytes, agent_id: str, editor_id: str) -> bytes | None:

@@ -37,6 +37,9 @@ class ReverseRequest:
     # answer settles it.
     asked: list[Client] = field(default_factory=list)
     asked_at: float = field(default_factory=time.time)  # when the agent asked (epoch)
+    # What each client that failed it answered (an error, a malformed answer): it stays
+    # open while another client asked may still answer.
+    failed: list[str] = field(default_factory=list)
 
     def ask(self, clients: list[Client]) -> None:
         """Send the request to those of `clients` not asked yet."""

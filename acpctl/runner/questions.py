@@ -1,8 +1,11 @@
 """The agent's questions for a person: a permission request and an elicitation (a form, or
 a URL to open). A session's question is asked of every client that may act in the session
-(one that joins later is asked then); the first answer goes to the agent and is recorded
-with who gave it; the others asked are withdrawn, and every other client of the session is
-told who answered and how. A cancelled turn's open questions are answered cancelled for
+and declared what answering it needs (an elicitation's mode; one that joins later is asked
+then); the first valid answer goes to the agent and is recorded with who gave it; the
+others asked are withdrawn, and every other client of the session is told who answered
+and how. An error, or an answer that is none, from one client settles nothing while
+another asked may still answer; when every one asked has failed, the agent gets one error
+that says so. A cancelled turn's open questions are answered cancelled for
 the person, as ACP asks of a client. How a question is asked first is the agent side's
 (from_agent.py); docs/relay.md, "The agent's questions"."""
 
@@ -27,22 +30,41 @@ class Questions:
         self.conn = conn
 
     def answered(self, client: Client, message: JsonObject) -> None:
-        """A client answered a request that came from the agent: the first answer from a
-        client that was asked goes back; the others asked are told it is settled."""
+        """A client answered a request that came from the agent: the first valid answer
+        from a client that was asked goes back; the others asked are told it is settled.
+        A failed answer waits for the others asked; the last one failing sends the agent
+        one error naming every failure."""
         request = self.conn.ids.pending(message.get("id"))
         if request is None or client not in request.asked:
             self.conn.log.debug("client answered unknown or settled request %r", message.get("id"))
             return
+        by: Client | None = client
+        failure = _failure(request.method, message)
+        if failure is not None:
+            request.asked.remove(client)
+            record = request.session
+            who = client.label(record.clients.get(client) if record is not None else None)
+            request.failed.append(f"{who['name']}: {failure}")
+            if request.asked:  # another may still answer: this settles nothing
+                self.conn.log.info("%s failed %s; waiting for the others asked", who, failure)
+                return
+            by = None
+            said = "; ".join(request.failed)
+            message = jsonrpc.error(
+                message.get("id"), acp.INTERNAL_ERROR, f"every client asked failed it ({said})"
+            )
         self.conn.ids.settle(message.get("id"), message)
         record = request.session
         if record is not None:
-            by = client.label(record.clients.get(client))
+            label = by.label(record.clients.get(by)) if by is not None else None
             if request.method == acp.REQUEST_PERMISSION:
-                self.conn.recorder.permission_outcome(record, message, by)
-                self._tell_resolved(record, request.message, message, client)
+                self.conn.recorder.permission_outcome(record, message, label)
+                if by is not None:
+                    self._tell_resolved(record, request.message, message, by)
             elif request.method == acp.ELICITATION_CREATE:
-                self.conn.recorder.elicitation_outcome(record, message, by)
-                self._tell_answered(record, request.message, message, client)
+                self.conn.recorder.elicitation_outcome(record, message, label)
+                if by is not None:
+                    self._tell_answered(record, request.message, message, by)
         if request.generation == self.conn.backend.generation:  # else the agent that asked died
             self.conn.backend.send({**message, "id": request.agent_id})
         request.withdraw(message.get("id"), [c for c in request.asked if c is not client])
@@ -52,7 +74,9 @@ class Questions:
         still open in it are asked of it too."""
         for editor_id in self.conn.ids.waiting(lambda request: request.session is record):
             request = self.conn.ids.pending(editor_id)
-            if request is not None:
+            if request is not None and client.can_answer(
+                request.method, request.message.get("params")
+            ):
                 request.ask([client])
 
     def forget_asked(self, record: SessionRecord, client: Client) -> None:
@@ -134,3 +158,27 @@ class Questions:
             [client for client in record.clients if client is not by],
             jsonrpc.notification(acp.ELICITATION_RESOLVED, told),
         )
+
+
+def _failure(method: str, message: JsonObject) -> str | None:
+    """Why a client's answer to the agent's question is none (an error, or a result that
+    is not an answer), or None for a valid one."""
+    error = message.get("error")
+    if error is not None:
+        said = error.get("message") if isinstance(error, dict) else None
+        return str(said or error)
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return "an answer that is no object"
+    if method == acp.REQUEST_PERMISSION:
+        outcome = result.get("outcome")
+        outcome = outcome if isinstance(outcome, dict) else {}
+        chose = outcome.get("outcome") == "selected" and isinstance(outcome.get("optionId"), str)
+        if outcome.get("outcome") == acp.CANCELLED or chose:
+            return None
+        return "a permission answer with no outcome"
+    if method == acp.ELICITATION_CREATE:
+        if result.get("action") in ("accept", "decline", "cancel"):
+            return None
+        return "an elicitation answer with no action"
+    return None

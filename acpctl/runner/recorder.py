@@ -196,7 +196,7 @@ class Recorder:
         if not isinstance(outcome, dict):
             outcome = {"outcome": "error"}
         who = {"resolvedBy": by} if by is not None else {}
-        record.writer.event("permission_outcome", outcome=outcome, **who)
+        record.writer.event("permission_outcome", outcome=outcome, **who, **_why(response))
         self._dirty[record.id] = record.writer
 
     def elicitation(self, record: SessionRecord, params: JsonObject) -> None:
@@ -217,7 +217,7 @@ class Recorder:
         if isinstance(result, dict) and isinstance(result.get("action"), str):
             answer = {key: result[key] for key in ("action", "content") if key in result}
         who = {"resolvedBy": by} if by is not None else {}
-        record.writer.event("elicitation_outcome", **answer, **who)
+        record.writer.event("elicitation_outcome", **answer, **who, **_why(response))
         self._dirty[record.id] = record.writer
 
     def batch_end(self) -> None:
@@ -359,3 +359,10 @@ def _snapshot(meta: SessionMeta) -> SessionMeta:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
+
+
+def _why(response: JsonObject) -> JsonObject:
+    """An error answer's message, kept beside its outcome: why no one answered."""
+    error = response.get("error")
+    said = error.get("message") if isinstance(error, dict) else None
+    return {"error": said} if isinstance(said, str) else {}

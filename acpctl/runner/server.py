@@ -26,7 +26,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import listing
 from acpctl.runner.attach import Attacher
-from acpctl.runner.clients import Client, checked_client_id, tell
+from acpctl.runner.clients import Client, checked_client_id, declared_elicitation, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.endpoint import Answer, EditorEndpoint
 from acpctl.runner.from_agent import FromAgent
@@ -374,6 +374,7 @@ class AcpServer:
         capabilities = params.get("clientCapabilities")
         meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
         client.wants_recorded = isinstance(meta, dict) and meta.get(acp.RECORDED_META) is True
+        client.elicitation_modes = declared_elicitation(capabilities)
         handshake = self.conn.handshake
         if self.conn.shared and handshake.answer is not None:
             # The agent is initialized already (by the first client, or as a spare): the
