@@ -25,7 +25,15 @@ from acpctl.store.sessions import SessionMeta
 from tests.fake_backend import FakeAgent, Harness
 
 CONTRACT = Path(__file__).parent / "contract"
-VOLATILE = {"timestamp", "ts", "updatedAt", "created", "updated", acp.HOST_VERSION_META}
+VOLATILE = {
+    "timestamp",
+    "ts",
+    "updatedAt",
+    "created",
+    "updated",
+    "messageId",
+    acp.HOST_VERSION_META,
+}
 WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}, "elicitation": {"form": {}}}
 FORM: JsonObject = {
     "mode": "form",

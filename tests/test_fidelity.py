@@ -12,7 +12,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import RpcError
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.attach import CONTEXT_LOST_NOTE
 from acpctl.store.sessions import SessionMeta
 from tests.fake_backend import FakeAgent, Harness
@@ -448,7 +448,9 @@ def test_a_request_scoped_elicitation_names_the_editors_request(tmp_path: Path) 
     agent.handlers[acp.SESSION_PROMPT] = prompt_with_elicitation
 
     async def scenario(h: Harness) -> None:
-        sid = await h.session()
+        forms: JsonObject = {"elicitation": {"form": {}}}  # asked only of a client that can
+        await h.result(acp.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": forms})
+        sid = str((await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []}))["sessionId"])
         h.send(jsonrpc.request("editor-prompt-7", acp.SESSION_PROMPT, prompt(sid, "x")))
         request = await h.editor.request(acp.ELICITATION_CREATE)
         assert request["params"]["requestId"] == "editor-prompt-7"
@@ -597,3 +599,40 @@ def test_a_queued_prompt_withdrawn_by_cancel_request_ends_at_once(tmp_path: Path
         assert sent == ["n1", "n3"]
 
     run(tmp_path, scenario, agent)
+
+
+def test_a_user_message_is_replayed_with_the_id_the_other_clients_saw(tmp_path: Path) -> None:
+    """Issue 54, 5 (N6): an agent's own replay names each message; acpctl's replay of the
+    user's message had no messageId. Each prompt is now a message with an id, the one the
+    session's other clients saw it under, kept in the history and replayed with it."""
+
+    async def scenario(h: Harness) -> None:
+        h.agent.handlers[acp.SESSION_PROMPT] = h.agent.end_turn
+        sid = await h.session()
+        other = h.another()
+        await other.result(acp.INITIALIZE, {"protocolVersion": 1})
+        await other.result(acp.SESSION_ATTACH, {"sessionId": sid, "historyPolicy": "none"})
+        await h.result(acp.SESSION_PROMPT, prompt(sid, "hello"))
+        await other.editor.settled()
+        (seen,) = [
+            m["params"]["update"]
+            for m in other.editor.messages
+            if m.get("method") == acp.SESSION_UPDATE
+            and m["params"]["update"]["sessionUpdate"] == acp.USER_MESSAGE_CHUNK
+        ]
+        loader = h.another()
+        await loader.result(acp.INITIALIZE, {"protocolVersion": 1})
+        await loader.result(acp.SESSION_LOAD, {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        (replayed,) = [
+            m["params"]["update"]
+            for m in loader.editor.messages
+            if m.get("method") == acp.SESSION_UPDATE
+            and m["params"]["update"]["sessionUpdate"] == acp.USER_MESSAGE_CHUNK
+        ]
+        assert seen["messageId"] and replayed["messageId"] == seen["messageId"]
+        assert replayed["content"] == {"type": "text", "text": "hello"}
+
+    async def main() -> None:
+        await asyncio.wait_for(scenario(Harness(tmp_path / "sessions", None, shared=True)), 10)
+
+    asyncio.run(main())

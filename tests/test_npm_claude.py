@@ -168,3 +168,69 @@ def test_claude_agent_acp_writes_its_project_from_a_sandbox(
         if block.get("type") == "tool_result" and block.get("tool_use_id") == "toolu_2"
     ]
     assert results and "Read-only file system" in str(results[-1]), results
+
+
+def test_claude_s_load_and_resume_match_direct_through_acpctl(home: Path, tmp_path: Path) -> None:
+    """Issue 54, 4 and 5 (N5, N6), at the current pin: a session's load and resume, on a
+    connection of their own, to claude-agent-acp direct and through acpctl. The answers
+    have the same fields, as the SDK reads them (claude's sessionId beyond the schema is
+    kept too, tests/test_server.py); the replayed user message has a messageId both ways;
+    a resume is followed by the agent's commands both ways."""
+    import os
+    from typing import Any, cast
+
+    import acp
+
+    from tests.acp_peer import RecordingClient
+    from tests.npm_agents import package_command
+
+    command = package_command(RELEASES[1])
+
+    def direct(client: RecordingClient, env: dict[str, str]) -> Any:
+        return acp.spawn_agent_process(
+            cast(Any, client),
+            *command,
+            env={**os.environ, **env},
+            transport_kwargs={"stderr": asyncio.subprocess.DEVNULL},
+            use_unstable_protocol=True,
+        )
+
+    async def flow(way: str, env: dict[str, str]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
+        @contextlib.asynccontextmanager
+        async def opened() -> Any:
+            client = RecordingClient()
+            if way == "direct":
+                async with direct(client, env) as (conn, _):
+                    yield conn, client
+            else:
+                async with connect("--agent", "claude") as (conn, _, _client):
+                    yield conn, _client
+
+        async with opened() as (conn, client):
+            await initialized(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("hello")]), 120)
+        async with opened() as (conn, client):
+            await initialized(conn)
+            loaded = await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            seen["load"] = sorted(loaded.model_dump(by_alias=True, exclude_none=True))
+            users = [u for u in client.updates[sid] if u.session_update == "user_message_chunk"]
+            seen["user message ids"] = bool(users) and all(u.message_id for u in users)
+        async with opened() as (conn, client):
+            await initialized(conn)
+            resumed = await conn.resume_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            seen["resume"] = sorted(resumed.model_dump(by_alias=True, exclude_none=True))
+            await client.until(lambda: "available_commands_update" in client.kinds(sid))
+            seen["commands after resume"] = True
+        return seen
+
+    with claude_on_the_stand_in(home, RELEASES[1], "Hello from the stand-in model."):
+        from acpctl.config import load
+
+        env = dict(load().agents["claude"].env)
+        through = asyncio.run(flow("acpctl", env))
+        direct_seen = asyncio.run(flow("direct", env))
+    assert through == direct_seen, (through, direct_seen)
+    assert through["user message ids"] is True

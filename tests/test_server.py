@@ -1035,7 +1035,14 @@ def test_a_resume_keeps_the_fields_the_agent_added(tmp_path: Path) -> None:
         await h.result(acp.SESSION_CLOSE, {"sessionId": sid})
         result = await h.result(acp.SESSION_RESUME, {"sessionId": sid, "cwd": "/w"})
         assert result["_meta"] == {"vendor/warm": True}
-        assert "sessionId" not in result  # the agent's own id never reaches the editor
+        # Issue 54, 5 (N6): the agent names the session in its answer, and so does
+        # acpctl's, by acpctl's id: the agent's own never reaches the editor.
+        assert result["sessionId"] == sid != "agent-raw-id"
+        # and a later answer from acpctl's state keeps both, as the agent's own would
+        again = h.another()
+        await again.result(acp.INITIALIZE, {"protocolVersion": 1})
+        joined = await again.result(acp.SESSION_RESUME, {"sessionId": sid, "cwd": "/w"})
+        assert joined["_meta"] == {"vendor/warm": True} and joined["sessionId"] == sid
 
     run(tmp_path, scenario, agent)
 

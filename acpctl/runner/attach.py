@@ -17,16 +17,25 @@ from acpctl.runner.state import STATE_KEYS
 CONTEXT_LOST_NOTE = "the agent's context for this session could not be restored"
 
 
+def beyond_state(result: JsonObject) -> JsonObject:
+    """What an agent's answer establishing a session carries beyond its state and its
+    own id for it (which acpctl's differs from)."""
+    return {k: v for k, v in result.items() if k not in (*STATE_KEYS, "sessionId")}
+
+
 class Attacher:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        # The agent names the session in its load and resume answers (claude-agent-acp
+        # does; the schema does not ask it): so do acpctl's answers for it.
+        self.names_session = False
 
     async def attach(self, record: SessionRecord) -> tuple[JsonObject, str | None]:
         """The session's state (modes, models, options) as the editor gets it, and a note
         when the agent's context was lost. Call with record.lock held."""
         await self.conn.start_agent()
         if record.generation == self.conn.backend.generation:
-            return record.state.as_result(), None
+            return self.carried(record), None
         result: Any = None
         attached = False
         if record.agent_session_id:
@@ -34,15 +43,22 @@ class Attacher:
             if not attached:
                 attached, result = await self._load(record, record.agent_session_id)
         note = None
-        added: JsonObject = {}  # what the agent's result has beyond the state (its _meta...)
         if attached:
             record.state.absorb(result)
             if isinstance(result, dict):
-                added = {k: v for k, v in result.items() if k not in (*STATE_KEYS, "sessionId")}
+                self.names_session = self.names_session or "sessionId" in result
+                record.carried = beyond_state(result)
         else:
             note = await self._fresh(record)
         record.generation = self.conn.backend.generation
-        return {**added, **record.state.as_result()}, note
+        return self.carried(record), note
+
+    def carried(self, record: SessionRecord) -> JsonObject:
+        """An answer from acpctl's state for `record` that keeps what the agent's own
+        answers carry: its own fields, and the session named (by acpctl's id) when the
+        agent names it."""
+        named = {"sessionId": record.id} if self.names_session else {}
+        return {**named, **record.carried, **record.state.as_result()}
 
     async def _resume(self, record: SessionRecord, agent_id: str) -> tuple[bool, Any]:
         if not self.conn.handshake.agent_can("resume"):

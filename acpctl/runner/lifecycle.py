@@ -16,7 +16,7 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, ResponseHook, RpcError
 from acpctl.runner import served
-from acpctl.runner.attach import Attacher, with_note
+from acpctl.runner.attach import Attacher, beyond_state, with_note
 from acpctl.runner.clients import Client, attach_role, checked_client_id, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.directories import attach_params, session_directories
@@ -196,6 +196,7 @@ class SessionLifecycle:
     def _add(self, record: SessionRecord, result: JsonObject) -> None:
         record.generation = self.conn.backend.generation
         record.state.absorb(result)
+        record.carried = beyond_state(result)
         self.conn.sessions.add(record)
 
     # == reopening =====================================================================

@@ -160,10 +160,16 @@ class Recorder:
     def reopen(self, session_id: str) -> tuple[SessionMeta, HistoryWriter]:
         return self.store.read_meta(session_id), self.store.open_writer(session_id)
 
-    def prompt(self, record: SessionRecord, prompt: list[Any]) -> None:
-        """The user's prompt, written before the agent sees it."""
+    def prompt(
+        self, record: SessionRecord, prompt: list[Any], message_id: str | None = None
+    ) -> None:
+        """The user's prompt, written before the agent sees it, each block a chunk of the
+        message `message_id` (replayed with it, as an agent's own replay names its
+        messages)."""
+        named = {"messageId": message_id} if message_id is not None else {}
         for block in prompt:
-            record.writer.update({"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block})
+            update = {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block, **named}
+            record.writer.update(update)
         if record.meta.title is None:
             record.meta.title = title_from_prompt(prompt)
         self._write(record.meta.id, "events", record.writer.flush)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -435,17 +436,25 @@ class AcpServer:
         prompt = params.get("prompt")
         if not isinstance(prompt, list):
             raise RpcError(acp.INVALID_PARAMS, "prompt must be an array of content blocks")
-        # The session's other clients see what this one asked, as the user's message.
+        # The session's other clients see what this one asked, as the user's message, with
+        # the id it is recorded under.
+        message_id = str(uuid.uuid4())
         others = [other for other in record.clients if other is not client]
         for block in prompt if others else ():
-            update = {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block}
+            update = {
+                "sessionUpdate": acp.USER_MESSAGE_CHUNK,
+                "content": block,
+                "messageId": message_id,
+            }
             tell(
                 others,
                 jsonrpc.notification(
                     acp.SESSION_UPDATE, {"sessionId": record.id, "update": update}
                 ),
             )
-        return await self.turns.prompt(record, params, prompt, client.key(msg_id), msg_id, reply)
+        return await self.turns.prompt(
+            record, params, prompt, client.key(msg_id), msg_id, reply, message_id
+        )
 
     async def cancel(self, client: Client, params: Any) -> None:
         record = (

@@ -36,6 +36,10 @@ class SessionRecord:
     # The agent's last available_commands_update: sent again to a client that resumes the
     # session while it is open (the agent says it once, at the start).
     commands: JsonObject | None = None
+    # What the agent's last answer establishing it (new, load, resume) carried beyond its
+    # state (its _meta, its own fields; sessionId as acpctl's): a later answer from
+    # acpctl's state keeps them, as the agent's own would.
+    carried: JsonObject = field(default_factory=dict)
     # What the agent said about a new session before the editor got the answer naming it:
     # relayed right after that answer (None once it is sent).
     unannounced: list[bytes] | None = None

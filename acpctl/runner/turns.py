@@ -76,22 +76,28 @@ class Turns:
         key: RequestKey,
         msg_id: Any,
         reply: ReadLoopReply | None = None,
+        message_id: str | None = None,
     ) -> JsonObject:
         """One turn, answered with the agent's response (or `cancelled` when a cancel came
-        while it waited its turn); from the read loop when `reply` is given."""
+        while it waited its turn); from the read loop when `reply` is given. `message_id`:
+        the user's message's, as the session's other clients saw it, recorded with it."""
         queue = self.queue(record)
         cancels = queue.cancels
+
+        async def run() -> JsonObject:
+            return await self._run(record, queue, params, prompt, key, msg_id, reply, message_id)
+
         queue.active += 1
         queue.idle.clear()
         try:
             if self.conn.handshake.queues_prompts():
-                return await self._run(record, queue, params, prompt, key, msg_id, reply)
+                return await run()
             if not await self._my_turn(queue, key):
                 return jsonrpc.error(None, acp.REQUEST_CANCELLED, "request cancelled")
             try:
                 if queue.cancels != cancels:
                     return jsonrpc.result(None, {"stopReason": acp.CANCELLED})
-                return await self._run(record, queue, params, prompt, key, msg_id, reply)
+                return await run()
             finally:
                 queue.turn.release()
         finally:
@@ -135,6 +141,7 @@ class Turns:
         key: RequestKey,
         msg_id: Any,
         reply: ReadLoopReply | None,
+        message_id: str | None,
     ) -> JsonObject:
         conn = self.conn
 
@@ -143,7 +150,7 @@ class Turns:
 
         async with record.lock:
             await self.attacher.attach(record)
-            conn.recorder.prompt(record, prompt)
+            conn.recorder.prompt(record, prompt, message_id)
             hook = reply.hook(ended) if reply is not None else ended
             future = conn.backend.call(acp.SESSION_PROMPT, record.to_agent(params), hook)
         conn.ids.forwarded(key, msg_id, future, conn.backend.request_id_of(future))
