@@ -314,9 +314,7 @@ def main() -> None:
         f"({statistics.median(ratios):.1f}x quiet) |"
     )
     print(f"| host grown by 3,000 initializes | {', '.join(f'{g:.1f} MiB' for g in grown)} |")
-    print(
-        f"| memory an idle client (1,000 held) | {', '.join(f'{k:.1f} KiB' for k in per_client)} |"
-    )
+    print(f"| memory an idle client (1,000 held) | {', '.join(per_client)} |")
 
 
 if __name__ == "__main__":
