@@ -263,7 +263,10 @@ def test_ids_numbers_and_versions_on_the_wire(way: str, home: Path, tmp_path: Pa
 
     async def scenario() -> None:
         async with raw_editor("--agent", "hostile") as editor:
-            init = await editor.call("initialize", {"protocolVersion": 9})
+            forms: dict[str, Any] = {
+                "elicitation": {"form": {}}
+            }  # v2 names them so: the agent may ask it
+            init = await editor.call("initialize", {"protocolVersion": 9, "capabilities": forms})
             assert init["result"]["protocolVersion"] == 1
             sid = (await editor.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
                 "result"

@@ -646,3 +646,23 @@ def test_with_no_client_able_to_answer_the_agent_is_told_at_once(tmp_path: Path)
         await asyncio.wait_for(scenario(harness), 10)
 
     asyncio.run(main())
+
+
+def test_an_error_answer_to_a_request_that_is_no_question_reaches_the_agent_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """Only a person's questions wait for another client after an error: a file request's
+    error (its path outside the session) is the answer, and goes back with its code."""
+
+    async def scenario(h: Harness) -> None:
+        await initialized(h, "zed")
+        await h.result(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+        read = h.agent.ask(acp.FS_READ_TEXT_FILE, {"sessionId": "agent-1", "path": "/etc/x"})
+        asked = await h.editor.request(acp.FS_READ_TEXT_FILE)
+        h.send(jsonrpc.error(asked["id"], acp.INVALID_PARAMS, "outside the session"))
+        assert (await read)["error"] == {
+            "code": acp.INVALID_PARAMS,
+            "message": "outside the session",
+        }
+
+    run(tmp_path, scenario)

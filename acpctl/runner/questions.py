@@ -162,7 +162,10 @@ class Questions:
 
 def _failure(method: str, message: JsonObject) -> str | None:
     """Why a client's answer to the agent's question is none (an error, or a result that
-    is not an answer), or None for a valid one."""
+    is not an answer), or None for a valid one, or for any answer to a request that is no
+    question for a person (a file read: its error is the answer)."""
+    if method not in CANCELLED_ANSWER:
+        return None
     error = message.get("error")
     if error is not None:
         said = error.get("message") if isinstance(error, dict) else None
