@@ -45,6 +45,12 @@ Layout:
     on_waiting_after_s = 30         # ... this long unanswered; a JSON summary on its stdin
     on_waiting_timeout_s = 10       # and it is ended if it runs longer
     page_url = "https://desk.example.ts.net"      # where devices reach the host's page
+    listen = "127.0.0.1:8765"       # the TCP listener `serve --listen` last said: every
+    tls_cert = "~/desk.pem"         # start of the host has it (and these options)
+    tls_key = "~/desk.key"
+    behind_tls_proxy = false
+    allow_hosts = []
+    allow_origins = []
 
     [agents.gpu]                    # a remote agent over ssh
     ssh = "me@gpu"
@@ -143,6 +149,20 @@ class ServeSettings(NamedTuple):
     # The page's address as devices reach it (a proxy's), for on_waiting's summary; None:
     # the TCP listener's own.
     page_url: str | None = None
+    # The TCP listener the host was last started with (`serve --listen`, kept here): every
+    # later start of the host has it, by `serve`, by an editor's `run --acp`, by systemd.
+    listener: Listener | None = None
+
+
+class Listener(NamedTuple):
+    """[serve]'s listener keys: what `serve --listen` and its options said."""
+
+    listen: str  # HOST:PORT, the port the host bound
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    behind_tls_proxy: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()
 
 
 class Config:
@@ -408,7 +428,48 @@ def _serve_settings(path: Path, table: Any) -> ServeSettings:
         _seconds(path, table, "on_waiting_after_s", defaults.on_waiting_after_s, "at once"),
         timeout,
         page_url.rstrip("/") if page_url else None,
+        _listener(path, table),
     )
+
+
+def _listener(path: Path, table: dict[str, Any]) -> Listener | None:
+    listen = table.get("listen")
+    if listen is None:
+        return None
+    if not isinstance(listen, str) or ":" not in listen:
+        raise _fail(path, '[serve] listen must be "HOST:PORT"')
+    files = {}
+    for key in ("tls_cert", "tls_key"):
+        value = table.get(key)
+        if value is not None and not (isinstance(value, str) and value):
+            raise _fail(path, f"[serve] {key} must be a file's path")
+        files[key] = value
+    lists = {}
+    for key in ("allow_hosts", "allow_origins"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise _fail(path, f"[serve] {key} must be a list of names")
+        lists[key] = tuple(value)
+    proxy = table.get("behind_tls_proxy", False)
+    if not isinstance(proxy, bool):
+        raise _fail(path, "[serve] behind_tls_proxy must be true or false")
+    return Listener(listen, files["tls_cert"], files["tls_key"], proxy, **lists)
+
+
+def remember_listener(config: Config, listener: Listener) -> None:
+    """[serve]'s listener keys written anew (the other keys of [serve] kept)."""
+    import tomlkit
+
+    serve = config.document.get("serve")
+    if serve is None:
+        serve = config.document["serve"] = tomlkit.table()
+    for key in ("tls_cert", "tls_key", "behind_tls_proxy", "allow_hosts", "allow_origins"):
+        serve.pop(key, None)
+    serve["listen"] = listener.listen
+    for key, value in listener._asdict().items():
+        if key != "listen" and value not in (None, False, ()):
+            serve[key] = list(value) if isinstance(value, tuple) else value
+    config.serve = config.serve._replace(listener=listener)
 
 
 SETTINGS_KEYS = frozenset(

@@ -179,8 +179,8 @@ def serve(
         idle_s=idle_stop,
         exit_when_idle=exit_when_idle,
         spare_s=spare_for,
-        **({} if header_timeout is None else {"header_timeout_s": header_timeout}),
-        **({} if stop_grace is None else {"stop_grace_s": stop_grace}),
+        header_timeout_s=main.HEADER_TIMEOUT_S if header_timeout is None else header_timeout,
+        stop_grace_s=main.STOP_GRACE_S if stop_grace is None else stop_grace,
     )
     if print_systemd or print_launchd:
         from acpctl.editors.install import launcher_warnings
@@ -200,7 +200,7 @@ def serve(
         arguments = "\n".join(f"    <string>{escape(arg)}</string>" for arg in argv)
         typer.echo(LAUNCHD_PLIST.format(arguments=arguments), nl=False)
         return
-    raise typer.Exit(main.serve(options, replace))
+    raise typer.Exit(main.serve(main.remembered_listener(options), replace))
 
 
 def _devices(

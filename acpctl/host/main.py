@@ -60,6 +60,51 @@ class HostOptions:
     spare_s: float = DEFAULT_SPARE_S
     header_timeout_s: float = HEADER_TIMEOUT_S
     stop_grace_s: float = STOP_GRACE_S  # on SIGTERM, how long running turns may go on
+    # The listener was said on the command line: kept in config.toml's [serve] once bound,
+    # so that every later start of the host has it (remembered_listener).
+    remember: bool = False
+
+
+def remembered_listener(options: HostOptions) -> HostOptions:
+    """`options` with config.toml's [serve] listener when the command line said none: a
+    host started by an editor, or after a crash, listens as the person last started it."""
+    from dataclasses import replace
+
+    if options.listen is not None:
+        return replace(options, remember=True)
+    listener = config.load().serve.listener
+    if listener is None:
+        return options
+    return replace(
+        options,
+        listen=listener.listen,
+        tls_cert=Path(listener.tls_cert).expanduser() if listener.tls_cert else None,
+        tls_key=Path(listener.tls_key).expanduser() if listener.tls_key else None,
+        behind_tls_proxy=options.behind_tls_proxy or listener.behind_tls_proxy,
+        allow_hosts=[*listener.allow_hosts, *options.allow_hosts],
+        allow_origins=[*listener.allow_origins, *options.allow_origins],
+    )
+
+
+def _remember(options: HostOptions, host: str, port: int, log: logging.Logger) -> None:
+    """The listener as bound (the port a :0 got), kept in config.toml's [serve]."""
+    shown = f"[{host}]" if ":" in host else host
+    listener = config.Listener(
+        f"{shown}:{port}",
+        str(options.tls_cert.resolve()) if options.tls_cert else None,
+        str(options.tls_key.resolve()) if options.tls_key else None,
+        options.behind_tls_proxy,
+        tuple(options.allow_hosts),
+        tuple(options.allow_origins),
+    )
+    try:
+        cfg = config.load()
+        if cfg.serve.listener != listener:
+            config.remember_listener(cfg, listener)
+            config.save(cfg)
+            log.info("session host: its listener kept in %s ([serve])", cfg.path)
+    except (AcpctlError, OSError) as exc:  # the host still serves; the next start may not
+        log.warning("session host: its listener could not be kept in config.toml: %s", exc)
 
 
 class TcpDoor:
@@ -306,6 +351,8 @@ async def _serve(options: HostOptions) -> None:
             )
             servers.append(server)
             bound = server.sockets[0].getsockname()[1]
+            if options.remember:
+                _remember(options, host, bound, log)
             door.hosts = _host_names(host, bound, options.allow_hosts)
             door.loopback = is_loopback(host)
             await server.start_serving()

@@ -841,18 +841,46 @@ async function newSession(event) {
   }
 }
 
+let unreachableSince = null; // when the host stopped answering, while it does not
+
+// Whether the host answers at all (any HTTP answer): a refused socket from a host that
+// answers is this device's credential, not the network.
+async function reachable() {
+  try {
+    await fetch("/assets/visible.js", { method: "HEAD", cache: "no-store" });
+    return true;
+  } catch (error) {
+    return false;
+  }
+}
+
+// What a device no longer paired must not keep showing: the lists, and a session's view.
+function forget() {
+  latest = { waiting: [], sessions: [] };
+  if (view.entry) leaveSession();
+  render();
+}
+
 async function start() {
   const main = new Connection("/acp");
   try {
     await main.open();
     await main.initialize();
   } catch (error) {
-    // Refused (a device never paired, or revoked), or the host is away: said, and tried
-    // again now and then.
-    say("not connected: is this device paired? (acpctl serve --pair)");
+    // Refused (a device never paired, or revoked), or the host is away: told apart by
+    // whether the host answers at all, said, and tried again now and then.
+    if (await reachable()) {
+      unreachableSince = null;
+      forget();
+      say("this device is not paired, or was revoked: pair it again (acpctl serve --pair)");
+    } else {
+      unreachableSince = unreachableSince || new Date();
+      say(`the host is not reachable (retrying since ${unreachableSince.toLocaleTimeString()})`);
+    }
     setTimeout(start, 5 * REFRESH_MS);
     return;
   }
+  unreachableSince = null;
   main.onClose = () => {
     main.abandon();
     page.main = null;
