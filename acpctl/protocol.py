@@ -163,6 +163,11 @@ WEBSOCKET_PAGE = "acpctl.page"
 # `capabilities` (that is v2's name), and puts additions in _meta. In a v2 answer it is
 # `capabilities.transport`, as the draft says.
 TRANSPORT_META = "acpctl/transport"
+# The session host tells the clients that ask (clientCapabilities._meta["acpctl/changes"],
+# its page does) that the questions waiting for a person changed: one asked, one settled.
+# They ask for the list again then, instead of waiting for their next look.
+CHANGES_META = "acpctl/changes"
+WAITING_CHANGED = "_acpctl/waiting_changed"
 # In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
 ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"
 WEBSOCKET_DEVICE_KEY = "acpctl.key."

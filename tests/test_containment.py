@@ -396,8 +396,12 @@ def test_a_host_started_in_the_home_gives_remote_clients_no_root_of_its_own(
         refused = run(session_in_proj())
         assert refused["error"]["code"] == -32602
         assert "sandbox_roots" in refused["error"]["message"]
-        config = home / "config" / "config.toml"
-        config.write_text(config.read_text() + f'sandbox_roots = ["{proj}"]\n')
+        import tomlkit
+
+        config = home / "config" / "config.toml"  # [serve] holds the listener now, too
+        document = tomlkit.parse(config.read_text())
+        document["agents"]["files"]["sandbox_roots"] = [str(proj)]
+        config.write_text(tomlkit.dumps(document))
         allowed = run(session_in_proj())
         assert "result" in allowed, allowed
     assert (user / ".bashrc").read_text() == "# mine\n"

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -769,9 +770,11 @@ def test_a_loads_replay_comes_before_its_answer_over_streamable_http(host: Host)
     """Issue 43, 9: over Streamable HTTP a reload's answer and its replay went out on two
     streams (the answer on the connection's, the replay on the session's, once the
     session was established there), which a client reads in no particular order. The
-    answer now follows the replay on its stream. (The Python SDK's client happened to
-    read them in order here; the TypeScript SDK's could not load at all, as
-    test_the_typescript_sdk_transports shows.)"""
+    answer now follows the replay on its stream. (The Python SDK's client hands
+    notifications to tasks of their own, so under load its handler may still be taking
+    the replay when the answer has come: it is waited for, and counted exactly. The order
+    itself is checked with the TypeScript SDK's client, which could not load at all
+    before: test_the_typescript_sdk_transports.)"""
     from acp.http import create_http_stream
 
     def http_client(client: RecordingClient) -> Any:
@@ -794,11 +797,16 @@ def test_a_loads_replay_comes_before_its_answer_over_streamable_http(host: Host)
             for load in range(1, 4):  # the first establishes it; the next reload it
                 await conn.load_session(cwd="/tmp", session_id=session)
                 # Each turn replays as the prompt, a thought, a plan and the answer joined.
+                await reader.until(partial(_at_least, reader.updates[session], load * 160))
                 assert len(reader.updates[session]) == load * 40 * 4, load
         finally:
             await conn.close()
 
     run(scenario())
+
+
+def _at_least(items: list[Any], count: int) -> bool:
+    return len(items) >= count
 
 
 def test_two_sdk_clients_each_cancel_their_own_request(host: Host) -> None:
@@ -1372,3 +1380,48 @@ def test_an_elicitation_goes_to_the_sdk_client_that_can_answer_it(
         node.wait()
     shown = cli("sessions", "show", session).stdout
     assert "by ts-sdk" in shown, shown
+
+
+def test_a_client_that_asks_is_told_when_a_question_waits_or_is_settled(host: Host) -> None:
+    """Issue 52, 2: the page asks (clientCapabilities._meta["acpctl/changes"]) and is
+    told `_acpctl/waiting_changed` when an editor's turn waits on a permission, and when it
+    is answered, instead of finding it at its next look."""
+
+    async def scenario() -> None:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(host.url, headers=host.headers()) as page_socket,
+        ):
+            page = RawClient(page_socket)
+            meta = {"_meta": {"acpctl/changes": True}}
+            await page.request(
+                acp_names.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": meta}
+            )
+            async with raw_client(host) as editor:
+                new = await editor.request(acp_names.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+                await editor.send_prompt(new["result"]["sessionId"], "edit")
+                asked = await editor.until(
+                    lambda m: m.get("method") == acp_names.REQUEST_PERMISSION
+                )
+                await page.until(lambda m: m.get("method") == "_acpctl/waiting_changed")
+                count = len(
+                    [m for m in page.messages if m.get("method") == "_acpctl/waiting_changed"]
+                )
+                chosen = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+                await editor.send({"jsonrpc": "2.0", "id": asked["id"], "result": chosen})
+                await page.until(
+                    lambda m: (
+                        len(
+                            [
+                                x
+                                for x in page.messages
+                                if x.get("method") == "_acpctl/waiting_changed"
+                            ]
+                        )
+                        > count
+                    )
+                )
+            # A client that did not ask is never told.
+            assert not [m for m in editor.messages if m.get("method") == "_acpctl/waiting_changed"]
+
+    run(scenario())

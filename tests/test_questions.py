@@ -666,3 +666,30 @@ def test_an_error_answer_to_a_request_that_is_no_question_reaches_the_agent_as_i
         }
 
     run(tmp_path, scenario)
+
+
+def test_the_host_is_told_when_what_waits_for_a_person_changes(tmp_path: Path) -> None:
+    """Issue 52, 2: the session host pushes a change of the waiting questions to its page
+    (on_waiting_changed): when one is asked, and when it is settled."""
+    told: list[str] = []
+
+    async def scenario(h: Harness) -> None:
+        h.conn.on_waiting_changed = lambda: told.append("changed")
+        sid, phone, _ = await three_clients(h)
+        asked = h.agent.ask(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": "agent-1",
+                "toolCall": {"toolCallId": "t1"},
+                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+            },
+        )
+        request = await phone.editor.request(acp.REQUEST_PERMISSION)
+        assert told == ["changed"]  # asked
+        chosen = {"outcome": {"outcome": "selected", "optionId": "ok"}}
+        phone.send(jsonrpc.result(request["id"], chosen))
+        await asked
+        assert told == ["changed", "changed"]  # settled
+        assert sid
+
+    run(tmp_path, scenario)

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.devices import Devices
@@ -140,6 +141,7 @@ class AgentPool:
         self._starting = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._empty_since = time.monotonic()
+        self._change_due = False  # a WAITING_CHANGED is due in this turn of the loop
 
     async def get(self, name: str | None, client_dir: str | None = None) -> HostedAgent:
         """The running agent `name` (None: the default agent), started when it is not. A
@@ -186,6 +188,7 @@ class AgentPool:
         )
         if self.notifier is not None:
             self.notifier.watch(conn, name)
+        conn.on_waiting_changed = self._waiting_changed
         conn.host_methods = {
             acp.HOST_WAITING: self.waiting,
             acp.HOST_SESSIONS: self.sessions,
@@ -266,6 +269,19 @@ class AgentPool:
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
+
+    def _waiting_changed(self) -> None:
+        """A question was asked or settled somewhere: the clients that asked are told, once
+        for all that changed in this turn of the event loop."""
+        if not self._change_due:
+            self._change_due = True
+            asyncio.get_running_loop().call_soon(self._tell_changed)
+
+    def _tell_changed(self) -> None:
+        self._change_due = False
+        told = jsonrpc.notification(acp.WAITING_CHANGED, {})
+        for hosted in self.agents.values():
+            tell([c for c in hosted.conn.clients if c.wants_changes], told)
 
     def tell_every_client(self, message: JsonObject) -> None:
         for hosted in self.agents.values():

@@ -57,6 +57,8 @@ class Client:
     # The elicitation modes its initialize declared (clientCapabilities.elicitation): an
     # agent's question of another mode is never sent to it.
     elicitation_modes: frozenset[str] = frozenset()
+    # It asked to be told when the questions waiting for a person change (the page).
+    wants_changes: bool = False
 
     def can_answer(self, method: str, params: Any) -> bool:
         """Whether this client declared what answering the agent's request needs: any may

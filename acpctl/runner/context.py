@@ -59,9 +59,16 @@ class Connection:
         # Told of each question the agent asks a person in a session (a permission, an
         # elicitation), by its editor-hop id: the session host's notifier (host/notify.py).
         self.on_question: Callable[[int], None] | None = None
+        # Told whenever the questions waiting for a person change (one asked, one settled,
+        # withdrawn): the session host tells the clients that asked (its page).
+        self.on_waiting_changed: Callable[[], None] | None = None
         # Methods the session host answers itself, on any agent's connection (HOST_WAITING,
         # HOST_SESSIONS): its state across all its agents. Empty for `run --acp`.
         self.host_methods: dict[str, Callable[[], JsonObject]] = {}
+
+    def waiting_changed(self) -> None:
+        if self.on_waiting_changed is not None:
+            self.on_waiting_changed()
 
     def broadcast(self, line: bytes) -> None:
         """What concerns no one session goes to every client."""

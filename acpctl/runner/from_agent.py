@@ -166,15 +166,23 @@ class FromAgent:
             # No one can answer it, and no one else can come: the session host's sessions
             # wait for a client that can, as they wait for a controller.
             why = "no client is connected" if not asked else _none_can(method, params)
-            self.conn.ids.settle(editor_id, {})
-            self.conn.backend.send(jsonrpc.error(message["id"], acp.INTERNAL_ERROR, why))
-            if record is not None and method == acp.ELICITATION_CREATE:
-                refused = jsonrpc.error(None, acp.INTERNAL_ERROR, why)
-                self.conn.recorder.elicitation_outcome(record, refused, None)
+            self._unanswerable(record, message["id"], editor_id, method, why)
             return
         request.ask(capable)
-        if record is not None and method in QUESTIONS and self.conn.on_question is not None:
-            self.conn.on_question(editor_id)
+        if record is not None and method in QUESTIONS:
+            if self.conn.on_question is not None:
+                self.conn.on_question(editor_id)
+            self.conn.waiting_changed()
+
+    def _unanswerable(
+        self, record: SessionRecord | None, agent_id: Any, editor_id: int, method: str, why: str
+    ) -> None:
+        """The agent's request that no client can answer: its error now, recorded."""
+        self.conn.ids.settle(editor_id, {})
+        self.conn.backend.send(jsonrpc.error(agent_id, acp.INTERNAL_ERROR, why))
+        if record is not None and method == acp.ELICITATION_CREATE:
+            refused = jsonrpc.error(None, acp.INTERNAL_ERROR, why)
+            self.conn.recorder.elicitation_outcome(record, refused, None)
 
     def _record_question(self, record: SessionRecord, method: str, params: Any) -> None:
         """A question for a person (a permission, an elicitation) goes in the history."""
@@ -194,6 +202,8 @@ class FromAgent:
             request = self.conn.ids.settle(editor_id, void)
             if request is not None:
                 request.withdraw(editor_id)
+                if request.method in QUESTIONS:
+                    self.conn.waiting_changed()
         self.conn.log.warning("%s; it will be restarted on the next request", description)
         self.conn.update_run_record()
 

@@ -68,6 +68,8 @@ class Questions:
         if request.generation == self.conn.backend.generation:  # else the agent that asked died
             self.conn.backend.send({**message, "id": request.agent_id})
         request.withdraw(message.get("id"), [c for c in request.asked if c is not client])
+        if request.method in CANCELLED_ANSWER:
+            self.conn.waiting_changed()
 
     def ask_joiner(self, record: SessionRecord, client: Client) -> None:
         """A controller joined the session (by attach, load or resume): the questions
@@ -106,6 +108,7 @@ class Questions:
             if request.generation == conn.backend.generation:
                 conn.backend.send({**cancelled, "id": request.agent_id})
             request.withdraw(editor_id)
+            conn.waiting_changed()
 
     @staticmethod
     def _tell_resolved(

@@ -119,7 +119,8 @@ class Connection {
       // runs no terminal (an editor does). A replay brings it who answered what.
       clientCapabilities: {
         elicitation: { form: {}, url: {} },
-        _meta: { "acpctl/recorded": true },
+        // A replay brings who answered what; the host tells when what waits changes.
+        _meta: { "acpctl/recorded": true, "acpctl/changes": true },
       },
     });
     const meta = answer._meta || {};
@@ -149,6 +150,7 @@ function askedHere(connection) {
     if ((request.method === PERMISSION || request.method === ELICITATION) && session) {
       page.asked.set(session, { connection, request });
       render();
+      refresh(); // its card comes with the list: asked now, not at the next look
     } else {
       connection.socket.send(
         JSON.stringify({
@@ -881,6 +883,10 @@ async function start() {
     return;
   }
   unreachableSince = null;
+  // A question asked or settled anywhere on the host: the lists at once.
+  main.onNotification = (message) => {
+    if (message.method === "_acpctl/waiting_changed") refresh();
+  };
   main.onClose = () => {
     main.abandon();
     page.main = null;
