@@ -291,3 +291,21 @@ def test_sessions_show_says_the_context_windows_fill_at_each_turns_end(home: Pat
     writer.close()
     shown = cli("sessions", "show", "s1").stdout
     assert "[end_turn] · context 25% of 200k" in shown, shown
+
+
+def test_agents_add_keeps_a_relative_path_as_an_absolute_one(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 53, 5: `agents add mine -- python3 agent.py` stored `agent.py` as given, and
+    every run from another directory (an editor's project) failed."""
+    from acpctl.config import load
+
+    (tmp_path / "agent.py").write_text("")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "agent.sh").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert cli("agents", "add", "mine", "--", "python3", "agent.py", "--acp").returncode == 0
+    spec = load().agents["mine"]
+    assert (spec.command, spec.args) == ("python3", (str(tmp_path / "agent.py"), "--acp"))
+    assert cli("agents", "add", "other", "--", "bin/agent.sh").returncode == 0
+    assert load().agents["other"].command == str(tmp_path / "bin" / "agent.sh")

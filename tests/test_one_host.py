@@ -398,3 +398,21 @@ def test_a_question_asked_at_the_attached_chats_prompt_takes_the_next_line(state
         assert "answered: allow, by acpctl sessions attach" in shown, shown
     finally:
         stop_host(host)
+
+
+def test_a_host_without_a_listener_hands_out_tokens_and_says_no_turn_runs_as_it_stops(
+    state: Path,
+) -> None:
+    """Issue 53, 5: `serve --show-token` against a host started without --listen said the
+    tokens file "is gone while the session host runs": that host never held one. And its
+    stop said "0 running turn(s) get 30 s"."""
+    host = serve()
+    try:
+        until_status()
+        shown = cli("serve", "--show-token")
+        assert shown.returncode == 0, shown.stderr
+        assert len(shown.stdout.strip()) >= 40
+    finally:
+        stop_host(host)
+    logged = "".join(p.read_text() for p in (state / "logs").rglob("serve-*.log"))
+    assert "no turn is running" in logged and "0 running turn(s)" not in logged

@@ -174,6 +174,21 @@ def sandbox(
     _say_sandbox(agent.name, state == "on")
 
 
+def _absolute(command: list[str]) -> list[str]:
+    """The command with its relative paths made absolute: a program named by a path
+    (./agent.sh), and an argument that names a file here (python my_agent.py). An editor
+    starts the agent in another directory, where they would name nothing."""
+    import os
+
+    made = []
+    for index, word in enumerate(command):
+        by_path = index == 0 and os.sep in word
+        names_a_file = index > 0 and not word.startswith("-") and os.path.isfile(word)
+        relative = not os.path.isabs(word)
+        made.append(os.path.abspath(word) if relative and (by_path or names_a_file) else word)
+    return made
+
+
 def _say_sandbox(name: str, on: bool) -> None:
     from acpctl import sandbox
 
@@ -468,6 +483,7 @@ def add(
 
     cfg = config.load()
     replaced = name in cfg.agents
+    command = _absolute(command)
     spec = AgentSpec(name, command[0], tuple(command[1:]), pairs, kind)
     config.set_agent(cfg, spec, sandbox=sandbox)
     config.save(cfg)

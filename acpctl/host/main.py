@@ -417,12 +417,15 @@ async def _let_turns_finish(
         jsonrpc.notification(acp.HOST_STOPPING, {"signal": why, "graceSeconds": grace_s})
     )
     running = pool.running_turns()
-    log.info(
-        "session host: stopping on %s; %d running turn(s) get %g s to finish",
-        why,
-        running,
-        grace_s,
-    )
+    if running:
+        log.info(
+            "session host: stopping on %s; %d running turn(s) get %g s to finish",
+            why,
+            running,
+            grace_s,
+        )
+    else:
+        log.info("session host: stopping on %s; no turn is running", why)
     deadline = time.monotonic() + grace_s
     while pool.running_turns() and not again.is_set() and time.monotonic() < deadline:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -467,7 +470,12 @@ def show_token(observer: bool, token_file: Path | None = None) -> int:
     runs with the old ones (a tokens file deleted under it)."""
     if not paths.host_tokens().exists():
         running = asyncio.run(read_status())
-        if running is not None:
+        listens = running is not None and any(
+            str(listener.get("address", "")).startswith(("ws://", "wss://"))
+            for listener in running.get("listening", [])
+        )
+        if listens:  # a host without a TCP listener holds no tokens: new ones are made
+            assert running is not None
             raise AcpctlError(
                 f"{paths.host_tokens()} is gone while the session host (pid {running['pid']}) "
                 "runs with the tokens it held",
