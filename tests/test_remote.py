@@ -349,6 +349,13 @@ def test_tls_verified_against_the_named_ca_and_a_wrong_certificate_refused(
             found = json.loads(cli("doctor", "--agent", agent, "--json").stdout)
             mine = [f for f in found if f["check"] == f"agent {agent}"]
             assert any(f["status"] == status and said in f["message"] for f in mine), mine
+        # Issue 53, 5: a certificate the system's CAs do not trust (a self-signed one) is
+        # fixed with --ca-file, and the fix says so.
+        found = json.loads(cli("doctor", "--agent", "system", "--json").stdout)
+        refused, *_ = [
+            f for f in found if f["check"] == "agent system" and "certificate" in f["message"]
+        ]
+        assert "--ca-file" in refused["fix"] and "acpctl agents add system" in refused["fix"]
 
 
 def free_port() -> int:

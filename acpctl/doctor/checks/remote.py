@@ -65,7 +65,7 @@ async def _probe(name: str, remote: Remote, timeout: float) -> list[Finding]:
         try:
             transport = await asyncio.wait_for(make_dial(remote, http)(None), timeout)
         except LinkRefused as exc:
-            return [Finding(check, "problem", str(exc), _fix_for(remote))]
+            return [Finding(check, "problem", str(exc), _fix_for(remote, str(exc), name))]
         except (LinkDown, OSError, asyncio.TimeoutError) as exc:
             return [
                 Finding(
@@ -154,9 +154,16 @@ def _certificate_expiry(transport: Transport) -> float | None:
     return float(ssl.cert_time_to_seconds(certificate["notAfter"]))
 
 
-def _fix_for(remote: Remote) -> str:
+def _fix_for(remote: Remote, said: str = "", name: str = "NAME") -> str:
     if remote.ssh is not None:
         return f"try `ssh {remote.ssh}` by hand; acpctl runs ssh with BatchMode=yes"
+    if "certificate" in said:  # a self-signed one, most often: trust it by its CA file
+        trusted = f"the ca_file {remote.ca_file}" if remote.ca_file else "the system's CAs"
+        return (
+            f"the host's certificate is not one {trusted} trusts: for a self-signed or "
+            f"private CA's certificate, `acpctl agents add {name} --url {remote.url} "
+            "--ca-file CA.pem` (the certificate itself, for a self-signed one)"
+        )
     return "check the URL, the token_file, and that acpctl serve --listen runs there"
 
 
