@@ -511,7 +511,10 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
         assert [s["sessionId"] for s in agent["sessions"]] == [session]
         assert "1 session(s)" in cli("serve", "--status").stdout
         [row] = [r for r in json.loads(cli("ps", "--json").stdout) if r.get("host")]
-        assert row["pid"] == process.pid and row["sessions"] == [session]
+        # The agent's pid, not the host's (issue 53, 5); the host's beside it.
+        assert row["pid"] in agents and row["hostPid"] == process.pid
+        assert row["sessions"] == [session]
+        assert f"(host pid {process.pid}: " in cli("ps").stdout
         from acpctl.doctor.checks import check_host
 
         said = [f.message for f in check_host() if f.status == "ok"]

@@ -20,7 +20,10 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
     for agent in status["agents"] if status else []:
         live.append(
             {
-                "pid": status["pid"] if status else None,
+                # The agent's own process (the one that works, and uses the memory); the
+                # host that holds it beside.
+                "pid": agent["agentPid"],
+                "hostPid": status["pid"] if status else None,
                 "agent": agent["agent"],
                 "host": True,
                 "spare": agent["spare"],
@@ -47,15 +50,15 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
         rss = f"{run['rss'] / 2**20:.1f} MiB"
         sessions = ", ".join(s[:12] for s in run["sessions"]) or "-"
         if run.get("host"):
-            sessions += (
-                "  (host: spare)" if run["spare"] else f"  (host: {run['clients']} client(s))"
-            )
+            held = "spare" if run["spare"] else f"{run['clients']} client(s)"
+            sessions += f"  (host pid {run['hostPid']}: {held})"
         if run.get("sandbox"):
             sessions += f"  (sandbox: {', '.join(run['sandbox'])})"
         if run.get("notRespondingSince"):
             since = time.strftime("%H:%M:%S", time.localtime(run["notRespondingSince"]))
             sessions += f"  (not responding since {since})"
-        typer.echo(f"{run['pid']:>7}  {run['agent']:<14} {uptime:>8} {rss:>9}  {sessions}")
+        pid = run["pid"] if run["pid"] is not None else "-"  # a spare not started yet
+        typer.echo(f"{pid:>7}  {run['agent']:<14} {uptime:>8} {rss:>9}  {sessions}")
 
 
 def _duration(seconds: float) -> str:
