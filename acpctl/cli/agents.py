@@ -175,18 +175,21 @@ def sandbox(
 
 
 def _absolute(command: list[str]) -> list[str]:
-    """The command with its relative paths made absolute: a program named by a path
-    (./agent.sh), and an argument that names a file here (python my_agent.py). An editor
-    starts the agent in another directory, where they would name nothing."""
+    """The command with the relative paths that name a file here made absolute: a program
+    (./agent.sh) or an argument (python my_agent.py). An editor starts the agent in its
+    project, where they would name nothing. A path that names no file here is kept as
+    given: relative to the project an editor starts the agent in (tools/agent)."""
     import os
 
-    made = []
-    for index, word in enumerate(command):
-        by_path = index == 0 and os.sep in word
-        names_a_file = index > 0 and not word.startswith("-") and os.path.isfile(word)
-        relative = not os.path.isabs(word)
-        made.append(os.path.abspath(word) if relative and (by_path or names_a_file) else word)
-    return made
+    return [
+        os.path.abspath(word)
+        if not os.path.isabs(word)
+        and not word.startswith("-")
+        and (os.sep in word or index > 0)
+        and os.path.isfile(word)
+        else word
+        for index, word in enumerate(command)
+    ]
 
 
 def _say_sandbox(name: str, on: bool) -> None:
