@@ -501,15 +501,19 @@ def test_the_link_tells_an_editor_that_asked_when_it_drops_and_comes_back() -> N
     assert told(asked=False) == []
 
 
-def test_a_peer_that_fails_at_once_each_time_is_dialled_with_a_back_off(tmp_path: Path) -> None:
+def test_a_peer_that_fails_at_once_each_time_is_dialled_with_a_back_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 51, 8: a remote that drops each connection as soon as it is up (an endless SSE
     line, say) was dialled again at once, in a loop ("back after 0.0 s", repeated). The
     back-off now carries over drops that come right after coming up."""
     import logging
 
     from acpctl.jsonrpc.streams import Output
+    from acpctl.remote import link as link_module
     from acpctl.remote.link import Link
 
+    monkeypatch.setattr(link_module, "BACKOFF_FIRST_S", 0.005)  # the doubling, sooner
     dials: list[float] = []
     ninth = asyncio.Event()
 
@@ -554,6 +558,6 @@ def test_a_peer_that_fails_at_once_each_time_is_dialled_with_a_back_off(tmp_path
 
     asyncio.run(scenario())
     # Three quick drops are dialled again at once (a flaky network's cuts); then the waits
-    # double from 50 ms, jittered by half either way, so the fifth is 0.4 s at least
-    # (without the back-off, every dial came at once).
-    assert dials[8] - dials[7] >= 0.4, [b - a for a, b in itertools.pairwise(dials)]
+    # double from 5 ms here, jittered by half either way, so the fifth is 40 ms at least
+    # (without the back-off, every dial came at once, within a millisecond).
+    assert dials[8] - dials[7] >= 0.04, [b - a for a, b in itertools.pairwise(dials)]
