@@ -24,18 +24,25 @@ from tests.raw_peer import RawEditor, raw_editor
 pytestmark = [pytest.mark.e2e, pytest.mark.npm]
 
 
-def test_codex_acps_update_after_set_modes_result_reaches_the_editor_after_it(
-    home: Path, tmp_path: Path
-) -> None:
-    command = package_command("@agentclientprotocol/codex-acp")
+def codex_on_no_model(home: Path) -> tuple[list[str], dict[str, str]]:
+    """codex-acp's command (the pinned release), and the environment it runs in with a
+    home of its own and no model: an API key is all that sign-in, session/new and set_mode
+    need (no prompt is sent, so its address is never reached)."""
     codex_home = home / "codex-home"
     codex_home.mkdir()
     env = {
         "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # never reached: no prompt is sent
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
         "HOME": str(codex_home),
         "CODEX_HOME": str(codex_home),
     }
+    return package_command("@agentclientprotocol/codex-acp"), env
+
+
+def test_codex_acps_update_after_set_modes_result_reaches_the_editor_after_it(
+    home: Path, tmp_path: Path
+) -> None:
+    command, env = codex_on_no_model(home)
     args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
     written = tmp_path / "written.jsonl"
     tee = [sys.executable, str(TEST_AGENTS / "stdout_tee.py"), str(written), *command]
@@ -129,15 +136,7 @@ def test_codex_acp_direct_and_through_acpctl_and_the_host_relay_the_same(
     same sign-in methods, session/new answer, set_mode answers and updates. A newer pin
     that sends something acpctl drops or changes fails here (move the pin in
     tests/npm/package.json, as docs/relay.md says)."""
-    command = package_command("@agentclientprotocol/codex-acp")
-    codex_home = home / "codex-home"
-    codex_home.mkdir()
-    env = {
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # never reached: no prompt is sent
-        "HOME": str(codex_home),
-        "CODEX_HOME": str(codex_home),
-    }
+    command, env = codex_on_no_model(home)
     args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
     assert run_cli("agents", "add", "codex", *args, "--", *command).returncode == 0
 
