@@ -313,22 +313,26 @@ def launch(
     cwd: str | None = None,
     own: Iterable[Path] = (),
     requested: Mapping[str, str] = {},
+    agents_argv: bool = False,
 ) -> Launch:
     """`argv` run by bubblewrap under `policy`, in `cwd` (default: the first root), with
     `own` writable (acpctl's directories for this one process: a pi session's file, which
     lies in what is hidden). `configured`: what the agent's config entry sets;
     `requested`: what the agent itself asked for (a terminal's env), set inside only.
-    The loader's variables of the agent's environment are set inside only, too."""
+    The loader's variables of the agent's environment are set inside only, too.
+    `agents_argv`: the command line is the agent's own choice (a terminal's), so nothing
+    it names under the real /tmp is kept (only config's programs are: _installed_in_tmp)."""
     inside = policy.environment(configured)
     outside = {k: v for k, v in inside.items() if not _loader(k)}
     setenv = [(k, v) for k, v in inside.items() if _loader(k)] + list(requested.items())
-    return Launch(_arguments(policy, argv, cwd, own, setenv), WholeEnvironment(outside))
+    kept = [] if agents_argv else _installed_in_tmp(argv)
+    return Launch(_arguments(policy, argv, cwd, own, setenv, kept), WholeEnvironment(outside))
 
 
 def command(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str]:
     """`argv` run by bubblewrap under `policy`, for a caller that builds no environment
     (the engine's own check): see launch()."""
-    return _arguments(policy, argv, cwd, (), [])
+    return _arguments(policy, argv, cwd, (), [], _installed_in_tmp(argv))
 
 
 def _arguments(
@@ -337,6 +341,7 @@ def _arguments(
     cwd: str | None,
     own: Iterable[Path],
     setenv: list[tuple[str, str]],
+    kept_in_tmp: list[Path],
 ) -> list[str]:
     """Order matters: later mounts cover earlier ones, so what is hidden comes after the
     roots (~/.ssh stays hidden when the project is the home directory)."""
@@ -353,7 +358,7 @@ def _arguments(
     ]  # fmt: skip
     if not policy.network:
         args.append("--unshare-net")
-    for path in _installed_in_tmp(argv):
+    for path in kept_in_tmp:
         args += ["--ro-bind", str(path), str(path)]
     for path in (*policy.roots, *policy.writable):
         args += ["--bind", str(path), str(path)]

@@ -573,3 +573,25 @@ def test_an_agent_acpctl_installed_runs_in_its_sandbox(escapee: Path, home: Path
             )
 
     run(scenario())
+
+
+@pytest.mark.e2e
+@needs_linux
+def test_a_terminal_command_naming_a_directory_of_tmp_does_not_open_it(escapee: Path) -> None:
+    """The sandbox's /tmp is its own; a program of the agent's installed under the real
+    /tmp keeps its directory. A terminal command's words are the agent's: naming a
+    directory of the real /tmp (an ssh agent's socket is there) must not bind it in."""
+    import tempfile
+
+    kept = Path(tempfile.mkdtemp(prefix="acpctl-secret-", dir="/tmp"))
+    try:
+        (kept / "secret").write_text("THE USER'S")
+        attack = {"command": "cat", "args": [str(kept / "secret")]}
+        done = run_cli(
+            "run", "--agent", "files", "--cwd", str(escapee), f"terminal {json.dumps(attack)}"
+        )
+        assert done.returncode == 0, done.stderr
+        assert "THE USER'S" not in done.stdout, done.stdout
+        assert "exit 1" in done.stdout, done.stdout  # no such file, in its own /tmp
+    finally:
+        shutil.rmtree(kept)

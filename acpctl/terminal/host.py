@@ -260,7 +260,9 @@ class ClientHost:
         if self.sandbox is not None:
             # What the agent asks for is set inside the sandbox only: the engine runs by
             # its own path, in an environment acpctl builds (sandbox.launch).
-            argv, env = sandbox_launch(self.sandbox, argv, {}, str(cwd_path), (), requested)
+            argv, env = sandbox_launch(
+                self.sandbox, argv, {}, str(cwd_path), (), requested, agents_argv=True
+            )
         else:
             env = {**os.environ, **requested}
         try:
