@@ -30,6 +30,12 @@ FORM: JsonObject = {
 }
 WANTS_RECORDED = {"_meta": {acp.RECORDED_META: True}}
 ELICITS: JsonObject = {"elicitation": {"form": {}, "url": {}}}  # it can answer forms, URLs
+# A permission in the agent's session agent-1 with one option, "ok".
+OK_PERMISSION: JsonObject = {
+    "sessionId": "agent-1",
+    "toolCall": {"toolCallId": "t1"},
+    "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+}
 
 
 def run(tmp_path: Path, scenario: Scenario, agent: FakeAgent | None = None) -> Harness:
@@ -77,14 +83,7 @@ async def three_clients(h: Harness) -> tuple[str, Harness, Harness]:
 
 async def permission_answered_by(h: Harness, client: Harness) -> None:
     """The agent asks a permission in agent-1; `client` answers "ok", which reaches it."""
-    asked = h.agent.ask(
-        acp.REQUEST_PERMISSION,
-        {
-            "sessionId": "agent-1",
-            "toolCall": {"toolCallId": "t1"},
-            "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
-        },
-    )
+    asked = h.agent.ask(acp.REQUEST_PERMISSION, OK_PERMISSION)
     request = await client.editor.request(acp.REQUEST_PERMISSION)
     client.send(
         jsonrpc.result(request["id"], {"outcome": {"outcome": "selected", "optionId": "ok"}})
@@ -676,14 +675,7 @@ def test_the_host_is_told_when_what_waits_for_a_person_changes(tmp_path: Path) -
     async def scenario(h: Harness) -> None:
         h.conn.on_waiting_changed = lambda: told.append("changed")
         sid, phone, _ = await three_clients(h)
-        asked = h.agent.ask(
-            acp.REQUEST_PERMISSION,
-            {
-                "sessionId": "agent-1",
-                "toolCall": {"toolCallId": "t1"},
-                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
-            },
-        )
+        asked = h.agent.ask(acp.REQUEST_PERMISSION, OK_PERMISSION)
         request = await phone.editor.request(acp.REQUEST_PERMISSION)
         assert told == ["changed"]  # asked
         chosen = {"outcome": {"outcome": "selected", "optionId": "ok"}}
