@@ -586,7 +586,8 @@ def show(
         from acpctl import sandbox
 
         # What its sandbox withholds of this environment, by name (docs/sandbox.md).
-        confined = sandbox.Policy((), (), (), settings.network, (*agent.sandbox_env, *settings.env))
+        needs = (agent.state_dirs, agent.sandbox_env, agent.env.get("HOME"))
+        confined = sandbox.policy(settings, None, *needs)  # the names as a start has them
         record["sandbox_withheld"] = confined.withheld(agent.env)
     entry = agent.entry
     if entry is not None and entry.legacy_args and entry.binaries:

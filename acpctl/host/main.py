@@ -29,7 +29,7 @@ from acpctl.files import atomic_write
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.devices import PAIR_CODE_TTL_S, Devices
-from acpctl.host.door import HEADER_TIMEOUT_S, Door, connection_capacity, raise_file_limit
+from acpctl.host.door import HEADER_TIMEOUT_S, Door, raise_file_limit
 from acpctl.host.http import ENDPOINT, SlowHeadersGuard, make_app
 from acpctl.host.notify import Notifier
 from acpctl.host.page import PAIR_PATH
@@ -336,7 +336,6 @@ async def _serve(options: HostOptions) -> None:
                 header_timeout_s=options.header_timeout_s,
                 devices=tcp.devices,
                 secure=context is not None or options.behind_tls_proxy,
-                capacity=connection_capacity(),
                 tls=context,  # handshakes under the door's limits (SlowHeadersGuard)
             )
             app = make_app(pool, door, tcp.connections, log)
