@@ -163,6 +163,9 @@ WEBSOCKET_PAGE = "acpctl.page"
 # `capabilities` (that is v2's name), and puts additions in _meta. In a v2 answer it is
 # `capabilities.transport`, as the draft says.
 TRANSPORT_META = "acpctl/transport"
+# The agent's requests that are questions for a person: asked only of the clients that can
+# answer them (runner/questions.py), recorded with their answers, listed as waiting.
+QUESTIONS = frozenset({REQUEST_PERMISSION, ELICITATION_CREATE})
 # The session host tells the clients that ask (clientCapabilities._meta["acpctl/changes"],
 # its page does) that the questions waiting for a person changed: one asked, one settled.
 # They ask for the list again then, instead of waiting for their next look.

@@ -28,7 +28,6 @@ from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.connection import wire
 from acpctl.runner.context import Connection
-from acpctl.runner.from_agent import QUESTIONS
 from acpctl.runner.idmap import ReverseRequest
 from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.runlog import open_log
@@ -391,7 +390,7 @@ def _listed(
 def _questions(conn: Connection) -> list[ReverseRequest]:
     """The agent's questions for a person still unanswered in its sessions."""
     asking = conn.ids.waiting(
-        lambda request: request.session is not None and request.method in QUESTIONS
+        lambda request: request.session is not None and request.method in acp.QUESTIONS
     )
     return [request for editor_id in asking if (request := conn.ids.pending(editor_id))]
 

@@ -30,7 +30,6 @@ SPECIAL_UPDATES = STATE_UPDATES | {
     acp.SESSION_MESSAGE_CHUNK,
 }
 NESTED_SESSION_IDS = acp.METHODS[acp.SESSION_UPDATE].session_ids[1:]
-QUESTIONS = frozenset({acp.REQUEST_PERMISSION, acp.ELICITATION_CREATE})  # for a person
 
 
 class FromAgent:
@@ -162,14 +161,14 @@ class FromAgent:
             asked = [client for client in self.conn.clients if client.may_control]
         # Only to the clients that declared what answering it needs (an elicitation's mode).
         capable = [client for client in asked if client.can_answer(method, params)]
-        if not capable and (record is None or (method in QUESTIONS and not self.conn.shared)):
+        if not capable and (record is None or (method in acp.QUESTIONS and not self.conn.shared)):
             # No one can answer it, and no one else can come: the session host's sessions
             # wait for a client that can, as they wait for a controller.
             why = "no client is connected" if not asked else _none_can(method, params)
             self._unanswerable(record, message["id"], editor_id, method, why)
             return
         request.ask(capable)
-        if record is not None and method in QUESTIONS:
+        if record is not None and method in acp.QUESTIONS:
             if self.conn.on_question is not None:
                 self.conn.on_question(editor_id)
             self.conn.waiting_changed()
@@ -202,7 +201,7 @@ class FromAgent:
             request = self.conn.ids.settle(editor_id, void)
             if request is not None:
                 request.withdraw(editor_id)
-                if request.method in QUESTIONS:
+                if request.method in acp.QUESTIONS:
                     self.conn.waiting_changed()
         self.conn.log.warning("%s; it will be restarted on the next request", description)
         self.conn.update_run_record()

@@ -68,7 +68,7 @@ class Questions:
         if request.generation == self.conn.backend.generation:  # else the agent that asked died
             self.conn.backend.send({**message, "id": request.agent_id})
         request.withdraw(message.get("id"), [c for c in request.asked if c is not client])
-        if request.method in CANCELLED_ANSWER:
+        if request.method in acp.QUESTIONS:
             self.conn.waiting_changed()
 
     def ask_joiner(self, record: SessionRecord, client: Client) -> None:
@@ -93,7 +93,7 @@ class Questions:
         recorded so (with no one's name), and withdrawn from the clients asked."""
         conn = self.conn
         open_questions = conn.ids.waiting(
-            lambda request: request.session is record and request.method in CANCELLED_ANSWER
+            lambda request: request.session is record and request.method in acp.QUESTIONS
         )
         for editor_id in open_questions:
             request = conn.ids.pending(editor_id)
@@ -167,7 +167,7 @@ def _failure(method: str, message: JsonObject) -> str | None:
     """Why a client's answer to the agent's question is none (an error, or a result that
     is not an answer), or None for a valid one, or for any answer to a request that is no
     question for a person (a file read: its error is the answer)."""
-    if method not in CANCELLED_ANSWER:
+    if method not in acp.QUESTIONS:
         return None
     error = message.get("error")
     if error is not None:

@@ -24,7 +24,6 @@ from acpctl.runner.session import SessionRecord
 from acpctl.store.sessions import CorruptSession, SessionStore, valid_session_id
 
 OPENING = frozenset({acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK})
-QUESTIONS = frozenset({acp.REQUEST_PERMISSION, acp.ELICITATION_CREATE})
 
 
 class RemoteHistory:
@@ -123,7 +122,7 @@ class RemoteHistory:
         params = message.get("params")
         session = params.get("sessionId") if isinstance(params, dict) else None
         method = message.get("method")
-        if method in QUESTIONS and session in self.records and isinstance(params, dict):
+        if method in acp.QUESTIONS and session in self.records and isinstance(params, dict):
             if method == acp.REQUEST_PERMISSION:
                 self.recorder.permission(self.records[str(session)], params)
             else:
