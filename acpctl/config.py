@@ -45,6 +45,10 @@ Layout:
     on_waiting_after_s = 30         # ... this long unanswered; a JSON summary on its stdin
     on_waiting_timeout_s = 10       # and it is ended if it runs longer
     page_url = "https://desk.example.ts.net"      # where devices reach the host's page
+    push_agent_text = true          # Web Push says what is asked (false: only that something
+                                    # waits; the page's worker fetches the rest)
+    push_contact = "mailto:me@example.com"   # the VAPID contact push services may write to
+    push_allow_addresses = []       # private networks a push endpoint may be in (tests)
     listen = "127.0.0.1:8765"       # the TCP listener `serve --listen` last said: every
     tls_cert = "~/desk.pem"         # start of the host has it (and these options)
     tls_key = "~/desk.key"
@@ -152,6 +156,11 @@ class ServeSettings(NamedTuple):
     # The TCP listener the host was last started with (`serve --listen`, kept here): every
     # later start of the host has it, by `serve`, by an editor's `run --acp`, by systemd.
     listener: Listener | None = None
+    # Web Push (host/push.py): whether a push carries what the agent asks, the contact
+    # push services are given, and the private networks an endpoint may be in.
+    push_agent_text: bool = True
+    push_contact: str = "mailto:acpctl@localhost"
+    push_allow_addresses: tuple[str, ...] = ()
 
 
 class Listener(NamedTuple):
@@ -429,7 +438,31 @@ def _serve_settings(path: Path, table: Any) -> ServeSettings:
         timeout,
         page_url.rstrip("/") if page_url else None,
         _listener(path, table),
+        *_push_settings(path, table, defaults),
     )
+
+
+def _push_settings(
+    path: Path, table: dict[str, Any], defaults: ServeSettings
+) -> tuple[bool, str, tuple[str, ...]]:
+    import ipaddress
+
+    text = table.get("push_agent_text", defaults.push_agent_text)
+    if not isinstance(text, bool):
+        raise _fail(path, "[serve] push_agent_text must be true or false")
+    contact = table.get("push_contact", defaults.push_contact)
+    if not isinstance(contact, str) or not contact.startswith(("mailto:", "https://")):
+        raise _fail(path, "[serve] push_contact must be a mailto: or https:// address")
+    allowed = table.get("push_allow_addresses", [])
+    try:
+        if not isinstance(allowed, list):
+            raise TypeError
+        networks = tuple(str(ipaddress.ip_network(a, strict=False)) for a in allowed)
+    except (TypeError, ValueError) as exc:
+        raise _fail(
+            path, '[serve] push_allow_addresses must be a list of networks ("127.0.0.1/32")'
+        ) from exc
+    return text, contact, networks
 
 
 def _listener(path: Path, table: dict[str, Any]) -> Listener | None:

@@ -103,6 +103,9 @@ LINK_STATE_META = "acpctl/linkState"
 # `_meta: {"acpctl/recorded": true}` in its initialize's clientCapabilities (acpctl's own
 # terminal client does).
 RECORDED_NOTE = "_acpctl/recorded"
+# In a replay to a client that asked for the recorded answers: when a prompt was sent
+# (epoch seconds), in its session/update's params' _meta.
+AT_META = "acpctl/at"
 RECORDED_META = "acpctl/recorded"
 RECORDED_EVENTS = frozenset(
     {"permission", "permission_outcome", "elicitation", "elicitation_outcome"}
@@ -171,6 +174,13 @@ QUESTIONS = frozenset({REQUEST_PERMISSION, ELICITATION_CREATE})
 # They ask for the list again then, instead of waiting for their next look.
 CHANGES_META = "acpctl/changes"
 WAITING_CHANGED = "_acpctl/waiting_changed"
+# To the same clients when the host's sessions change (one opened, a turn begun or ended,
+# a title given): the page asks for HOST_SESSIONS again then, and never polls it.
+SESSIONS_CHANGED = "_acpctl/sessions_changed"
+# The page's Web Push subscription (host/push.py): the host's VAPID public key, and the
+# device's subscription set ({"subscription": PushSubscription.toJSON()}) or dropped (null).
+HOST_PUSH_KEY = "_acpctl/push_key"
+HOST_PUSH_SUBSCRIBE = "_acpctl/push_subscribe"
 # In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
 ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"
 WEBSOCKET_DEVICE_KEY = "acpctl.key."

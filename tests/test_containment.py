@@ -472,16 +472,19 @@ def test_a_permission_s_command_is_shown_whole_with_its_turning_characters_visib
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_the_page_shows_turning_characters_of_what_is_approved() -> None:
-    """The page's visible() (acpctl/host/web/visible.js, before app.js), run by node."""
+    """The page's visible() (the module acpctl/host/web/visible.js), run by node."""
     script = Path(__file__).parent.parent / "acpctl" / "host" / "web" / "visible.js"
     check = (
-        "const vm = require('vm'); const fs = require('fs'); const context = {};"
-        f"vm.runInNewContext(fs.readFileSync({json.dumps(str(script))}, 'utf8') +"
-        "'; this.visible = visible;', context);"
-        "process.stdout.write(JSON.stringify(context.visible(process.argv[1])));"
+        f"import {{ visible }} from {json.dumps(script.as_uri())};"
+        "process.stdout.write(JSON.stringify(visible(process.argv[1])));"
     )
     said = "rm -rf build \u202e#lmth.x\u2066\u200b\x1b[2K\u0007\nline two\ttab"
-    done = subprocess.run(["node", "-e", check, said], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", check, said],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(done.stdout) == (
         "rm -rf build ⟨U+202E⟩#lmth.x⟨U+2066⟩⟨U+200B⟩⟨U+001B⟩[2K⟨U+0007⟩\nline two\ttab"
     )

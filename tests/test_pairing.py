@@ -135,7 +135,7 @@ def test_a_code_becomes_a_device_cookie_once_and_from_the_pages_origin_only(page
             assert "result" in new, new  # a controller
             paired = (await phone.request(acp.HOST_DEVICES, {}))["result"]["devices"]
             assert [(d["name"], d["role"]) for d in paired] == [("phone", acp.CONTROLLER)]
-            assert set(paired[0]) == {"name", "role", "paired", "lastSeen"}  # no digest
+            assert set(paired[0]) == {"name", "role", "paired", "lastSeen", "push"}  # no digest
         async with aiohttp.ClientSession() as http:
             headers = {"Cookie": f"{COOKIE}={credential}", "Origin": "http://evil.example"}
             async with http.get(page.url("/acp"), headers=headers) as other_site:
@@ -201,6 +201,10 @@ def chromium() -> str:
     return found
 
 
+# A test's self-signed certificate taken as a phone takes one it trusts: for the page's
+# service worker too, which a browser fetches only over a certificate it trusts.
+BROWSER_ARGS = ["--no-sandbox", "--ignore-certificate-errors"]
+
 ARTIFACTS = Path(
     os.environ.get("ACPCTL_TEST_ARTIFACTS", Path(__file__).parent.parent / "artifacts")
 )
@@ -214,7 +218,7 @@ def test_the_page_pairs_in_a_browser_and_never_holds_the_credential(
 
     address, _ = paired_address("--name", "browser")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium(), args=BROWSER_ARGS)
         try:
             context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
             tab = context.new_page()
@@ -224,8 +228,10 @@ def test_the_page_pairs_in_a_browser_and_never_holds_the_credential(
             assert response is not None
             policy = response.headers["content-security-policy"]
             assert "script-src 'self'" in policy and "default-src 'none'" in policy
-            tab.wait_for_selector("#status.ok")
-            assert tab.inner_text("#status") == "Paired as “browser” (controller)."
+            # Paired, the page opens by itself and says so.
+            tab.wait_for_selector("#link:has-text('paired as')")
+            assert tab.inner_text("#link") == "paired as “browser”"
+            assert tab.evaluate("window.location.pathname") == "/"
             assert tab.evaluate("window.location.hash") == ""  # the code is off the address
             assert tab.evaluate("document.cookie") == ""  # HttpOnly: no script sees it
             (cookie,) = context.cookies()
@@ -431,7 +437,7 @@ def paired_tab(
     page: Page, viewport: tuple[int, int], refused: bool = False, pair: tuple[str, ...] = ()
 ) -> Iterator[Any]:
     """A browser tab at `viewport`, paired as "phone" (`acpctl serve --pair` with `pair`
-    too), on the page: notifications allowed and counted in `window.told`; no error on the
+    too), on the page: notifications allowed (shown by its service worker: `notified`); no error on the
     page by the end (`refused`: but the host's refusals of a revoked device, and its
     absence while it restarts). A test's self-signed certificate is taken as a phone takes
     one it trusts."""
@@ -440,26 +446,19 @@ def paired_tab(
     address, _ = paired_address("--name", "phone", *pair)
     assert address.startswith(page.base + "/pair#"), address
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium(), args=BROWSER_ARGS)
         try:
             context = browser.new_context(
                 viewport={"width": viewport[0], "height": viewport[1]}, ignore_https_errors=True
             )
-            # The page's notifications, allowed and counted (the OS's would show them).
+            # The page's notifications, allowed (the OS would show them).
             context.grant_permissions(["notifications"], origin=page.base)
-            context.add_init_script(
-                "window.told = []; window.Notification = class { "
-                "static permission = 'granted'; "
-                "constructor(title, options) { window.told.push([title, options.body]); } };"
-            )
             tab = context.new_page()
             errors: list[str] = []
             tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             tab.on("pageerror", lambda e: errors.append(str(e)))
             tab.goto(address)
-            tab.wait_for_selector("#status.ok")
-            tab.goto(page.url("/"))
-            tab.wait_for_selector("#nothing-waits:not([hidden])")
+            tab.wait_for_selector("#nothing-waits:not([hidden])")  # opened by itself
             yield tab
             if refused:  # the host's refusals, and its absence while it is away
                 away = ("401", "WebSocket", "ERR_CONNECTION_REFUSED")
@@ -485,7 +484,7 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
         assert "Edit /tmp/demo.txt" in waiting and "+hello, world" in waiting  # and its diff
         ARTIFACTS.mkdir(exist_ok=True)
         tab.screenshot(path=str(ARTIFACTS / f"waiting-{viewport[0]}x{viewport[1]}.png"))
-        told = tab.evaluate("window.told")
+        told = notified(tab, 1)
         assert told == [["demo asks", "Edit /tmp/demo.txt"]], told  # once, while open
         tab.click("#waiting button.allow")
         turn.thread.join(60)
@@ -593,12 +592,10 @@ def test_the_agents_text_on_the_page_is_text(page: Page) -> None:
     hostile = "title <img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
     an_editors_turn(page, hostile)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium(), args=BROWSER_ARGS)
         try:
             tab = browser.new_page()
-            tab.goto(address)
-            tab.wait_for_selector("#status.ok")
-            tab.goto(page.url("/"))
+            tab.goto(address)  # paired, the page opens by itself
             tab.wait_for_selector("#sessions li")
             assert "<img src=x onerror=window.pwned=1>" in tab.inner_text("#sessions")
             assert (
@@ -652,24 +649,48 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
         ARTIFACTS.mkdir(exist_ok=True)
         tab.screenshot(path=str(ARTIFACTS / "transcript-390x844.png"), full_page=True)
         before = tab.inner_text("#transcript")
-        tab.evaluate("view.connection.socket.close()")  # the phone slept, its socket gone
+        in_page(tab, "view.connection.socket.close()")  # the phone slept, its socket gone
         deadline = time.monotonic() + 10
-        while tab.evaluate("view.resumes") != 1:  # resumed by its cursor: nothing changes
+        while in_page(tab, "view.resumes") != 1:  # resumed by its cursor: nothing changes
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert tab.inner_text("#transcript") == before
         # A cursor the host does not hold (past its grace time, say): made anew from the
         # history instead.
-        tab.evaluate("view.connection.cursor = '999999999'; view.connection.socket.close()")
+        in_page(tab, "view.connection.cursor = '999999999', view.connection.socket.close()")
         shows(tab, "#transcript", "turn ended: cancelled", gone=True)  # made anew: no ends
         shows(tab, "#transcript", "You said: hello page")
-        assert tab.evaluate("view.replays") == 2
+        assert in_page(tab, "view.replays") == 2
         after = tab.inner_text("#transcript")
         assert after.count("You said: hello page") == 1
         assert tab.evaluate("document.querySelectorAll('#transcript details.tool').length") == 1
         assert "answered: allow" in after  # the history's answer, with the rest
         assert "Read the prompt" in after and "bold" in after and "+hello, world" in after
         assert before.count("You said") == after.count("You said")
+
+
+def in_page(tab: Any, expression: str) -> Any:
+    """`expression` evaluated with the page's state (state.js: `page`, `view`) in scope:
+    the same module the page runs, imported through its import map."""
+    return tab.evaluate(
+        "async () => { const { page, view } = await import('/assets/state.js'); "
+        f"return {expression}; }}"
+    )
+
+
+SHOWN_NOTIFICATIONS = """async () => {
+    const worker = await navigator.serviceWorker.ready;
+    return (await worker.getNotifications()).map((n) => [n.title, n.body]);
+}"""
+
+
+def notified(tab: Any, count: int, timeout: float = 10) -> list[list[str]]:
+    """The notifications the page's service worker shows, once there are `count`."""
+    deadline = time.monotonic() + timeout
+    while len(shown := tab.evaluate(SHOWN_NOTIFICATIONS)) < count:
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.05)
+    return list(shown)
 
 
 def shows(tab: Any, selector: str, text: str, gone: bool = False, timeout: float = 10) -> None:
@@ -791,7 +812,7 @@ def test_a_connection_dropped_mid_stream_loses_nothing_and_doubles_nothing(page:
         tab.wait_for_selector("#sessions li")
         tab.click("#sessions li")
         shows(tab, "#transcript", "You said: slow")  # streaming: 20 pieces in 2 s
-        tab.evaluate("view.connection.socket.close()")
+        in_page(tab, "view.connection.socket.close()")
         turn.thread.join(30)
         assert turn.seen["stop"] == "end_turn"
         # The demo agent's slow answer: its words, 20 pieces in all, in the order it sent.
@@ -800,7 +821,7 @@ def test_a_connection_dropped_mid_stream_loses_nothing_and_doubles_nothing(page:
         answer = tab.inner_text("#transcript .agent")
         assert answer.strip() == whole, answer  # each piece once, none missing
         # Caught up by its cursor on the same connection, not made anew from the history.
-        assert tab.evaluate("[view.resumes, view.replays]") == [1, 1]
+        assert in_page(tab, "[view.resumes, view.replays]") == [1, 1]
 
 
 def test_the_page_shows_who_answered_when_another_client_does(page: Page) -> None:
@@ -903,8 +924,8 @@ def test_a_cookie_sent_to_another_port_gets_no_one_in(
                     tab = context.new_page()
                     for where in addresses:
                         tab.goto(where)
-                        if where.startswith(base + "/pair"):
-                            tab.wait_for_selector("#status.ok")
+                        if where.startswith(base + "/pair"):  # paired: the page opens
+                            tab.wait_for_selector("#nothing-waits:not([hidden])")
                         elif where.startswith(base):  # the page, in: its lists shown
                             tab.wait_for_selector("#nothing-waits:not([hidden])")
                             tab.reload()

@@ -114,6 +114,7 @@ class HostedAgent:
 MAX_RECENT = 500  # sessions read for the agents and projects the history knows
 MAX_PROJECTS = 50
 MAX_LISTED_RECENT = 20  # sessions the history holds that no agent does, listed after the live
+RECENT_FOR_S = 10.0  # how long the history's recent sessions are listed as last read
 
 
 class AgentPool:
@@ -140,7 +141,10 @@ class AgentPool:
         self._starting = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._empty_since = time.monotonic()
-        self._change_due = False  # a WAITING_CHANGED is due in this turn of the loop
+        self._changes_due: set[str] = set()  # what to tell at the end of this loop turn
+        # The history's recent sessions as HOST_SESSIONS lists them, and when they were
+        # read: read again after RECENT_FOR_S, or once the host's sessions change.
+        self._recent: tuple[float, int, list[Any]] | None = None
 
     async def get(self, name: str | None, client_dir: str | None = None) -> HostedAgent:
         """The running agent `name` (None: the default agent), started when it is not. A
@@ -187,12 +191,15 @@ class AgentPool:
         )
         if self.notifier is not None:
             self.notifier.watch(conn, name)
-        conn.on_waiting_changed = self._waiting_changed
+        conn.on_waiting_changed = lambda: self._changed(acp.WAITING_CHANGED)
+        conn.on_sessions_changed = lambda: self._changed(acp.SESSIONS_CHANGED)
         conn.host_methods = {
-            acp.HOST_WAITING: self.waiting,
-            acp.HOST_SESSIONS: self.sessions,
-            acp.HOST_PROJECTS: self.projects,
-            acp.HOST_DEVICES: self.paired_devices,
+            acp.HOST_WAITING: lambda client, params: self.waiting(),
+            acp.HOST_SESSIONS: lambda client, params: self.sessions(),
+            acp.HOST_PROJECTS: lambda client, params: self.projects(),
+            acp.HOST_DEVICES: lambda client, params: self.paired_devices(),
+            acp.HOST_PUSH_KEY: self.push_key,
+            acp.HOST_PUSH_SUBSCRIBE: self.push_subscribe,
         }
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
@@ -251,7 +258,17 @@ class AgentPool:
                     entry["notRespondingSince"] = silent_since
                 listed.append(entry)
         live = {entry["sessionId"] for entry in listed}
-        stored = SessionIndex(self.store).query(limit=MAX_LISTED_RECENT + len(live))
+        wanted = MAX_LISTED_RECENT + len(live)
+        now = time.monotonic()
+        if (
+            self._recent is None
+            or now - self._recent[0] > RECENT_FOR_S
+            or (self._recent[1] < wanted)
+        ):
+            # The index is read (and refreshed) at most every RECENT_FOR_S, however many
+            # pages ask: an idle page costs nothing that grows with the history.
+            self._recent = (now, wanted, SessionIndex(self.store).query(limit=wanted))
+        stored = self._recent[2][:wanted]
         recent = [
             _listed(session.meta.agent, session.meta, "idle", 0, live=False)
             for session in stored
@@ -266,21 +283,53 @@ class AgentPool:
         serve --devices` lists them; never a credential's digest."""
         return {"devices": self.devices.listed() if self.devices is not None else []}
 
+    def push_key(self, client: Client, params: Any) -> JsonObject:
+        """HOST_PUSH_KEY: what a device's page subscribes with (the host's VAPID public
+        key), and whether this device has a subscription."""
+        pusher = self.notifier.pusher if self.notifier is not None else None
+        if pusher is None or self.devices is None or client.device is None:
+            raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
+        device = self.devices.by_name.get(client.device)
+        return {"publicKey": pusher.key.public, "subscribed": bool(device and device.push)}
+
+    def push_subscribe(self, client: Client, params: Any) -> JsonObject:
+        """HOST_PUSH_SUBSCRIBE: the device's Web Push subscription kept beside it (or
+        dropped, with null). A controller device's only: an observer answers nothing."""
+        from acpctl.host.push import checked_subscription
+
+        pusher = self.notifier.pusher if self.notifier is not None else None
+        if pusher is None or self.devices is None or client.device is None:
+            raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
+        if not client.may_control:
+            raise RpcError(acp.NOT_AUTHORISED, "an observer device is not asked questions")
+        sent = params.get("subscription") if isinstance(params, dict) else None
+        try:
+            kept = None if sent is None else checked_subscription(sent, pusher.allowed)
+            self.devices.subscribe(client.device, kept)
+        except AcpctlError as exc:
+            raise RpcError(acp.INVALID_PARAMS, exc.message) from exc
+        self.log.info("device %r %s pushes", client.device, "gets" if kept else "gets no")
+        return {"subscribed": kept is not None}
+
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
 
-    def _waiting_changed(self) -> None:
-        """A question was asked or settled somewhere: the clients that asked are told, once
-        for all that changed in this turn of the event loop."""
-        if not self._change_due:
-            self._change_due = True
+    def _changed(self, what: str) -> None:
+        """A question was asked or settled somewhere (WAITING_CHANGED), or a session opened,
+        closed, began or ended a turn (SESSIONS_CHANGED): the clients that asked are told,
+        once for all that changed in this turn of the event loop."""
+        if what == acp.SESSIONS_CHANGED:
+            self._recent = None
+        if not self._changes_due:
             asyncio.get_running_loop().call_soon(self._tell_changed)
+        self._changes_due.add(what)
 
     def _tell_changed(self) -> None:
-        self._change_due = False
-        told = jsonrpc.notification(acp.WAITING_CHANGED, {})
-        for hosted in self.agents.values():
-            tell([c for c in hosted.conn.clients if c.wants_changes], told)
+        due, self._changes_due = self._changes_due, set()
+        for what in sorted(due):
+            told = jsonrpc.notification(what, {})
+            for hosted in self.agents.values():
+                tell([c for c in hosted.conn.clients if c.wants_changes], told)
 
     def tell_every_client(self, message: JsonObject) -> None:
         for hosted in self.agents.values():

@@ -27,6 +27,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from acpctl import paths
 from acpctl import protocol as acp
@@ -52,6 +53,9 @@ class Device:
     # hex SHA-256 of the key its page holds; none in a file from before keys: such a
     # device matches nothing, and pairs again
     key: str = ""
+    # Its page's Web Push subscription (host/push.py): the push service's address and the
+    # keys its pushes are encrypted to; None when it has none.
+    push: dict[str, Any] | None = None
 
 
 @dataclass
@@ -185,9 +189,28 @@ class Devices:
     def listed(self) -> list[dict[str, object]]:
         """The devices as `acpctl serve --devices` shows them: no digest."""
         return [
-            {"name": d.name, "role": d.role, "paired": d.paired, "lastSeen": d.last_seen}
+            {
+                "name": d.name,
+                "role": d.role,
+                "paired": d.paired,
+                "lastSeen": d.last_seen,
+                "push": d.push is not None,
+            }
             for d in sorted(self.by_name.values(), key=lambda d: d.paired)
         ]
+
+    def subscribe(self, name: str, push: dict[str, Any] | None) -> None:
+        """The device's Web Push subscription set (None: dropped), and written. AcpctlError
+        when the file cannot be written: then nothing changed."""
+        device = self.by_name.get(name)
+        if device is None or device.push == push:
+            return
+        before, device.push = device.push, push
+        try:
+            self._write()
+        except OSError as exc:
+            device.push = before
+            raise AcpctlError(f"{self.path} cannot be written ({exc.strerror or exc})") from exc
 
     # -- the file -----------------------------------------------------------------------
 

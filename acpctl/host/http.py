@@ -16,10 +16,11 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from acpctl.errors import AcpctlError
-from acpctl.host import page, streamable
+from acpctl.host import page, push_routes, streamable
 from acpctl.host.agents import AgentChanged, AgentPool
 from acpctl.host.connection import LogicalConnection
 from acpctl.host.door import Door, refuse
+from acpctl.host.notify import Notifier
 from acpctl.host.registry import Connections
 from acpctl.host.websocket import serve_socket
 
@@ -29,7 +30,11 @@ KEEPALIVE_S = 20.0  # WebSocket pings; a client silent for this long twice is go
 
 
 def make_app(
-    pool: AgentPool, door: Door, connections: Connections, log: logging.Logger
+    pool: AgentPool,
+    door: Door,
+    connections: Connections,
+    notifier: Notifier,
+    log: logging.Logger,
 ) -> web.Application:
 
     @web.middleware
@@ -79,6 +84,7 @@ def make_app(
     for path in (ENDPOINT, ENDPOINT + "/{agent}"):
         app.router.add_route("*", path, handle)
     page.add_routes(app, door, log)
+    push_routes.add_routes(app, door, pool, notifier, log)
     app.on_shutdown.append(closing)
     return app
 

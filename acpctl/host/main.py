@@ -33,6 +33,7 @@ from acpctl.host.door import HEADER_TIMEOUT_S, Door, raise_file_limit
 from acpctl.host.http import ENDPOINT, SlowHeadersGuard, make_app
 from acpctl.host.notify import Notifier
 from acpctl.host.page import PAIR_PATH
+from acpctl.host.push import Pusher
 from acpctl.host.registry import Connections
 from acpctl.host.tokens import ROLES, load_or_create
 from acpctl.host.tokens import rotate as rotate_token
@@ -302,8 +303,10 @@ def _accept_failures_in_one_line(
 
 async def _serve(options: HostOptions) -> None:
     log, log_path = open_log("serve", "acpctl.serve")
-    notifier = Notifier(config.load().serve, log)
+    settings = config.load().serve
     devices = Devices()
+    pusher = Pusher(devices, settings.push_contact, settings.push_allow_addresses, log)
+    notifier = Notifier(settings, log, pusher)
     pool = AgentPool(
         SessionStore(),
         log,
@@ -338,7 +341,7 @@ async def _serve(options: HostOptions) -> None:
                 secure=context is not None or options.behind_tls_proxy,
                 tls=context,  # handshakes under the door's limits (SlowHeadersGuard)
             )
-            app = make_app(pool, door, tcp.connections, log)
+            app = make_app(pool, door, tcp.connections, notifier, log)
             tcp_runner = web.AppRunner(app, handle_signals=False)
             await tcp_runner.setup()
             runners.append(tcp_runner)

@@ -1,8 +1,12 @@
-"""Being told something waits (config.toml's [serve] on_waiting). When an agent's question
-for a person (a permission, an elicitation) has waited unanswered for on_waiting_after_s,
-the session host runs the configured command. It runs without a shell, with a JSON summary
-on its stdin, and is ended after on_waiting_timeout_s. Any notifier then reaches the
-phone: `ntfy publish`, Gotify's CLI, a mail command, `notify-send`.
+"""Being told something waits. When an agent's question for a person (a permission, an
+elicitation) has waited unanswered for on_waiting_after_s, the session host pushes it to
+each paired device that subscribed (Web Push: host/push.py), and runs config.toml's
+[serve] on_waiting command. The command runs without a shell, with a JSON summary on its
+stdin, and is ended after on_waiting_timeout_s: any notifier then reaches the phone, `ntfy
+publish`, Gotify's CLI, a mail command, `notify-send`.
+
+A pushed question gets an id (random, kept while it waits): the notification's service
+worker fetches the question by it, and answers it by it (host/push_routes.py).
 
 The summary says which session, which agent, what is asked (the tool call's title, the
 question's message), and the page's address for the session, where it is answered. What
@@ -14,32 +18,66 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlencode
 
 from acpctl import protocol as acp
 from acpctl.config import ServeSettings
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.context import Connection
+from acpctl.runner.idmap import ReverseRequest
+
+if TYPE_CHECKING:
+    from acpctl.host.push import Pusher
 
 MAX_SAID = 300  # characters of what the agent asks, in the summary
 MAX_RUNNING = 4  # notifiers at once: past it, a question's notice is dropped, and logged
+# The options a notification may carry as its buttons: one-time answers only; a standing
+# permission ("always") is chosen on the page, where it is shown for what it is.
+ONE_TIME = ("allow_once", "reject_once")
+
+
+class Pushed(NamedTuple):
+    """A question pushed to the devices, by its id: where it waits."""
+
+    conn: Connection
+    agent: str
+    editor_id: int
+    asked_at: float
+
+    def request(self) -> ReverseRequest | None:
+        """The question, while it waits; None once settled."""
+        return self.conn.ids.pending(self.editor_id)
 
 
 class Notifier:
-    def __init__(self, settings: ServeSettings, log: logging.Logger) -> None:
+    def __init__(
+        self, settings: ServeSettings, log: logging.Logger, pusher: Pusher | None = None
+    ) -> None:
         self.settings = settings
         self.log = log
-        self.running: set[asyncio.Task[None]] = set()
+        self.pusher = pusher
+        self.running: set[asyncio.Task[Any]] = set()
+        self.pushed: dict[str, Pushed] = {}
         # The host's page, where the question is answered: [serve] page_url, else the TCP
         # listener's address once it listens; None without a listener.
         self.page_url: str | None = settings.page_url
 
     def watch(self, conn: Connection, agent: str) -> None:
-        """The agent's questions are watched, when a command is configured."""
-        if self.settings.on_waiting:
+        """The agent's questions are watched, when a command is configured or a device may
+        subscribe to pushes."""
+        if self.settings.on_waiting or self.pusher is not None:
             conn.on_question = lambda editor_id: self._asked(conn, agent, editor_id)
+
+    def question(self, question_id: Any) -> tuple[Pushed, ReverseRequest] | None:
+        """A pushed question by its id, while it waits."""
+        pushed = self.pushed.get(question_id) if isinstance(question_id, str) else None
+        request = pushed.request() if pushed is not None else None
+        if pushed is None or request is None or request.session is None:
+            return None
+        return pushed, request
 
     def _asked(self, conn: Connection, agent: str, editor_id: int) -> None:
         asked_at = time.time()
@@ -51,13 +89,26 @@ class Notifier:
         request = conn.ids.pending(editor_id)
         if request is None or request.session is None:
             return  # answered (or withdrawn) meanwhile
-        if len(self.running) >= MAX_RUNNING:
-            self.log.warning("on_waiting: %d notifiers still run; this one is dropped", MAX_RUNNING)
-            return
         summary = waiting_summary(agent, request.session, request.message, asked_at)
         if self.page_url is not None:
             summary["url"] = session_address(self.page_url, agent, request.session.id)
-        task = asyncio.ensure_future(self._run(summary))
+        if self.pusher is not None and self.pusher.subscribed():
+            self.pushed = {k: p for k, p in self.pushed.items() if p.request() is not None}
+            question_id = secrets.token_urlsafe(16)
+            self.pushed[question_id] = pushed = Pushed(conn, agent, editor_id, asked_at)
+            said = push_payload(question_id, pushed, request)
+            if not self.settings.push_agent_text:  # the worker fetches the rest
+                said = {key: said[key] for key in ("question", "agent", "tag")}
+            self._spawn(self.pusher.send(said))
+        if not self.settings.on_waiting:
+            return
+        if len(self.running) >= MAX_RUNNING:
+            self.log.warning("on_waiting: %d notifiers still run; this one is dropped", MAX_RUNNING)
+            return
+        self._spawn(self._run(summary))
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
@@ -96,6 +147,42 @@ class Notifier:
             summary["sessionId"],
             f": {first[0][:200]!r}" if first else "",
         )
+
+
+def push_payload(question_id: str, pushed: Pushed, request: ReverseRequest) -> JsonObject:
+    """What a push carries (encrypted to the device), and what the worker fetches when it
+    carried less: the notification's title, body, the session's address on the page, and
+    the one-time answers as its actions."""
+    record = request.session
+    summary = waiting_summary(pushed.agent, record, request.message, pushed.asked_at)
+    project = str(summary["cwd"] or "").rstrip("/").rsplit("/", 1)[-1]
+    params = request.message.get("params")
+    options = params.get("options") if isinstance(params, dict) else None
+    actions = []
+    for kind in ONE_TIME:  # the first one-time allow, then the first one-time reject
+        chosen = next(
+            (
+                option
+                for option in options or []
+                if isinstance(option, dict)
+                and option.get("kind") == kind
+                and isinstance(option.get("optionId"), str)
+            ),
+            None,
+        )
+        if chosen is not None:
+            name = str(chosen.get("name") or chosen["optionId"])[:MAX_SAID]
+            actions.append({"action": chosen["optionId"], "title": name})
+    return {
+        "question": question_id,
+        "agent": pushed.agent,
+        "tag": f"{summary['sessionId']}",
+        "title": f"{pushed.agent} asks" + (f" in {project}" if project else ""),
+        "body": summary["asked"],
+        "url": session_address("", pushed.agent, str(summary["sessionId"])),
+        "waitingSince": pushed.asked_at,
+        "actions": actions,
+    }
 
 
 def session_address(page_url: str, agent: str, session_id: str) -> str:

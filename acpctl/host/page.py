@@ -1,6 +1,10 @@
 """The host's page (the files in acpctl/host/web/), served at PAIR_PATH and under ASSETS
 behind the door's Host check, with a Content-Security-Policy that allows no inline script
-and nothing from another origin.
+but the page's import map (by its hash) and nothing from another origin. Its assets go
+compressed (brotli or gzip, made once at start) under content-hashed names a browser
+keeps for good, so a reload moves the page alone; the page and the API are never cached.
+The installable web app's manifest and its service worker (web/sw.js, which shows Web
+Push notifications: host/push.py) are served at the root.
 
 POST PAIR_PATH exchanges a one-time pairing code (host/devices.py) for the device's
 cookie and key. It takes JSON only, since a form on another site cannot send JSON without asking
@@ -10,8 +14,12 @@ failed authentication. docs/web.md says what each measure stops."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import gzip
+import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import hdrs, web
@@ -21,6 +29,8 @@ from acpctl.host.door import Door
 
 PAIR_PATH = "/pair"
 ASSETS = "/assets/"
+WORKER_PATH = "/sw.js"  # the service worker: at the root, so that its scope is the page
+MANIFEST_PATH = "/manifest.webmanifest"
 WEB = Path(__file__).parent / "web"
 PAGES = {"/": "index.html", PAIR_PATH: "pair.html"}
 CONTENT_TYPES = {
@@ -28,25 +38,144 @@ CONTENT_TYPES = {
     ".js": "text/javascript",
     ".css": "text/css",
     ".svg": "image/svg+xml",
+    ".png": "image/png",
 }
+NOT_SERVED = {"sw.js"}  # served at WORKER_PATH only
 MAX_PAIR_BODY = 4096
 DEVICE_COOKIE_AGE_S = 400 * 24 * 3600  # browsers keep a cookie at most 400 days
-# Nothing runs but the host's own scripts, nothing loads from elsewhere, nothing frames it.
-PAGE_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
 PRIVATE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# An asset under its content-hashed name never changes: kept by the browser for a year.
+IMMUTABLE = "public, max-age=31536000, immutable"
+# Under its plain name (the worker's imports, the manifest's icons): asked again each time,
+# answered 304 while it is the same.
+REVALIDATED = "no-cache"
+MANIFEST = {
+    "name": "acpctl",
+    "short_name": "acpctl",
+    "description": "What your coding agents ask, answered from here.",
+    "start_url": "/",
+    "scope": "/",
+    "display": "standalone",
+    "background_color": "#0d1117",
+    "theme_color": "#1f6feb",
+}
+ICONS = (
+    ("icon.svg", "any", "image/svg+xml"),
+    ("icon-192.png", "192x192", "image/png"),
+    ("icon-512.png", "512x512", "image/png"),
+)
+
+
+def page_policy(script_hashes: tuple[str, ...] = ()) -> str:
+    """Nothing runs but the host's own scripts (and the page's import map, by its hash),
+    nothing loads from elsewhere, nothing frames it; its worker is its own."""
+    hashes = "".join(f" 'sha256-{h}'" for h in script_hashes)
+    return (
+        f"default-src 'none'; script-src 'self'{hashes}; style-src 'self'; "
+        "connect-src 'self'; img-src 'self'; manifest-src 'self'; worker-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One response body, as sent to a browser that asks for each encoding."""
+
+    identity: bytes
+    gzip: bytes
+    br: bytes
+
+    @classmethod
+    def of(cls, body: bytes) -> Encoded:
+        import brotli
+
+        return cls(body, gzip.compress(body, 9, mtime=0), brotli.compress(body, quality=11))
+
+    def chosen(self, accepted: str) -> tuple[bytes, str | None]:
+        """The smallest body the browser accepts, and its Content-Encoding."""
+        offered = {part.split(";")[0].strip().lower() for part in accepted.split(",")}
+        if "br" in offered:
+            return self.br, "br"
+        if "gzip" in offered:
+            return self.gzip, "gzip"
+        return self.identity, None
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    hashed: str  # NAME.HASH.EXT: the name the page uses
+    content_type: str
+    body: Encoded
+    etag: str
+
+
+class Site:
+    """The page's files as served: each asset under its content-hashed name (immutable)
+    and its plain name (revalidated), compressed ahead; the pages with the hashed names
+    and an import map that maps each module's plain address to its hashed one, so that a
+    module imports `./x.js` and gets the version of its own release."""
+
+    def __init__(self, directory: Path = WEB) -> None:
+        self.assets: dict[str, Asset] = {}
+        for path in sorted(directory.iterdir()):
+            if (
+                path.suffix not in CONTENT_TYPES
+                or path.name in NOT_SERVED
+                or path.suffix == ".html"
+            ):
+                continue
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()[:12]
+            hashed = f"{path.stem}.{digest}{path.suffix}"
+            self.assets[path.name] = Asset(
+                path.name, hashed, CONTENT_TYPES[path.suffix], Encoded.of(data), f'"{digest}"'
+            )
+        self.hashed = {asset.hashed: asset for asset in self.assets.values()}
+        imports = {
+            ASSETS + a.name: ASSETS + a.hashed
+            for a in self.assets.values()
+            if a.name.endswith(".js")
+        }
+        import_map = json.dumps({"imports": imports}, separators=(",", ":"))
+        map_hash = base64.b64encode(hashlib.sha256(import_map.encode()).digest()).decode()
+        self.policy = page_policy((map_hash,))
+        self.pages: dict[str, Encoded] = {}
+        for address, name in PAGES.items():
+            html = (directory / name).read_text()
+            for asset in self.assets.values():
+                html = html.replace(f'"{ASSETS}{asset.name}"', f'"{ASSETS}{asset.hashed}"')
+            first_script = html.index("<script")
+            html = (
+                html[:first_script]
+                + f'<script type="importmap">{import_map}</script>\n'
+                + html[first_script:]
+            )
+            self.pages[address] = Encoded.of(html.encode())
+        self.worker = Encoded.of((directory / "sw.js").read_bytes())
+        self.worker_etag = f'"{hashlib.sha256(self.worker.identity).hexdigest()[:12]}"'
+        manifest = {
+            **MANIFEST,
+            "icons": [
+                {"src": ASSETS + self.assets[name].hashed, "sizes": sizes, "type": kind}
+                for name, sizes, kind in ICONS
+                if name in self.assets
+            ],
+        }
+        self.manifest = Encoded.of(json.dumps(manifest, indent=1).encode())
 
 
 def add_routes(app: web.Application, door: Door, log: logging.Logger) -> None:
-    app.router.add_get("/", lambda request: _file(door, request))
-    app.router.add_get(PAIR_PATH, lambda request: _file(door, request))
-    app.router.add_get(ASSETS + "{name}", lambda request: _file(door, request))
+    site = Site()
+    for address in PAGES:
+        app.router.add_get(address, lambda request: _page(door, site, request))
+    app.router.add_get(ASSETS + "{name}", lambda request: _asset(door, site, request))
+    app.router.add_get(WORKER_PATH, lambda request: _worker(door, site, request))
+    app.router.add_get(MANIFEST_PATH, lambda request: _manifest(door, site, request))
     app.router.add_post(PAIR_PATH, lambda request: _pair(door, log, request))
 
 
@@ -56,24 +185,81 @@ def _refuse(status: int, why: str) -> web.Response:
     return refused
 
 
-async def _file(door: Door, request: web.Request) -> web.StreamResponse:
-    """One of the page's own files, by name: nothing else."""
+def _sent(
+    request: web.Request,
+    body: Encoded,
+    content_type: str,
+    headers: dict[str, str],
+    etag: str | None = None,
+) -> web.Response:
+    """`body` in the encoding the browser asks for; 304 when it has this version."""
+    if etag is not None and request.headers.get(hdrs.IF_NONE_MATCH) == etag:
+        return web.Response(status=304, headers={**headers, "ETag": etag})
+    data, encoding = body.chosen(request.headers.get(hdrs.ACCEPT_ENCODING, ""))
+    response = web.Response(body=data, content_type=content_type, charset="utf-8", headers=headers)
+    response.headers["Vary"] = "Accept-Encoding"
+    if encoding is not None:
+        response.headers["Content-Encoding"] = encoding
+    if etag is not None:
+        response.headers["ETag"] = etag
+    return response
+
+
+def _host_refused(door: Door, request: web.Request) -> web.Response | None:
     refused = door.host_refusal(request)
     if refused is not None:
         refused.force_close()
+    return refused
+
+
+async def _page(door: Door, site: Site, request: web.Request) -> web.StreamResponse:
+    refused = _host_refused(door, request)
+    if refused is not None:
         return refused
-    name = PAGES.get(request.path) or request.path.removeprefix(ASSETS)
-    path = WEB / name
-    if "/" in name or name.startswith(".") or path.suffix not in CONTENT_TYPES:
+    headers = {"Content-Security-Policy": site.policy, **PRIVATE_HEADERS}
+    return _sent(request, site.pages[request.path], "text/html", headers)
+
+
+async def _asset(door: Door, site: Site, request: web.Request) -> web.StreamResponse:
+    """One of the page's own files, by its hashed name or its plain one: nothing else."""
+    refused = _host_refused(door, request)
+    if refused is not None:
+        return refused
+    name = request.match_info["name"]
+    asset = site.hashed.get(name)
+    cache = IMMUTABLE
+    if asset is None:
+        asset, cache = site.assets.get(name), REVALIDATED
+    if asset is None:
         return _refuse(404, "no such page")
-    if not path.is_file():
-        return _refuse(404, "no such page")
-    return web.Response(
-        body=path.read_bytes(),
-        content_type=CONTENT_TYPES[path.suffix],
-        charset="utf-8",
-        headers={"Content-Security-Policy": PAGE_POLICY, **PRIVATE_HEADERS},
-    )
+    headers = {
+        "Content-Security-Policy": site.policy,
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": cache,
+    }
+    return _sent(request, asset.body, asset.content_type, headers, asset.etag)
+
+
+async def _worker(door: Door, site: Site, request: web.Request) -> web.StreamResponse:
+    """The service worker: revalidated at every check, so that a new release's reaches the
+    device at its next visit."""
+    refused = _host_refused(door, request)
+    if refused is not None:
+        return refused
+    headers = {
+        "Content-Security-Policy": site.policy,
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": REVALIDATED,
+    }
+    return _sent(request, site.worker, "text/javascript", headers, site.worker_etag)
+
+
+async def _manifest(door: Door, site: Site, request: web.Request) -> web.StreamResponse:
+    refused = _host_refused(door, request)
+    if refused is not None:
+        return refused
+    headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": REVALIDATED}
+    return _sent(request, site.manifest, "application/manifest+json", headers)
 
 
 async def _pair(door: Door, log: logging.Logger, request: web.Request) -> web.StreamResponse:

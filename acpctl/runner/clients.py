@@ -59,6 +59,9 @@ class Client:
     elicitation_modes: frozenset[str] = frozenset()
     # It asked to be told when the questions waiting for a person change (the page).
     wants_changes: bool = False
+    # How it came, when not as a connection: "notification" (a push's answer,
+    # host/push_routes.py), named wherever the client is.
+    via: str | None = None
 
     def can_answer(self, method: str, params: Any) -> bool:
         """Whether this client declared what answering the agent's request needs: any may
@@ -82,6 +85,8 @@ class Client:
             label["clientId"] = self.client_id
         if self.device is not None:
             label["device"] = self.device
+        if self.via is not None:
+            label["via"] = self.via
         if role is not None:
             label["role"] = role
         return label

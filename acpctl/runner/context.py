@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
@@ -62,13 +63,21 @@ class Connection:
         # Told whenever the questions waiting for a person change (one asked, one settled,
         # withdrawn): the session host tells the clients that asked (its page).
         self.on_waiting_changed: Callable[[], None] | None = None
+        # Told whenever its sessions change (one opened or closed, a turn begun or ended):
+        # the session host tells the same clients.
+        self.on_sessions_changed: Callable[[], None] | None = None
         # Methods the session host answers itself, on any agent's connection (HOST_WAITING,
-        # HOST_SESSIONS): its state across all its agents. Empty for `run --acp`.
-        self.host_methods: dict[str, Callable[[], JsonObject]] = {}
+        # HOST_SESSIONS): its state across all its agents, asked by a client with params.
+        # Empty for `run --acp`.
+        self.host_methods: dict[str, Callable[[Client, Any], JsonObject]] = {}
 
     def waiting_changed(self) -> None:
         if self.on_waiting_changed is not None:
             self.on_waiting_changed()
+
+    def sessions_changed(self) -> None:
+        if self.on_sessions_changed is not None:
+            self.on_sessions_changed()
 
     def broadcast(self, line: bytes) -> None:
         """What concerns no one session goes to every client."""
@@ -80,6 +89,7 @@ class Connection:
             await client.channel.drain()
 
     def update_run_record(self) -> None:
+        self.sessions_changed()
         if self.run_record is not None:
             self.run_record.update(sessions=self.sessions.ids(), agentPid=self.backend.pid)
 

@@ -37,7 +37,7 @@ async def replay(store: SessionStore, session_id: str, out: Channel, wanted: Wan
     first reaches the editor before the whole log is read. Stored agent notifications go
     out as their own bytes. How many stored updates it covered (REPLAYED_META)."""
     items = _items(store, session_id, wanted)
-    for sent, line in enumerate(_lines(items, session_id, wanted.as_recorded), 1):
+    for sent, line in enumerate(_lines(items, session_id, wanted), 1):
         out.write(line)
         if sent == 1 or sent % REPLAY_DRAIN_EVERY == 0:  # the first at once
             await out.drain()
@@ -48,7 +48,7 @@ async def replay(store: SessionStore, session_id: str, out: Channel, wanted: Wan
 def replay_now(store: SessionStore, session_id: str, out: Channel, wanted: Wanted) -> int:
     """As replay, written out at once (for a live session, whose updates go on meanwhile)."""
     items = _items(store, session_id, wanted)
-    for line in _lines(items, session_id, wanted.as_recorded):
+    for line in _lines(items, session_id, wanted):
         out.write(line)
     return items.count
 
@@ -122,9 +122,10 @@ class _Counted:
                 yield item
 
 
-def _lines(items: _Counted, session_id: str, as_recorded: bool) -> Iterator[bytes]:
-    if not as_recorded:
-        return _replayed(items, session_id)
+def _lines(items: _Counted, session_id: str, wanted: Wanted) -> Iterator[bytes]:
+    if not wanted.as_recorded:
+        # A client that asked for the recorded answers is told when each prompt was sent.
+        return _replayed(items, session_id, stamped=wanted.answers)
     return (
         _line(StoredUpdate(update, event, line, session_id), session_id)
         if update is not None
@@ -153,16 +154,17 @@ CHUNKS = frozenset({acp.AGENT_MESSAGE_CHUNK, acp.AGENT_THOUGHT_CHUNK, acp.USER_M
 PLAIN_CHUNK_KEYS = frozenset({"sessionUpdate", "content", "messageId"})
 
 
-def _replayed(items: _Counted, session_id: str) -> Iterator[bytes]:
+def _replayed(items: _Counted, session_id: str, stamped: bool = False) -> Iterator[bytes]:
     """The session's lines as the agent would replay them: the stream's fragments of one
-    message joined into one update, state as it is now."""
+    message joined into one update, state as it is now. `stamped`: each prompt's with when
+    it was sent (AT_META)."""
     first: StoredUpdate | None = None  # the first plain text chunk of a message, not yet sent
     texts: list[str] = []  # the texts of its run, to be joined
     newest: dict[str, StoredUpdate] = {}
     for update, event, line in items:
         if update is None:
             if first is not None:
-                yield _joined(first, texts, session_id)
+                yield _joined(first, texts, session_id, stamped)
                 first, texts = None, []
             yield recorded_line(session_id, event)
             continue
@@ -182,7 +184,7 @@ def _replayed(items: _Counted, session_id: str) -> Iterator[bytes]:
             texts.append(update["content"]["text"])
             continue
         if first is not None:
-            yield _joined(first, texts, session_id)
+            yield _joined(first, texts, session_id, stamped)
         if plain:
             first = StoredUpdate(update, event, line, session_id)
             texts = [update["content"]["text"]]
@@ -190,7 +192,7 @@ def _replayed(items: _Counted, session_id: str) -> Iterator[bytes]:
             first, texts = None, []
             yield _line(StoredUpdate(update, event, line, session_id), session_id)
     if first is not None:
-        yield _joined(first, texts, session_id)
+        yield _joined(first, texts, session_id, stamped)
     for kind in NEWEST_ONLY:
         if kind in newest:
             yield _line(newest[kind], session_id)
@@ -209,7 +211,11 @@ def _plain_chunk(update: JsonObject) -> bool:
     )
 
 
-def _joined(first: StoredUpdate, texts: list[str], session_id: str) -> bytes:
+def _joined(first: StoredUpdate, texts: list[str], session_id: str, stamped: bool) -> bytes:
+    at = first.event.get("ts")
+    if stamped and first.update.get("sessionUpdate") == acp.USER_MESSAGE_CHUNK and at:
+        joined = {**first.update, "content": {"type": "text", "text": "".join(texts)}}
+        return update_line(session_id, joined, {acp.AT_META: at})
     if len(texts) == 1:
         return _line(first, session_id)
     joined = {**first.update, "content": {"type": "text", "text": "".join(texts)}}
@@ -221,11 +227,13 @@ def _line(stored: StoredUpdate, session_id: str) -> bytes:
     return raw if raw is not None else update_line(session_id, stored.update)
 
 
-def update_line(session_id: str, update: JsonObject) -> bytes:
-    """A session/update notification of `update`, as a line."""
-    return jsonrpc.encode(
-        jsonrpc.notification(acp.SESSION_UPDATE, {"sessionId": session_id, "update": update})
-    )
+def update_line(session_id: str, update: JsonObject, meta: JsonObject | None = None) -> bytes:
+    """A session/update notification of `update` (with `meta` as its params' _meta), as a
+    line."""
+    params: JsonObject = {"sessionId": session_id, "update": update}
+    if meta:
+        params["_meta"] = meta
+    return jsonrpc.encode(jsonrpc.notification(acp.SESSION_UPDATE, params))
 
 
 def stored_sessions(store: SessionStore, agent: str, cwd: str | None) -> list[SessionMeta]:

@@ -178,7 +178,10 @@ class AcpServer:
                 msg_id, acp.INVALID_REQUEST, f"initialize failed on this connection: no {method}"
             )
         if answered_by_host is not None:
-            return jsonrpc.result(msg_id, answered_by_host())
+            try:
+                return jsonrpc.result(msg_id, answered_by_host(client, params))
+            except RpcError as exc:
+                return {"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()}
         reply = None if in_order else ReadLoopReply(client, msg_id, method, self.conn.incidents)
         if (
             reply is not None

@@ -156,6 +156,7 @@ class Turns:
         conn.ids.forwarded(key, msg_id, future, conn.backend.request_id_of(future))
         queue.prompts.add(future)
         self.running[future] = record
+        conn.sessions_changed()
         try:
             silent = await self._watch(record, future)
             response = future.result()
@@ -165,6 +166,7 @@ class Turns:
         finally:
             queue.prompts.discard(future)
             self.running.pop(future, None)
+            conn.sessions_changed()
         if silent:
             result = response.get("result")
             stop = result.get("stopReason") if isinstance(result, dict) else "error"

@@ -1,8 +1,7 @@
-"use strict";
 // The device's key (acpctl/host/devices.py): kept in this origin's IndexedDB, which a
 // browser keeps for this origin alone (a cookie goes to every port of the host), and which
-// a service worker can read too. It goes with every connection, beside the cookie: a
-// server on another port of this machine that took the cookie has no key.
+// the service worker reads too. It goes with every connection and every request, beside
+// the cookie: a server on another port of this machine that took the cookie has no key.
 const KEY_STORE = "device";
 
 function keyDatabase() {
@@ -28,12 +27,13 @@ async function keyTransaction(mode, act) {
   }
 }
 
-// eslint-disable-next-line no-unused-vars
-function saveDeviceKey(key) {
+export function saveDeviceKey(key) {
   return keyTransaction("readwrite", (store) => store.put(key, "key"));
 }
 
-// eslint-disable-next-line no-unused-vars
-function deviceKey() {
+export function deviceKey() {
   return keyTransaction("readonly", (store) => store.get("key"));
 }
+
+// The header an HTTP request carries the key in (acp.DEVICE_KEY_HEADER).
+export const DEVICE_KEY_HEADER = "Acpctl-Device-Key";

@@ -2,8 +2,8 @@
 // server or a proxy. It is taken out of the address at once (it must not stay in the
 // history), and exchanged for the device's two secrets: its credential, which the host
 // sets as an HttpOnly cookie (this script never sees it), and its key, which this origin
-// keeps in IndexedDB (device-key.js).
-"use strict";
+// keeps in IndexedDB (device-key.js). Paired, the page opens by itself.
+import { saveDeviceKey } from "./device-key.js";
 
 function say(text, ok) {
   const status = document.getElementById("status");
@@ -33,17 +33,19 @@ async function pair() {
     return;
   }
   const body = await answer.json().catch(() => ({}));
-  if (answer.ok) {
-    try {
-      await saveDeviceKey(body.key);
-    } catch (error) {
-      say(`This browser would not keep the device's key (${error}): pair again.`, false);
-      return;
-    }
-    say(`Paired as “${body.name}” (${body.role}).`, true);
-  } else {
+  if (!answer.ok) {
     say(body.error || `The session host refused: ${answer.status}`, false);
+    return;
   }
+  try {
+    await saveDeviceKey(body.key);
+  } catch (error) {
+    say(`This browser would not keep the device's key (${error}): pair again.`, false);
+    return;
+  }
+  say(`Paired as “${body.name}” (${body.role}).`, true);
+  // The page itself, which says again that this device was just paired.
+  window.location.replace(`/#${new URLSearchParams({ paired: body.name })}`);
 }
 
 pair();
