@@ -437,8 +437,8 @@ def paired_tab(
     page: Page, viewport: tuple[int, int], refused: bool = False, pair: tuple[str, ...] = ()
 ) -> Iterator[Any]:
     """A browser tab at `viewport`, paired as "phone" (`acpctl serve --pair` with `pair`
-    too), on the page: notifications allowed (shown by its service worker: `notified`); no error on the
-    page by the end (`refused`: but the host's refusals of a revoked device, and its
+    too), on the page: notifications allowed (its service worker's: `notified`); no error
+    on the page by the end (`refused`: but the host's refusals of a revoked device, and its
     absence while it restarts). A test's self-signed certificate is taken as a phone takes
     one it trusts."""
     from playwright.sync_api import sync_playwright
