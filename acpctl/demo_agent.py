@@ -6,6 +6,9 @@ more of the protocol, so editors, tests, `doctor` and the benchmarks can exercis
     think       a thought before the answer
     plan        a plan update
     edit        a tool call with a diff that asks for permission first
+    run: CMD    a command tool call ("Bash") that asks for permission to run CMD (the rest
+                of the prompt), with a standing "always allow" among the options; the
+                demo agent runs nothing
     ask         a question (a form elicitation: a name, and whether to be excited), when
                 the client said it can answer forms
     visit       a URL to open (a URL elicitation, then elicitation/complete), when the
@@ -181,6 +184,8 @@ class DemoAgent:
             stop = await self.edit(session_id)
             if stop is not None:
                 return {"stopReason": stop}
+        if "run:" in text:
+            await self.command(session_id, text.split("run:", 1)[1].strip())
         if "ask" in words:
             await self.ask(session_id)
         if "visit" in words:
@@ -293,6 +298,36 @@ class DemoAgent:
         if outcome.get("outcome") == "cancelled" or self.sessions[session_id].cancelled.is_set():
             return acp.CANCELLED
         return None
+
+    async def command(self, session_id: str, command: str) -> None:
+        """A command the agent would run, asked of the person first (it runs nothing)."""
+        tool_id = f"run-{next(self.tool_ids)}"
+        tool = {
+            "toolCallId": tool_id,
+            "title": "Bash",
+            "kind": "execute",
+            "rawInput": {"command": command},
+        }
+        self.update(session_id, {"sessionUpdate": acp.TOOL_CALL, **tool, "status": "pending"})
+        answer = await self.call_client(
+            acp.REQUEST_PERMISSION,
+            {
+                "sessionId": session_id,
+                "toolCall": tool,
+                "options": [
+                    {"optionId": "allow", "name": "Allow", "kind": acp.ALLOW_ONCE},
+                    {"optionId": "always", "name": "Always allow", "kind": acp.ALLOW_ALWAYS},
+                    {"optionId": "reject", "name": "Reject", "kind": acp.REJECT_ONCE},
+                ],
+            },
+        )
+        outcome = answer.get("result", {}).get("outcome", {}) if "result" in answer else {}
+        allowed = outcome.get("optionId") in ("allow", "always")
+        status = "completed" if allowed else "failed"
+        self.update(
+            session_id,
+            {"sessionUpdate": acp.TOOL_CALL_UPDATE, "toolCallId": tool_id, "status": status},
+        )
 
     async def ask(self, session_id: str) -> None:
         """A form: the answer is said back (`excited`: with "!")."""

@@ -4,7 +4,10 @@ within 250 KB compressed."""
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
+import json
 import re
 
 from acpctl.host.page import CONTENT_TYPES, WEB
@@ -28,3 +31,17 @@ def test_the_pages_files_are_small() -> None:
     }
     compressed = sum(len(gzip.compress(path.read_bytes(), 9)) for path in served)
     assert compressed <= BUDGET, compressed
+
+
+def test_the_page_maps_each_module_to_its_hashed_name_and_allows_only_that_map() -> None:
+    """The page's import map names every module under its content-hashed name, and its
+    policy allows that map by its hash and no other inline script."""
+    from acpctl.host.page import ASSETS, Site
+
+    site = Site()
+    html = site.pages["/"].identity.decode()
+    (mapping,) = re.findall(r'<script type="importmap">(.*?)</script>', html)
+    imports = json.loads(mapping)["imports"]
+    assert imports[ASSETS + "app.js"] == ASSETS + site.assets["app.js"].hashed
+    digest = base64.b64encode(hashlib.sha256(mapping.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in site.policy and "unsafe-inline" not in site.policy

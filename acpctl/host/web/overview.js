@@ -72,6 +72,7 @@ export function renderSessions(open) {
     // The whole card opens it; its button is what a keyboard or a screen reader reaches
     // (its click comes to the card).
     const card = element("li", "session");
+    card.dataset.session = entry.sessionId;
     card.addEventListener("click", () => open(entry));
     const opener = element("button", "open");
     opener.type = "button";
