@@ -181,8 +181,7 @@ class AskingEditor:
                 await asyncio.to_thread(self.go.acquire, True, 60)
                 chosen = {"outcome": {"outcome": "selected", "optionId": "allow"}}
                 await editor.send({"jsonrpc": "2.0", "id": asked["id"], "result": chosen})
-                prompt_id = 1000 + n
-                await editor.until(lambda m: m.get("id") == prompt_id and "result" in m, 60)
+                await editor.until(lambda m, n=n: m.get("id") == 1000 + n and "result" in m, 60)
 
 
 def test_each_question_is_on_the_page_the_moment_it_is_asked_in_both_views(page: Page) -> None:
