@@ -994,3 +994,67 @@ def test_after_the_host_is_killed_and_an_editor_starts_it_the_page_is_back_on_it
             assert tab.evaluate("document.querySelectorAll('#sessions li').length") == 0
     finally:
         stop_running_host()
+
+
+def terminal_image(text: str, foreground: int, background: int, path: Path) -> Path:
+    """What a terminal shows of `text` (its half blocks, and the 256-colour black and white
+    it sets) as a grey image (PGM), in a theme of `foreground` on `background`: a module
+    four pixels square, which zbar reads as a camera would."""
+    import re
+
+    palette = {"16": 0, "231": 255}
+    rows: list[list[int]] = []
+    for line in text.splitlines():
+        if "▀" not in line and "▄" not in line and "█" not in line:
+            continue
+        upper: list[int] = []
+        lower: list[int] = []
+        fg, bg = foreground, background
+        for token in re.findall(r"\x1b\[[0-9;]*m|.", line):
+            if token.startswith("\x1b["):
+                codes = token[2:-1].split(";")
+                if codes in ([""], ["0"]):
+                    fg, bg = foreground, background
+                for index, code in enumerate(codes[:-2]):
+                    if code in ("38", "48") and codes[index + 1] == "5":
+                        shade = palette.get(codes[index + 2], 128)
+                        fg, bg = (shade, bg) if code == "38" else (fg, shade)
+                continue
+            top = fg if token in "▀█" else bg
+            bottom = fg if token in "▄█" else bg
+            upper += [top] * 4
+            lower += [bottom] * 4
+        rows += [upper] * 4 + [lower] * 4
+    width = max(len(row) for row in rows)
+    margin = 16  # the terminal's own background around it
+    pixels = [[background] * (width + 2 * margin) for _ in range(margin)]
+    pixels += [
+        [background] * margin + row + [background] * (width - len(row) + margin) for row in rows
+    ]
+    pixels += [[background] * (width + 2 * margin) for _ in range(margin)]
+    header = f"P5 {len(pixels[0])} {len(pixels)} 255\n".encode()
+    path.write_bytes(header + bytes(value for row in pixels for value in row))
+    return path
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_pairing_qr_code_reads_on_light_and_dark_terminals_and_as_a_png(
+    page: Page, theme: str, tmp_path: Path
+) -> None:
+    """Issue 52, 5: zbar (Debian's zbar-tools) reads the terminal's QR code in a light and a
+    dark theme, and the image --qr-png writes."""
+    zbarimg = shutil.which("zbarimg")
+    if zbarimg is None:
+        pytest.skip("zbarimg is not installed (apt-get install zbar-tools; .ci/run does)")
+    png = tmp_path / "pair.png"
+    shown = cli("serve", "--pair", "--name", f"qr-{theme}", "--qr-png", str(png))
+    assert shown.returncode == 0, shown.stderr
+    (address,) = [line for line in shown.stdout.splitlines() if line.startswith("http")]
+    fg, bg = (30, 250) if theme == "light" else (230, 20)
+    image = terminal_image(shown.stdout, fg, bg, tmp_path / f"{theme}.pgm")
+    for picture in (image, png):
+        read = subprocess.run(
+            [zbarimg, "--raw", "-q", str(picture)], capture_output=True, text=True, timeout=60
+        )
+        assert read.stdout.strip() == address, (picture.name, read.stdout, read.stderr)
+    assert png.read_bytes().startswith(b"\x89PNG")

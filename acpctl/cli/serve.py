@@ -128,6 +128,9 @@ def serve(
         metavar="URL",
         help="With --pair: the address the device reaches the host by (a proxy's).",
     ),
+    qr_png: str | None = typer.Option(
+        None, "--qr-png", metavar="FILE", help="With --pair: write the QR code as a PNG too."
+    ),
     devices: bool = typer.Option(False, "--devices", help="List the paired devices."),
     revoke: str | None = typer.Option(
         None, "--revoke", metavar="NAME", help="Unpair a device: its connections end at once."
@@ -155,8 +158,8 @@ def serve(
 
     if token_file is not None and not show_token:
         raise UsageError("--token-file goes with --show-token")
-    if (name is not None or public_url is not None) and not pair:
-        raise UsageError("--name and --public-url go with --pair")
+    if (name is not None or public_url is not None or qr_png is not None) and not pair:
+        raise UsageError("--name, --public-url and --qr-png go with --pair")
     if show_token:
         raise typer.Exit(main.show_token(observer, token_file))
     if rotate_token:
@@ -164,7 +167,9 @@ def serve(
     if status:
         raise typer.Exit(main.show_status(as_json))
     if pair or devices or revoke is not None:
-        raise typer.Exit(_devices(pair, name, public_url, devices, revoke, observer, as_json))
+        raise typer.Exit(
+            _devices(pair, name, public_url, qr_png, devices, revoke, observer, as_json)
+        )
     if bridge:
         from acpctl.host.bridge import bridge as run_bridge
 
@@ -207,6 +212,7 @@ def _devices(
     pair: bool,
     name: str | None,
     public_url: str | None,
+    qr_png: str | None,
     devices: bool,
     revoke: str | None,
     observer: bool,
@@ -216,7 +222,7 @@ def _devices(
     from acpctl.host import pairing
 
     if pair:
-        return pairing.pair(observer, name, public_url)
+        return pairing.pair(observer, name, public_url, qr_png)
     if devices:
         return pairing.devices(as_json)
     assert revoke is not None

@@ -1,12 +1,12 @@
 """`acpctl serve --pair`, `--devices` and `--revoke`: asked of the running host on its unix
 socket (host/unix.py; the socket's permissions are the check), as `--rotate-token` is.
 Pairing prints the page's address, with its one-time code in the fragment, and a QR code
-of it for a phone's camera (segno)."""
+of it for a phone's camera (segno), in black on white whatever the terminal's theme; with
+--qr-png, as an image too."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import sys
 import time
@@ -36,8 +36,34 @@ def _asked(method: str, params: dict[str, Any]) -> dict[str, Any]:
     raise AcpctlError(f"the session host (pid {running['pid']}) refused: {said}")
 
 
-def pair(observer: bool, name: str | None, public_url: str | None) -> int:
-    """A one-time code from the running host: the address with it, and its QR code."""
+# The QR code's colours, set explicitly (256-colour black on white): a camera reads dark
+# modules on light, and a terminal's own colours are light on dark as often as not.
+QR_COLOURS = "\x1b[38;5;16;48;5;231m"
+RESET = "\x1b[0m"
+# Two modules a character: the upper one, the lower one (dark: True).
+HALF_BLOCKS = {(False, False): " ", (True, False): "▀", (False, True): "▄", (True, True): "█"}
+
+
+def qr_text(url: str) -> str:
+    """The QR code of `url` for a terminal: two rows of modules a line, with its quiet zone,
+    black on white in explicit colours."""
+    import segno
+
+    rows = [[bool(m) for m in row] for row in segno.make(url, error="m").matrix_iter(border=4)]
+    if len(rows) % 2:
+        rows.append([False] * len(rows[0]))
+    lines = [
+        QR_COLOURS + "".join(HALF_BLOCKS[pair] for pair in zip(upper, lower)) + RESET
+        for upper, lower in zip(rows[::2], rows[1::2])
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def pair(
+    observer: bool, name: str | None, public_url: str | None, qr_png: str | None = None
+) -> int:
+    """A one-time code from the running host: the address with it, and its QR code (also
+    written to `qr_png` as an image)."""
     params: dict[str, Any] = {"role": acp.OBSERVER if observer else acp.CONTROLLER}
     if name is not None:
         params["name"] = checked_name(name)
@@ -45,16 +71,20 @@ def pair(observer: bool, name: str | None, public_url: str | None) -> int:
     url = str(paired["url"])
     if public_url is not None:  # the address the phone uses: a proxy's, a tailnet's
         url = public_url.rstrip("/") + url[url.index("/pair") :]
-    import segno
+    if qr_png is not None:
+        import segno
 
-    drawn = io.StringIO()
-    segno.make(url, error="m").terminal(out=drawn, compact=True)
-    sys.stdout.write(drawn.getvalue())
+        try:
+            segno.make(url, error="m").save(qr_png, kind="png", scale=8, border=4)
+        except OSError as exc:
+            raise AcpctlError(f"{qr_png}: {exc.strerror or exc}") from exc
+    sys.stdout.write(qr_text(url))
     minutes = float(paired["expiresIn"]) / 60
     sys.stdout.write(
         f"\n{url}\n\nOpen it on the device within {minutes:g} minutes, once: it pairs "
         f"{paired['name']!r} as {paired['role']} (to end it: acpctl serve --revoke "
         f"{paired['name']!r}).\n"
+        + (f"The QR code is also in {qr_png}.\n" if qr_png is not None else "")
     )
     return 0
 
