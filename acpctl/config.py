@@ -260,6 +260,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_loopback_name(host: str) -> bool:
+    """Whether a Host header (a name, and a port or none) names this machine's loopback:
+    localhost, 127.0.0.0/8 or [::1]."""
+    name = host
+    if host.startswith("["):
+        name, _, _ = host[1:].partition("]")
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+        if not port.isdigit():
+            return False
+    return is_loopback(name)
+
+
 def clear_text_problem(url: str) -> str | None:
     """ws:// and http:// carry the token in clear text: what is wrong with that here (the
     host is not this machine), or None."""

@@ -117,6 +117,11 @@ def host_devices() -> Path:
     return config_dir() / "host-devices.json"
 
 
+def host_push_key() -> Path:
+    """The session host's VAPID key, which signs its Web Push messages (0600)."""
+    return config_dir() / "push-vapid.pem"
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` with mode 0700, and each missing parent too, whatever the umask;
     tighten `path` if it already exists."""

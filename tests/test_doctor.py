@@ -374,3 +374,52 @@ def test_doctor_prompt_names_the_failure_and_the_wait_that_gave_up(
     code, findings = doctor("--agent", "slow", "--prompt", "--timeout", "2")
     (turn,) = [f for f in about(findings, "agent slow") if "a prompt" in str(f["message"])]
     assert code == 1 and "no answer to session/prompt within 2 s" in str(turn["message"])
+
+
+@pytest.mark.parametrize(
+    ("serve", "said"),
+    [
+        ("", {("ok", "the page is off: no TCP listener")}),
+        (
+            'listen = "0.0.0.0:8765"\n',
+            {("problem", "without TLS on an address other devices reach")},
+        ),
+        (
+            'listen = "127.0.0.1:8765"\npage_url = "https://desk.example.ts.net"\n',
+            {
+                ("problem", "neither has TLS nor runs --behind-tls-proxy"),
+                ("problem", "does not answer to desk.example.ts.net"),
+            },
+        ),
+        (
+            'listen = "127.0.0.1:8765"\npage_url = "http://desk.lan:8765"\n',
+            {("warning", "is not https"), ("problem", "does not answer to desk.lan:8765")},
+        ),
+        (
+            'listen = "127.0.0.1:8765"\npage_url = "https://desk.example.ts.net"\n'
+            'behind_tls_proxy = true\nallow_hosts = ["desk.example.ts.net"]\n',
+            {
+                ("ok", "devices reach the page at https://desk.example.ts.net"),
+                ("ok", "the device cookie is Secure"),
+            },
+        ),
+    ],
+    ids=["off", "lan-no-tls", "https-no-proxy", "http-url", "tailscale-serve"],
+)
+def test_doctor_checks_how_a_device_reaches_the_page(
+    home: Path, serve: str, said: set[tuple[str, str]]
+) -> None:
+    """Issue 52, 6: the reach settings, as config.toml keeps them for the host's next start
+    (no host runs here): the listener, the public URL and the name the host answers to,
+    TLS or a proxy, and so a Secure cookie."""
+    from acpctl import config
+    from acpctl.doctor.checks.reach import check_reach
+
+    path = home / "config" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[serve]\n" + serve)
+    found = check_reach(config.load())
+    for status, words in said:
+        assert any(f.status == status and words in f.message for f in found), found
+    if all(status == "ok" for status, _ in said):
+        assert all(f.status == "ok" for f in found), found

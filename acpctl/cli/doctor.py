@@ -64,6 +64,8 @@ def doctor(
     findings += checks.check_storage()
     findings += checks.check_processes(fix, confirm)
     findings += checks.check_host()
+    if cfg is not None:
+        findings += checks.check_reach(cfg)
     findings += checks.check_incidents()
     findings += checks.check_logs()
     if catalog:

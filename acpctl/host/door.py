@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from aiohttp import hdrs, web
 
 from acpctl import protocol as acp
-from acpctl.config import is_loopback
+from acpctl.config import is_loopback_name
 from acpctl.host.devices import Devices
 from acpctl.host.registry import Caller
 from acpctl.host.tokens import Tokens
@@ -76,19 +76,6 @@ def raise_file_limit() -> None:
     if soft != hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def is_loopback_name(host: str) -> bool:
-    """Whether a Host header (a name, and a port or none) names this machine's loopback:
-    localhost, 127.0.0.0/8 or [::1]."""
-    name = host
-    if host.startswith("["):
-        name, _, _ = host[1:].partition("]")
-    elif host.count(":") == 1:
-        name, _, port = host.partition(":")
-        if not port.isdigit():
-            return False
-    return is_loopback(name)
 
 
 @dataclass

@@ -362,7 +362,13 @@ async def _serve(options: HostOptions) -> None:
             shown = f"[{host}]" if ":" in host else host
             address = f"{scheme}://{shown}:{bound}{ENDPOINT}"
             listening.append(
-                {"address": address, "tls": context is not None, "loopback": is_loopback(host)}
+                {
+                    "address": address,
+                    "tls": context is not None,
+                    "loopback": is_loopback(host),
+                    "behindTlsProxy": options.behind_tls_proxy,
+                    "hosts": sorted(door.hosts),
+                }
             )
             tcp.listening = listening[-1:]
             if notifier.page_url is None:

@@ -53,8 +53,8 @@ def qr_text(url: str) -> str:
     if len(rows) % 2:
         rows.append([False] * len(rows[0]))
     lines = [
-        QR_COLOURS + "".join(HALF_BLOCKS[pair] for pair in zip(upper, lower)) + RESET
-        for upper, lower in zip(rows[::2], rows[1::2])
+        QR_COLOURS + "".join(HALF_BLOCKS[pair] for pair in zip(upper, lower, strict=True)) + RESET
+        for upper, lower in zip(rows[::2], rows[1::2], strict=True)
     ]
     return "\n".join(lines) + "\n"
 

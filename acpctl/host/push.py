@@ -44,10 +44,6 @@ SEND_TIMEOUT_S = 10.0
 GONE = (404, 410)  # the push service no longer has the subscription
 
 
-def vapid_path() -> Path:
-    return paths.config_dir() / "push-vapid.pem"
-
-
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -59,7 +55,7 @@ class VapidKey:
     def __init__(self, path: Path | None = None) -> None:
         from py_vapid import Vapid02
 
-        self.path = path or vapid_path()
+        self.path = path or paths.host_push_key()
         pem = read_regular(self.path)
         if pem is None:
             made = Vapid02()
