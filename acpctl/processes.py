@@ -124,3 +124,33 @@ def signal_tree(group: int, processes: list[psutil.Process], sig: signal.Signals
     for process in processes:
         with contextlib.suppress(psutil.Error):
             process.send_signal(sig)
+
+
+def is_stopped(pid: int | None) -> bool:
+    """Whether the agent's process is stopped (SIGSTOP, a debugger): in a sandbox, the first
+    process of the tree that is not the engine."""
+    if pid is None:
+        return False
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        while process.name() == "bwrap" and process.children():
+            process = process.children()[0]
+        return bool(process.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP))
+    except psutil.Error:
+        return False
+
+
+def tree_rss(pid: int | None) -> int | None:
+    """The resident memory of the agent's process tree, in bytes."""
+    if pid is None:
+        return None
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        total: int = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        return total
+    except psutil.Error:
+        return None

@@ -25,6 +25,7 @@ from acpctl.errors import AcpctlError
 from acpctl.host.devices import Devices
 from acpctl.host.notify import Notifier, waiting_summary
 from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.processes import is_stopped, tree_rss
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.connection import wire
 from acpctl.runner.context import Connection
@@ -77,7 +78,7 @@ class HostedAgent:
             "spare": self.spare_until > 0,
             "started": self.started,
             "agentPid": pid,
-            "rss": _tree_rss(pid),
+            "rss": tree_rss(pid),
             "notRespondingSince": self.not_responding_since(),
             "clients": len(self.conn.clients),
             "sessions": [
@@ -94,7 +95,7 @@ class HostedAgent:
         """Since when (epoch seconds) the agent has not responded, or None: its process is
         stopped (SIGSTOP: first seen then), or a turn has waited on it with no word for
         config.toml's silence_warning_s (a deadlock)."""
-        if _stopped(self.conn.backend.pid):
+        if is_stopped(self.conn.backend.pid):
             self.stopped_since = self.stopped_since or time.time()
             return self.stopped_since
         self.stopped_since = None
@@ -198,9 +199,9 @@ class AgentPool:
             acp.HOST_SESSIONS: lambda client, params: self.sessions(),
             acp.HOST_PROJECTS: lambda client, params: self.projects(),
             acp.HOST_DEVICES: lambda client, params: self.paired_devices(),
-            acp.HOST_PUSH_KEY: self.push_key,
-            acp.HOST_PUSH_SUBSCRIBE: self.push_subscribe,
         }
+        if self.notifier is not None and self.notifier.pusher is not None:
+            conn.host_methods.update(self.notifier.pusher.methods())
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:
@@ -282,34 +283,6 @@ class AgentPool:
         """HOST_DEVICES: the paired devices (name, role, paired, last seen), as `acpctl
         serve --devices` lists them; never a credential's digest."""
         return {"devices": self.devices.listed() if self.devices is not None else []}
-
-    def push_key(self, client: Client, params: Any) -> JsonObject:
-        """HOST_PUSH_KEY: what a device's page subscribes with (the host's VAPID public
-        key), and whether this device has a subscription."""
-        pusher = self.notifier.pusher if self.notifier is not None else None
-        if pusher is None or self.devices is None or client.device is None:
-            raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
-        device = self.devices.by_name.get(client.device)
-        return {"publicKey": pusher.key.public, "subscribed": bool(device and device.push)}
-
-    def push_subscribe(self, client: Client, params: Any) -> JsonObject:
-        """HOST_PUSH_SUBSCRIBE: the device's Web Push subscription kept beside it (or
-        dropped, with null). A controller device's only: an observer answers nothing."""
-        from acpctl.host.push import checked_subscription
-
-        pusher = self.notifier.pusher if self.notifier is not None else None
-        if pusher is None or self.devices is None or client.device is None:
-            raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
-        if not client.may_control:
-            raise RpcError(acp.NOT_AUTHORISED, "an observer device is not asked questions")
-        sent = params.get("subscription") if isinstance(params, dict) else None
-        try:
-            kept = None if sent is None else checked_subscription(sent, pusher.allowed)
-            self.devices.subscribe(client.device, kept)
-        except AcpctlError as exc:
-            raise RpcError(acp.INVALID_PARAMS, exc.message) from exc
-        self.log.info("device %r %s pushes", client.device, "gets" if kept else "gets no")
-        return {"subscribed": kept is not None}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
@@ -447,33 +420,3 @@ def _questions(conn: Connection) -> list[ReverseRequest]:
 def _key(name: str, sandbox: Policy | None) -> str:
     """An agent's place in the pool: its name, and a sandboxed one's roots."""
     return name if sandbox is None else " ".join([name, *map(str, sandbox.roots)])
-
-
-def _stopped(pid: int | None) -> bool:
-    """Whether the agent's process is stopped (SIGSTOP, a debugger): in a sandbox, the first
-    process of the tree that is not the engine."""
-    if pid is None:
-        return False
-    import psutil
-
-    try:
-        process = psutil.Process(pid)
-        while process.name() == "bwrap" and process.children():
-            process = process.children()[0]
-        return bool(process.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP))
-    except psutil.Error:
-        return False
-
-
-def _tree_rss(pid: int | None) -> int | None:
-    """The resident memory of the agent's process tree, in bytes."""
-    if pid is None:
-        return None
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        total: int = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
-        return total
-    except psutil.Error:
-        return None

@@ -22,6 +22,7 @@ import ipaddress
 import json
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,12 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 from acpctl import paths
+from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.files import atomic_write, read_regular
 from acpctl.host.devices import Devices
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, RpcError
+from acpctl.runner.clients import Client
 
 MAX_ENDPOINT = 2048  # characters: push services' addresses are a few hundred
 MAX_KEY = 256  # a subscription's keys: 65 and 16 bytes, base64url
@@ -164,6 +167,35 @@ class Pusher:
         if self._key is None:
             self._key = VapidKey()
         return self._key
+
+    def methods(self) -> dict[str, Callable[[Client, Any], JsonObject]]:
+        """The host's methods a paired device's page subscribes with (HOST_PUSH_KEY,
+        HOST_PUSH_SUBSCRIBE), on any agent's connection."""
+        return {acp.HOST_PUSH_KEY: self.push_key, acp.HOST_PUSH_SUBSCRIBE: self.push_subscribe}
+
+    def push_key(self, client: Client, params: Any) -> JsonObject:
+        """What a device's page subscribes with (the VAPID public key), and whether this
+        device has a subscription."""
+        device = self.devices.by_name.get(client.device) if client.device else None
+        if device is None:
+            raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
+        return {"publicKey": self.key.public, "subscribed": device.push is not None}
+
+    def push_subscribe(self, client: Client, params: Any) -> JsonObject:
+        """The device's subscription kept beside it (or dropped, with null). A controller
+        device's only: an observer answers nothing."""
+        if client.device is None or client.device not in self.devices.by_name:
+            raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
+        if not client.may_control:
+            raise RpcError(acp.NOT_AUTHORISED, "an observer device is not asked questions")
+        sent = params.get("subscription") if isinstance(params, dict) else None
+        try:
+            kept = None if sent is None else checked_subscription(sent, self.allowed)
+            self.devices.subscribe(client.device, kept)
+        except AcpctlError as exc:
+            raise RpcError(acp.INVALID_PARAMS, exc.message) from exc
+        self.log.info("device %r %s pushes", client.device, "gets" if kept else "gets no")
+        return {"subscribed": kept is not None}
 
     def subscribed(self) -> list[str]:
         return [name for name, device in self.devices.by_name.items() if device.push]
