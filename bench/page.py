@@ -112,9 +112,20 @@ async def stdio_load(session: str) -> float:
     return elapsed
 
 
-def page_load(browser: Any, base: str, cookies: list[Any], session: str) -> float:
-    context = browser.new_context()
-    context.add_cookies(cookies)
+def paired_context(browser: Any) -> Any:
+    """A browser context paired as a device through its page (its cookie and its key in
+    IndexedDB kept for every tab it opens)."""
+    pairing = acpctl("serve", "--pair")
+    address = next(line for line in pairing.splitlines() if line.startswith("http"))
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    tab.goto(address)
+    tab.wait_for_selector("#nothing-waits:not([hidden])")  # paired, the page opened
+    tab.close()
+    return context
+
+
+def page_load(context: Any, base: str, session: str) -> float:
     tab = context.new_page()
     tab.goto(base + "/")
     tab.wait_for_selector("#sessions li")
@@ -123,7 +134,7 @@ def page_load(browser: Any, base: str, cookies: list[Any], session: str) -> floa
     while tab.evaluate("document.querySelectorAll('#transcript .you').length") < TURNS:
         time.sleep(0.005)
     elapsed = now() - begin
-    context.close()
+    tab.close()
     return elapsed
 
 
@@ -151,7 +162,7 @@ async def stdio_answer() -> float:
 ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow"}}
 
 
-def page_answer(browser: Any, base: str, url: str, token: str, cookies: list[Any]) -> float:
+def page_answer(context: Any, base: str, url: str, token: str) -> float:
     """The page's answer to the permission an editor's turn waits on: from the click to the
     editor's tool call update."""
     asked, updated = threading.Event(), threading.Event()
@@ -172,8 +183,6 @@ def page_answer(browser: Any, base: str, url: str, token: str, cookies: list[Any
             updated.set()
 
     thread = threading.Thread(target=lambda: asyncio.run(editor_side()))
-    context = browser.new_context()
-    context.add_cookies(cookies)
     tab = context.new_page()
     tab.goto(base + "/")
     thread.start()
@@ -185,7 +194,7 @@ def page_answer(browser: Any, base: str, url: str, token: str, cookies: list[Any
     tab.evaluate("document.querySelector('#waiting button.allow').click()")
     assert updated.wait(30)
     thread.join()
-    context.close()
+    tab.close()
     return clock["updated"] - begin
 
 
@@ -213,27 +222,17 @@ def main(reps: int) -> None:
         base = url.removesuffix("/acp").replace("ws://", "http://")
         token = acpctl("serve", "--show-token").strip()
         session = asyncio.run(made_session(url, token))
-        pairing = acpctl("serve", "--pair", "--name", "bench")
-        code = next(line for line in pairing.splitlines() if line.startswith("http")).split("#")[1]
         times: dict[str, list[float]] = {
             k: [] for k in ("load page", "load stdio", "answer page", "answer stdio")
         }
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-            first = browser.new_context()
-            pair = first.request.post(
-                base + "/pair",
-                data=json.dumps({"code": code}),
-                headers={"Origin": base, "Content-Type": "application/json"},
-            )
-            assert pair.ok, pair.text()
-            cookies = first.cookies()
-            first.close()
+            context = paired_context(browser)
             for rep in range(reps):
                 for which in interleaved(rep, ["page", "stdio"]):
                     if which == "page":
-                        times["load page"].append(page_load(browser, base, cookies, session))
-                        times["answer page"].append(page_answer(browser, base, url, token, cookies))
+                        times["load page"].append(page_load(context, base, session))
+                        times["answer page"].append(page_answer(context, base, url, token))
                     else:
                         times["load stdio"].append(in_thread(stdio_load(session)))
                         times["answer stdio"].append(in_thread(stdio_answer()))

@@ -18,7 +18,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from host import host, listening_url
-from page import acpctl
+from page import acpctl, paired_context
 from sessions import make_store
 
 from acpctl import protocol as acp
@@ -30,19 +30,6 @@ from tests.test_push import DeviceKeys, push_service
 HISTORY = 10_000
 PUSH_AFTER_S = 1.0
 TURNS_PER_POINT = 200
-
-
-def paired_context(browser: Any, base: str) -> Any:
-    """A browser context paired as a device, its page open once (cookie and key kept)."""
-    pairing = acpctl("serve", "--pair")
-    address = next(line for line in pairing.splitlines() if line.startswith("http"))
-    context = browser.new_context(viewport={"width": 390, "height": 844})
-    tab = context.new_page()
-    tab.goto(address)
-    tab.wait_for_selector("#nothing-waits:not([hidden])")
-    tab.close()
-    assert base
-    return context
 
 
 def asked_to_visible(context: Any, page: Page, view: str) -> float:
@@ -170,7 +157,7 @@ def live(reps: int) -> None:
                 browser = playwright.chromium.launch(
                     executable_path=chromium, args=["--no-sandbox"]
                 )
-                context = paired_context(browser, page.base)
+                context = paired_context(browser)
                 for rep in range(reps):
                     for view in ("list", "session"):
                         results.setdefault(f"visible {view}", []).append(

@@ -116,6 +116,7 @@ MAX_RECENT = 500  # sessions read for the agents and projects the history knows
 MAX_PROJECTS = 50
 MAX_LISTED_RECENT = 20  # sessions the history holds that no agent does, listed after the live
 RECENT_FOR_S = 10.0  # how long the history's recent sessions are listed as last read
+SESSIONS_TOLD_EVERY_S = 1.0
 
 
 class AgentPool:
@@ -142,9 +143,10 @@ class AgentPool:
         self._starting = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._empty_since = time.monotonic()
-        self._changes_due: set[str] = set()  # what to tell at the end of this loop turn
-        # The history's recent sessions as HOST_SESSIONS lists them, and when they were
-        # read: read again after RECENT_FOR_S, or once the host's sessions change.
+        self._changes_due: set[str] = set()  # the changes the clients are yet to be told
+        self._sessions_told = 0.0  # when SESSIONS_CHANGED was last told (monotonic)
+        # The history's recent sessions as HOST_SESSIONS lists them, when they were read,
+        # and how many were asked: read again after RECENT_FOR_S, or for more.
         self._recent: tuple[float, int, list[Any]] | None = None
 
     async def get(self, name: str | None, client_dir: str | None = None) -> HostedAgent:
@@ -259,7 +261,7 @@ class AgentPool:
                     entry["notRespondingSince"] = silent_since
                 listed.append(entry)
         live = {entry["sessionId"] for entry in listed}
-        wanted = MAX_LISTED_RECENT + len(live)
+        wanted = MAX_LISTED_RECENT + len(live) // 50 * 50 + 50  # the live change, in steps
         now = time.monotonic()
         if (
             self._recent is None
@@ -288,21 +290,25 @@ class AgentPool:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
 
     def _changed(self, what: str) -> None:
-        """A question was asked or settled somewhere (WAITING_CHANGED), or a session opened,
-        closed, began or ended a turn (SESSIONS_CHANGED): the clients that asked are told,
-        once for all that changed in this turn of the event loop."""
-        if what == acp.SESSIONS_CHANGED:
-            self._recent = None
-        if not self._changes_due:
-            asyncio.get_running_loop().call_soon(self._tell_changed)
+        """A question was asked or settled somewhere (WAITING_CHANGED: told at the end of
+        this turn of the event loop), or a session opened, closed, began or ended a turn
+        (SESSIONS_CHANGED: told at most every SESSIONS_TOLD_EVERY_S, so that a stream of
+        short turns costs the pages one list a second): the clients that asked are told."""
+        if what in self._changes_due:
+            return
         self._changes_due.add(what)
+        delay = 0.0
+        if what == acp.SESSIONS_CHANGED:
+            delay = max(0.0, self._sessions_told + SESSIONS_TOLD_EVERY_S - time.monotonic())
+        asyncio.get_running_loop().call_later(delay, self._tell_changed, what)
 
-    def _tell_changed(self) -> None:
-        due, self._changes_due = self._changes_due, set()
-        for what in sorted(due):
-            told = jsonrpc.notification(what, {})
-            for hosted in self.agents.values():
-                tell([c for c in hosted.conn.clients if c.wants_changes], told)
+    def _tell_changed(self, what: str) -> None:
+        self._changes_due.discard(what)
+        if what == acp.SESSIONS_CHANGED:
+            self._sessions_told = time.monotonic()
+        told = jsonrpc.notification(what, {})
+        for hosted in self.agents.values():
+            tell([c for c in hosted.conn.clients if c.wants_changes], told)
 
     def tell_every_client(self, message: JsonObject) -> None:
         for hosted in self.agents.values():

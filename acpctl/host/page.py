@@ -81,26 +81,28 @@ def page_policy(script_hashes: tuple[str, ...] = ()) -> str:
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Encoded:
-    """One response body, as sent to a browser that asks for each encoding."""
+    """One response body, as sent to a browser that asks for each encoding: compressed
+    once (`compress`), at brotli's best, which takes a second for all of the page's files:
+    done beside the host's start (Site.ready), not in its way."""
 
     identity: bytes
-    gzip: bytes
-    br: bytes
+    gzip: bytes = b""
+    br: bytes = b""
 
-    @classmethod
-    def of(cls, body: bytes) -> Encoded:
+    def compress(self) -> None:
         import brotli
 
-        return cls(body, gzip.compress(body, 9, mtime=0), brotli.compress(body, quality=11))
+        self.gzip = gzip.compress(self.identity, 9, mtime=0)
+        self.br = brotli.compress(self.identity, quality=11)
 
     def chosen(self, accepted: str) -> tuple[bytes, str | None]:
         """The smallest body the browser accepts, and its Content-Encoding."""
         offered = {part.split(";")[0].strip().lower() for part in accepted.split(",")}
-        if "br" in offered:
+        if "br" in offered and self.br:
             return self.br, "br"
-        if "gzip" in offered:
+        if "gzip" in offered and self.gzip:
             return self.gzip, "gzip"
         return self.identity, None
 
@@ -133,7 +135,7 @@ class Site:
             digest = hashlib.sha256(data).hexdigest()[:12]
             hashed = f"{path.stem}.{digest}{path.suffix}"
             self.assets[path.name] = Asset(
-                path.name, hashed, CONTENT_TYPES[path.suffix], Encoded.of(data), f'"{digest}"'
+                path.name, hashed, CONTENT_TYPES[path.suffix], Encoded(data), f'"{digest}"'
             )
         self.hashed = {asset.hashed: asset for asset in self.assets.values()}
         imports = {
@@ -155,8 +157,8 @@ class Site:
                 + f'<script type="importmap">{import_map}</script>\n'
                 + html[first_script:]
             )
-            self.pages[address] = Encoded.of(html.encode())
-        self.worker = Encoded.of((directory / "sw.js").read_bytes())
+            self.pages[address] = Encoded(html.encode())
+        self.worker = Encoded((directory / "sw.js").read_bytes())
         self.worker_etag = f'"{hashlib.sha256(self.worker.identity).hexdigest()[:12]}"'
         manifest = {
             **MANIFEST,
@@ -166,7 +168,31 @@ class Site:
                 if name in self.assets
             ],
         }
-        self.manifest = Encoded.of(json.dumps(manifest, indent=1).encode())
+        self.manifest = Encoded(json.dumps(manifest, indent=1).encode())
+        self._compressed: asyncio.Future[None] | None = None
+
+    def bodies(self) -> list[Encoded]:
+        return [
+            *(asset.body for asset in self.assets.values()),
+            *self.pages.values(),
+            self.worker,
+            self.manifest,
+        ]
+
+    def compress(self) -> None:
+        for body in self.bodies():
+            body.compress()
+
+    def begin(self) -> None:
+        """Every body compressed, in a thread: begun at the host's start."""
+        if self._compressed is None:
+            self._compressed = asyncio.get_running_loop().run_in_executor(None, self.compress)
+
+    async def ready(self) -> None:
+        """Until every body is compressed (a request in the host's first second waits)."""
+        self.begin()
+        assert self._compressed is not None
+        await asyncio.shield(self._compressed)
 
 
 def add_routes(app: web.Application, door: Door, log: logging.Logger) -> None:
@@ -177,6 +203,11 @@ def add_routes(app: web.Application, door: Door, log: logging.Logger) -> None:
     app.router.add_get(WORKER_PATH, lambda request: _worker(door, site, request))
     app.router.add_get(MANIFEST_PATH, lambda request: _manifest(door, site, request))
     app.router.add_post(PAIR_PATH, lambda request: _pair(door, log, request))
+
+    async def compressing(app: web.Application) -> None:
+        site.begin()
+
+    app.on_startup.append(compressing)
 
 
 def _refuse(status: int, why: str) -> web.Response:
@@ -216,6 +247,7 @@ async def _page(door: Door, site: Site, request: web.Request) -> web.StreamRespo
     refused = _host_refused(door, request)
     if refused is not None:
         return refused
+    await site.ready()
     headers = {"Content-Security-Policy": site.policy, **PRIVATE_HEADERS}
     return _sent(request, site.pages[request.path], "text/html", headers)
 
@@ -232,6 +264,7 @@ async def _asset(door: Door, site: Site, request: web.Request) -> web.StreamResp
         asset, cache = site.assets.get(name), REVALIDATED
     if asset is None:
         return _refuse(404, "no such page")
+    await site.ready()
     headers = {
         "Content-Security-Policy": site.policy,
         "X-Content-Type-Options": "nosniff",
@@ -246,6 +279,7 @@ async def _worker(door: Door, site: Site, request: web.Request) -> web.StreamRes
     refused = _host_refused(door, request)
     if refused is not None:
         return refused
+    await site.ready()
     headers = {
         "Content-Security-Policy": site.policy,
         "X-Content-Type-Options": "nosniff",
@@ -258,6 +292,7 @@ async def _manifest(door: Door, site: Site, request: web.Request) -> web.StreamR
     refused = _host_refused(door, request)
     if refused is not None:
         return refused
+    await site.ready()
     headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": REVALIDATED}
     return _sent(request, site.manifest, "application/manifest+json", headers)
 
