@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -29,7 +30,7 @@ from tests.test_push import DeviceKeys, push_service
 
 HISTORY = 10_000
 PUSH_AFTER_S = 1.0
-TURNS_PER_POINT = 200
+TURNS_PER_POINT = 1000  # about a second and a half of turns
 
 
 def asked_to_visible(context: Any, page: Page, view: str) -> float:
@@ -169,6 +170,7 @@ def live(reps: int) -> None:
                     print(f"page: repetition {rep + 1} of {reps}", file=sys.stderr)
                 idle_points(browser, context, page, token, host_process, reps, results)
                 browser.close()
+            protocol_points(page, token, reps, results)
             asyncio.run(subscribed_device(page, f"{service.base}/send/bench"))
             for rep in range(reps):
                 results.setdefault("push", []).append(push_lateness(page, service))
@@ -208,6 +210,70 @@ def idle_points(
         tab.close()
 
 
+class ProtocolPages:
+    """`count` pages as the host sees them, with no browser: WebSocket clients that ask to
+    be told of changes and, as the page does, ask for the lists again when told. They run
+    in a thread of their own, so what they cost is the host's, not a browser's."""
+
+    def __init__(self, page: Page, token: str, count: int) -> None:
+        self.page, self.token, self.count = page, token, count
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.task = asyncio.run_coroutine_threadsafe(self._run(), self.loop)
+        assert self.ready.wait(60)
+
+    async def _one(self, http: aiohttp.ClientSession, opened: asyncio.Queue[None]) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with http.ws_connect(self.page.url("/acp"), headers=headers) as socket:
+            hello = {
+                "protocolVersion": 1,
+                "clientCapabilities": {"_meta": {"acpctl/changes": True}},
+            }
+            await socket.send_json(
+                {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}
+            )
+            asks = {
+                "_acpctl/sessions_changed": "_acpctl/sessions",
+                "_acpctl/waiting_changed": "_acpctl/waiting",
+            }
+            await socket.receive()
+            opened.put_nowait(None)
+            async for frame in socket:
+                told = json.loads(frame.data).get("method")
+                if told in asks:
+                    await socket.send_json(
+                        {"jsonrpc": "2.0", "id": 1, "method": asks[told], "params": {}}
+                    )
+
+    async def _run(self) -> None:
+        opened: asyncio.Queue[None] = asyncio.Queue()
+        async with aiohttp.ClientSession() as http:
+            tasks = [asyncio.ensure_future(self._one(http, opened)) for _ in range(self.count)]
+            for _ in range(self.count):
+                await opened.get()
+            self.ready.set()
+            await asyncio.gather(*tasks)
+
+    def close(self) -> None:
+        self.task.cancel()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def protocol_points(page: Page, token: str, reps: int, results: dict[str, list[float]]) -> None:
+    """Another client's turn p95 with 0, 10 and 50 pages as the host sees them."""
+    for rep in range(reps):
+        for pages in (0, 10, 50) if rep % 2 == 0 else (50, 10, 0):
+            clients = ProtocolPages(page, token, pages) if pages else None
+            p95 = run_in_thread(turns_p95(page, token, TURNS_PER_POINT))
+            results.setdefault(f"protocol p95 {pages}", []).append(p95)
+            if clients is not None:
+                clients.close()
+        print(f"protocol pages: repetition {rep + 1} of {reps}", file=sys.stderr)
+
+
 def run_in_thread(work: Any) -> float:
     done: list[float] = []
     thread = threading.Thread(target=lambda: done.append(asyncio.run(work)))
@@ -233,5 +299,12 @@ def report(results: dict[str, list[float]], reps: int) -> None:
         print(
             f"| {pages} idle pages, {HISTORY:,} sessions: another client's turn p95 | "
             f"{ms(p95)} ({ratio:.2f}x of none); host CPU {cpu:.0f}% | ≤ 1.2x, < 10 ms |"
+        )
+    base = statistics.median(results["protocol p95 0"])
+    for pages in (0, 10, 50):
+        p95 = results[f"protocol p95 {pages}"]
+        print(
+            f"| {pages} pages as the host sees them (no browser): another client's turn p95 | "
+            f"{ms(p95)} ({statistics.median(p95) / base:.2f}x of none) | ≤ 1.2x, < 10 ms |"
         )
     print(f"\n{reps} repetitions; the idle-page points interleaved.")

@@ -489,7 +489,7 @@ def test_a_permission_an_editors_turn_waits_on_is_answered_from_the_page(
         tab.click("#waiting button.allow")
         turn.thread.join(60)
         tab.wait_for_selector("#nothing-waits:not([hidden])")
-        assert "now" in tab.inner_text("#sessions")  # its age
+        shows(tab, "#sessions", "now")  # its age, once the host has told the sessions
         tab.click("#sessions li")  # its page: who answered, from the history
         shows(tab, "#transcript", "answered: allow, by phone (a paired device)")
     assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"

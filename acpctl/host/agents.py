@@ -303,12 +303,15 @@ class AgentPool:
         asyncio.get_running_loop().call_later(delay, self._tell_changed, what)
 
     def _tell_changed(self, what: str) -> None:
+        """The change told with what changed (the waiting questions, or the sessions), made
+        and encoded once for every client that asked, so that none needs to ask again."""
         self._changes_due.discard(what)
         if what == acp.SESSIONS_CHANGED:
             self._sessions_told = time.monotonic()
-        told = jsonrpc.notification(what, {})
-        for hosted in self.agents.values():
-            tell([c for c in hosted.conn.clients if c.wants_changes], told)
+        told = [c for h in self.agents.values() for c in h.conn.clients if c.wants_changes]
+        if told:
+            now = self.sessions() if what == acp.SESSIONS_CHANGED else self.waiting()
+            tell(told, jsonrpc.notification(what, now))
 
     def tell_every_client(self, message: JsonObject) -> None:
         for hosted in self.agents.values():
@@ -359,7 +362,7 @@ class AgentPool:
         spare.last_used = stopped.last_used
         spare.spare_until = wanted_until
         try:
-            answer = await spare.server.prepare(params)
+            answer = await spare.server.handshaking.prepare(params)
         except (RpcError, OSError) as exc:
             answer = {"error": str(exc)}
         if "result" not in answer:

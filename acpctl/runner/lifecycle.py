@@ -9,7 +9,6 @@ A connection serves one agent: it lists and opens that agent's sessions only."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 
 from acpctl import jsonrpc
@@ -21,7 +20,13 @@ from acpctl.runner.clients import Client, attach_role, checked_client_id, tell
 from acpctl.runner.context import Connection
 from acpctl.runner.directories import attach_params, session_directories
 from acpctl.runner.questions import Questions
-from acpctl.runner.session import SessionRecord, not_found, wire_session_id
+from acpctl.runner.session import (
+    SessionRecord,
+    client_session_id,
+    fresh_session_id,
+    not_found,
+    wire_session_id,
+)
 from acpctl.store.sessions import (
     CorruptSession,
     HistoryWriter,
@@ -81,7 +86,9 @@ class SessionLifecycle:
         parent = await self._open(params)
         await self.conn.ensure_agent()
         if not self._agent_can("fork"):
-            meta, writer = self.conn.recorder.fork(parent, _fresh_id(), None, cwd, directories)
+            meta, writer = self.conn.recorder.fork(
+                parent, fresh_session_id(), None, cwd, directories
+            )
             record = SessionRecord(meta=meta, writer=writer, attach_params=attach_params(params))
             record.unannounced = []  # the fork is new to the editor too
             record.clients[client] = acp.CONTROLLER
@@ -156,15 +163,7 @@ class SessionLifecycle:
             loop.call_soon(record.announced)
 
     def _client_id(self, agent_id: str) -> str:
-        """The id the editor knows a new session by: the agent's own, unless it cannot name
-        a directory or is taken."""
-        if (
-            not valid_session_id(agent_id)
-            or self.conn.store.exists(agent_id)
-            or self.conn.sessions.get(agent_id) is not None
-        ):
-            return _fresh_id()
-        return agent_id
+        return client_session_id(agent_id, self.conn.store.exists, self.conn.sessions.get)
 
     def subagent(self, parent: SessionRecord, update: JsonObject) -> None:
         """A subagent_update of `parent`'s: the child it announces is a session of its own
@@ -448,8 +447,3 @@ class SessionLifecycle:
             elif isinstance(response.get("result"), dict):
                 return dict(response["result"])
         return {}
-
-
-def _fresh_id() -> str:
-    """A new session id of acpctl's."""
-    return uuid.uuid4().hex

@@ -19,6 +19,7 @@ from acpctl.store.sessions import (
     SessionMeta,
     StoredAt,
     checked_session_id,
+    valid_session_id,
 )
 
 
@@ -161,3 +162,20 @@ def not_found(session_id: Any, hint: str = "") -> RpcError:
     return RpcError(
         acp.RESOURCE_NOT_FOUND, f"session not found: {session_id}{hint}", {"sessionId": session_id}
     )
+
+
+def fresh_session_id() -> str:
+    """A new session id of acpctl's."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def client_session_id(
+    agent_id: str, stored: Callable[[str], bool], open_now: Callable[[str], object]
+) -> str:
+    """The id the editor knows a new session by: the agent's own, unless it cannot name a
+    directory or is taken (in the history, or open)."""
+    if not valid_session_id(agent_id) or stored(agent_id) or open_now(agent_id) is not None:
+        return fresh_session_id()
+    return agent_id

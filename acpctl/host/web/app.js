@@ -31,6 +31,7 @@ import { addressed } from "./text.js";
 const RETRY_MS = 2000;
 const AWAY_RETRY_MS = 10000;
 const TICK_MS = 15000; // the waiting cards' ages
+let sessionsStale = false; // the sessions changed while the page was hidden: not drawn
 
 function say(text) {
   byId("link").textContent = text;
@@ -42,21 +43,24 @@ page.render = () => {
   renderSessions(openSession);
 };
 
-// The lists, asked again: what waits (on _acpctl/waiting_changed), the sessions (on
-// _acpctl/sessions_changed), or both.
-async function refreshWaiting() {
+// The lists: as the host tells them when they change (_acpctl/waiting_changed,
+// _acpctl/sessions_changed carry them), or asked for (at the start).
+async function refreshWaiting(told) {
   if (!page.main) return;
-  const { waiting } = await page.main.request("_acpctl/waiting", {});
+  const { waiting } = told || (await page.main.request("_acpctl/waiting", {}));
   page.latest.waiting = waiting;
   notifyOpen(waitingNow()).catch(() => {});
   for (const entry of waiting) join(entry).catch(() => {});
   page.render();
 }
 
-async function refreshSessions() {
+async function refreshSessions(told) {
   if (!page.main) return;
-  page.latest.sessions = (await page.main.request("_acpctl/sessions", {})).sessions;
-  page.render();
+  page.latest.sessions = (told || (await page.main.request("_acpctl/sessions", {}))).sessions;
+  // A page nobody looks at (a phone's tab in the background) is drawn when it is looked
+  // at again.
+  if (document.hidden) sessionsStale = true;
+  else page.render();
 }
 
 page.refresh = async () => {
@@ -120,8 +124,12 @@ async function start() {
   }
   unreachableSince = null;
   main.onNotification = (message) => {
-    if (message.method === "_acpctl/waiting_changed") refreshWaiting().catch(() => {});
-    if (message.method === "_acpctl/sessions_changed") refreshSessions().catch(() => {});
+    const told = message.params && (message.params.waiting || message.params.sessions);
+    if (message.method === "_acpctl/waiting_changed") {
+      refreshWaiting(told ? message.params : undefined).catch(() => {});
+    } else if (message.method === "_acpctl/sessions_changed") {
+      refreshSessions(told ? message.params : undefined).catch(() => {});
+    }
   };
   main.onClose = () => {
     main.abandon();
@@ -154,6 +162,11 @@ byId("cancel").addEventListener("click", cancelTurn);
 byId("new-session").addEventListener("submit", (event) => {
   event.preventDefault();
   newSession(openSession).catch((error) => say(`(no new session: ${error.message})`));
+});
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden || !sessionsStale) return;
+  sessionsStale = false;
+  page.render();
 });
 setInterval(tickWaited, TICK_MS);
 start();
