@@ -71,9 +71,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from acpctl import paths
+from acpctl.config_values import fail as _fail
+from acpctl.config_values import flag as _flag
+from acpctl.config_values import seconds as _seconds
 from acpctl.errors import UsageError
 from acpctl.files import read_regular
 from acpctl.sandbox import SandboxSettings
+from acpctl.serve_config import Listener, ServeSettings, serve_settings
 
 if TYPE_CHECKING:
     from tomlkit.toml_document import TOMLDocument
@@ -143,37 +147,6 @@ class AgentSpec(NamedTuple):
     remote: Remote | None = None
 
 
-class ServeSettings(NamedTuple):
-    """[serve]: what the session host runs when an agent's question waits for a person
-    (host/notify.py)."""
-
-    on_waiting: tuple[str, ...] = ()  # an argv, run without a shell; empty: nothing
-    on_waiting_after_s: float = 30.0
-    on_waiting_timeout_s: float = 10.0
-    # The page's address as devices reach it (a proxy's), for on_waiting's summary; None:
-    # the TCP listener's own.
-    page_url: str | None = None
-    # The TCP listener the host was last started with (`serve --listen`, kept here): every
-    # later start of the host has it, by `serve`, by an editor's `run --acp`, by systemd.
-    listener: Listener | None = None
-    # Web Push (host/push.py): whether a push carries what the agent asks, the contact
-    # push services are given, and the private networks an endpoint may be in.
-    push_agent_text: bool = True
-    push_contact: str = "mailto:acpctl@localhost"
-    push_allow_addresses: tuple[str, ...] = ()
-
-
-class Listener(NamedTuple):
-    """[serve]'s listener keys: what `serve --listen` and its options said."""
-
-    listen: str  # HOST:PORT, the port the host bound
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    behind_tls_proxy: bool = False
-    allow_hosts: tuple[str, ...] = ()
-    allow_origins: tuple[str, ...] = ()
-
-
 class Config:
     def __init__(
         self,
@@ -228,10 +201,6 @@ class Config:
 
             self._document = tomlkit.parse(self.text)
         return self._document
-
-
-def _fail(path: Path, message: str) -> UsageError:
-    return UsageError(f"{path}: {message}", hint="fix the file by hand; acpctl wrote nothing")
 
 
 def url_problem(url: str) -> str | None:
@@ -420,86 +389,8 @@ def load(path: Path | None = None) -> Config:
         outage_limit,
         sandbox,
         base if _flag(path, sandbox_table, "default", "[sandbox] ") else None,
-        _serve_settings(path, plain.get("serve", {})),
+        serve_settings(path, plain.get("serve", {})),
     )
-
-
-def _serve_settings(path: Path, table: Any) -> ServeSettings:
-    if not isinstance(table, dict):
-        raise _fail(path, "[serve] must be a table")
-    argv = table.get("on_waiting", [])
-    if not isinstance(argv, list) or not all(isinstance(a, str) and a for a in argv):
-        raise _fail(
-            path,
-            '[serve] on_waiting must be a command as a list of strings (["ntfy", "publish", '
-            '"my-topic"]): it runs without a shell',
-        )
-    defaults = ServeSettings()
-    timeout = _seconds(
-        path, table, "on_waiting_timeout_s", defaults.on_waiting_timeout_s, "not allowed"
-    )
-    if timeout == 0:  # a notifier that hangs would pile up: it always has a limit
-        raise _fail(path, "[serve] on_waiting_timeout_s must be more than 0 seconds")
-    page_url = table.get("page_url")
-    if page_url is not None and (
-        not isinstance(page_url, str) or not page_url.startswith(("https://", "http://"))
-    ):
-        raise _fail(path, "[serve] page_url must be an http:// or https:// address")
-    return ServeSettings(
-        tuple(argv),
-        _seconds(path, table, "on_waiting_after_s", defaults.on_waiting_after_s, "at once"),
-        timeout,
-        page_url.rstrip("/") if page_url else None,
-        _listener(path, table),
-        *_push_settings(path, table, defaults),
-    )
-
-
-def _push_settings(
-    path: Path, table: dict[str, Any], defaults: ServeSettings
-) -> tuple[bool, str, tuple[str, ...]]:
-    import ipaddress
-
-    text = table.get("push_agent_text", defaults.push_agent_text)
-    if not isinstance(text, bool):
-        raise _fail(path, "[serve] push_agent_text must be true or false")
-    contact = table.get("push_contact", defaults.push_contact)
-    if not isinstance(contact, str) or not contact.startswith(("mailto:", "https://")):
-        raise _fail(path, "[serve] push_contact must be a mailto: or https:// address")
-    allowed = table.get("push_allow_addresses", [])
-    try:
-        if not isinstance(allowed, list):
-            raise TypeError
-        networks = tuple(str(ipaddress.ip_network(a, strict=False)) for a in allowed)
-    except (TypeError, ValueError) as exc:
-        raise _fail(
-            path, '[serve] push_allow_addresses must be a list of networks ("127.0.0.1/32")'
-        ) from exc
-    return text, contact, networks
-
-
-def _listener(path: Path, table: dict[str, Any]) -> Listener | None:
-    listen = table.get("listen")
-    if listen is None:
-        return None
-    if not isinstance(listen, str) or ":" not in listen:
-        raise _fail(path, '[serve] listen must be "HOST:PORT"')
-    files = {}
-    for key in ("tls_cert", "tls_key"):
-        value = table.get(key)
-        if value is not None and not (isinstance(value, str) and value):
-            raise _fail(path, f"[serve] {key} must be a file's path")
-        files[key] = value
-    lists = {}
-    for key in ("allow_hosts", "allow_origins"):
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise _fail(path, f"[serve] {key} must be a list of names")
-        lists[key] = tuple(value)
-    proxy = table.get("behind_tls_proxy", False)
-    if not isinstance(proxy, bool):
-        raise _fail(path, "[serve] behind_tls_proxy must be true or false")
-    return Listener(listen, files["tls_cert"], files["tls_key"], proxy, **lists)
 
 
 def remember_listener(config: Config, listener: Listener) -> None:
@@ -562,20 +453,6 @@ def _sandbox_settings(
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
-
-
-def _flag(path: Path, table: dict[str, Any], key: str, where: str = "") -> bool:
-    value = table.get(key, False)
-    if not isinstance(value, bool):
-        raise _fail(path, f"{where}{key} must be true or false")
-    return value
-
-
-def _seconds(path: Path, plain: dict[str, Any], key: str, default: float, zero: str) -> float:
-    value = plain.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise _fail(path, f"{key} must be a number of seconds (0: {zero})")
-    return float(value)
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:

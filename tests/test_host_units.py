@@ -558,22 +558,22 @@ def test_a_resume_says_running_while_another_clients_turn_runs() -> None:
 def test_the_listener_is_kept_in_serve_and_read_back(home: Path) -> None:
     """Issue 52, 3: `serve --listen` and its options, as bound, in config.toml's [serve]
     (the other keys and the comments kept); a bad value is said, with the key."""
-    from acpctl import config
+    from acpctl import config, serve_config
 
     path = home / "config" / "config.toml"
     path.parent.mkdir(parents=True)
     path.write_text('# mine\n[serve]\non_waiting = ["ntfy"]  # my notifier\n')
     cfg = config.load()
-    kept = config.Listener("127.0.0.1:8765", "/k/cert.pem", "/k/key.pem", True, ("desk",))
+    kept = serve_config.Listener("127.0.0.1:8765", "/k/cert.pem", "/k/key.pem", True, ("desk",))
     config.remember_listener(cfg, kept)
     config.save(cfg)
     text = path.read_text()
     assert "# mine" in text and "# my notifier" in text
     assert config.load().serve.listener == kept
     assert config.load().serve.on_waiting == ("ntfy",)
-    config.remember_listener(cfg, config.Listener("127.0.0.1:9000"))  # the options go too
+    config.remember_listener(cfg, serve_config.Listener("127.0.0.1:9000"))  # the options go too
     config.save(cfg)
-    assert config.load().serve.listener == config.Listener("127.0.0.1:9000")
+    assert config.load().serve.listener == serve_config.Listener("127.0.0.1:9000")
     for bad, said in (
         ("listen = 8765", "listen must be"),
         ('listen = "h:1"\nallow_hosts = "x"', "allow_hosts must be"),

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from acpctl import config, jsonrpc, paths
+from acpctl import config, jsonrpc, paths, serve_config
 from acpctl import protocol as acp
 from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError, UsageError
@@ -90,7 +90,7 @@ def remembered_listener(options: HostOptions) -> HostOptions:
 def _remember(options: HostOptions, host: str, port: int, log: logging.Logger) -> None:
     """The listener as bound (the port a :0 got), kept in config.toml's [serve]."""
     shown = f"[{host}]" if ":" in host else host
-    listener = config.Listener(
+    listener = serve_config.Listener(
         f"{shown}:{port}",
         str(options.tls_cert.resolve()) if options.tls_cert else None,
         str(options.tls_key.resolve()) if options.tls_key else None,

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlencode
 
 from acpctl import protocol as acp
-from acpctl.config import ServeSettings
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.context import Connection
 from acpctl.runner.idmap import ReverseRequest
+from acpctl.serve_config import ServeSettings
 
 if TYPE_CHECKING:
     from acpctl.host.push import Pusher
