@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.host.connection import LogicalConnection, Reader
+from acpctl.host.connection import LogicalConnection
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
+from acpctl.host.outbox import Reader
 from acpctl.runner.session import SessionRecord
 from acpctl.store.sessions import SessionMeta, SessionStore
 

@@ -14,9 +14,10 @@ import pytest
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host.connection import CONNECTION_STREAM, LogicalConnection, Reader
+from acpctl.host.connection import CONNECTION_STREAM, LogicalConnection
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
 from acpctl.host.main import HostOptions, check_options
+from acpctl.host.outbox import Reader
 from acpctl.host.tokens import load_or_create
 from tests.conftest import cli, run
 
@@ -386,7 +387,7 @@ def test_an_outbox_bounds_how_far_a_transport_may_fall_behind() -> None:
     timeout, None once closed and empty; a transport past MAX_BEHIND is cut off."""
     import logging
 
-    from acpctl.host.connection import Outbox
+    from acpctl.host.outbox import Outbox
 
     async def scenario() -> None:
         outbox = Outbox(logging.getLogger("tests.host"))
@@ -411,7 +412,7 @@ def test_the_unix_socket_is_written_as_sent_and_cut_off_past_max_behind(
     import asyncio
     import logging
 
-    from acpctl.host.connection import Outbox
+    from acpctl.host.outbox import Outbox
     from acpctl.host.unix import UnixSender
 
     monkeypatch.setattr(Outbox, "MAX_BEHIND", 1 << 20)

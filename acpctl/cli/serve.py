@@ -154,18 +154,18 @@ def serve(
 ) -> None:
     """Run the session host: agents and sessions that outlive the editor, shared by several
     clients, on a unix socket and (with --listen) ACP's WebSocket transport."""
-    from acpctl.host import main
+    from acpctl.host import asked, main
 
     if token_file is not None and not show_token:
         raise UsageError("--token-file goes with --show-token")
     if (name is not None or public_url is not None or qr_png is not None) and not pair:
         raise UsageError("--name, --public-url and --qr-png go with --pair")
     if show_token:
-        raise typer.Exit(main.show_token(observer, token_file))
+        raise typer.Exit(asked.show_token(observer, token_file))
     if rotate_token:
-        raise typer.Exit(main.rotate(observer))
+        raise typer.Exit(asked.rotate(observer))
     if status:
-        raise typer.Exit(main.show_status(as_json))
+        raise typer.Exit(asked.show_status(as_json))
     if pair or devices or revoke is not None:
         raise typer.Exit(
             _devices(pair, name, public_url, qr_png, devices, revoke, observer, as_json)

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
 import signal
 import ssl
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,20 +23,17 @@ from acpctl import config, jsonrpc, paths, serve_config
 from acpctl import protocol as acp
 from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError, UsageError
-from acpctl.files import atomic_write
 from acpctl.host import unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
-from acpctl.host.devices import PAIR_CODE_TTL_S, Devices
+from acpctl.host.devices import Devices
 from acpctl.host.door import HEADER_TIMEOUT_S, Door, raise_file_limit
 from acpctl.host.http import ENDPOINT, SlowHeadersGuard, make_app
 from acpctl.host.notify import Notifier
-from acpctl.host.page import PAIR_PATH
 from acpctl.host.push import Pusher
-from acpctl.host.registry import Connections
-from acpctl.host.tokens import ROLES, load_or_create
-from acpctl.host.tokens import rotate as rotate_token
+from acpctl.host.tcp_controls import TcpDoor, page_address
+from acpctl.host.tokens import load_or_create
 from acpctl.jsonrpc import JsonObject
-from acpctl.remote.host_socket import ask_host, read_status
+from acpctl.remote.host_socket import read_status
 from acpctl.runner.runlog import open_log
 from acpctl.store.sessions import SessionStore
 
@@ -106,78 +101,6 @@ def _remember(options: HostOptions, host: str, port: int, log: logging.Logger) -
             log.info("session host: its listener kept in %s ([serve])", cfg.path)
     except (AcpctlError, OSError) as exc:  # the host still serves; the next start may not
         log.warning("session host: its listener could not be kept in config.toml: %s", exc)
-
-
-class TcpDoor:
-    """The TCP listener's door and its logical connections, as what the unix socket asks
-    changes them: a token rotated (the new token from then on, the old one's connections
-    ended), a device paired (a one-time code) or revoked (its connections ended)."""
-
-    def __init__(self, pool: AgentPool, log: logging.Logger, devices: Devices) -> None:
-        self.door: Door | None = None  # with --listen
-        self.connections = Connections(pool, log)
-        self.devices = devices
-        self.log = log
-        self.listening: list[JsonObject] = []  # the TCP listener's address, once it listens
-
-    def controls(self) -> dict[str, unix.Control]:
-        """What the unix socket may ask of the door."""
-        return {
-            acp.HOST_ROTATE_TOKEN: self.rotate,
-            acp.HOST_PAIR: self.pair,
-            acp.HOST_DEVICES: self.listed,
-            acp.HOST_REVOKE: self.revoke,
-        }
-
-    async def pair(self, params: JsonObject) -> JsonObject:
-        """A one-time code that pairs a device, and the page's address it goes with."""
-        if self.door is None or not self.listening:
-            raise AcpctlError(
-                "the session host has no TCP listener for a device to reach: restart it "
-                "with one (acpctl serve --replace --listen 127.0.0.1:8765)"
-            )
-        role = params.get("role", acp.CONTROLLER)
-        name = params.get("name")
-        code, named = self.devices.pairing_code(str(role), name if isinstance(name, str) else None)
-        page = page_address(str(self.listening[0]["address"]))
-        self.log.info("session host: a pairing code for device %r (%s)", named, role)
-        return {
-            "name": named,
-            "role": role,
-            "expiresIn": PAIR_CODE_TTL_S,
-            "code": code,
-            "url": f"{page}{PAIR_PATH}#{code}",
-        }
-
-    async def listed(self, params: JsonObject) -> JsonObject:
-        return {"devices": self.devices.listed()}
-
-    async def revoke(self, params: JsonObject) -> JsonObject:
-        """The device unpaired: its credential refused, its connections ended, now."""
-        name = params.get("name")
-        device = self.devices.revoke(str(name))
-        ended = self.connections.end_device(device.name)
-        self.log.info("session host: device %r revoked; %d connection(s) ended", name, ended)
-        return {"name": device.name, "ended": ended}
-
-    async def rotate(self, params: JsonObject) -> JsonObject:
-        role = params.get("role")
-        if role not in ROLES:
-            raise AcpctlError(f"no token role {role!r}: {' or '.join(ROLES)}")
-        tokens = rotate_token(str(role))
-        ended = 0
-        if self.door is not None:
-            self.door.tokens = tokens
-            ended = self.connections.end_role(str(role))
-        self.log.info(
-            "session host: a new %s token; %d connection(s) with the old one ended", role, ended
-        )
-        return {"role": role, "ended": ended}
-
-
-def page_address(address: str) -> str:
-    """The host's page, from its listener's ACP address (wss://HOST:PORT/acp)."""
-    return address.replace("wss://", "https://").replace("ws://", "http://").removesuffix(ENDPOINT)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -471,91 +394,3 @@ def _host_names(host: str, port: int, extra: list[str]) -> frozenset[str]:
         else:
             allowed |= {name, f"{name}:{port}"}
     return frozenset(allowed)
-
-
-def show_token(observer: bool, token_file: Path | None = None) -> int:
-    """Print a token, or write it to `token_file` (0600): never new tokens while a host
-    runs with the old ones (a tokens file deleted under it)."""
-    if not paths.host_tokens().exists():
-        running = asyncio.run(read_status())
-        listens = running is not None and any(
-            str(listener.get("address", "")).startswith(("ws://", "wss://"))
-            for listener in running.get("listening", [])
-        )
-        if listens:  # a host without a TCP listener holds no tokens: new ones are made
-            assert running is not None
-            raise AcpctlError(
-                f"{paths.host_tokens()} is gone while the session host (pid {running['pid']}) "
-                "runs with the tokens it held",
-                hint="`acpctl serve --rotate-token` (and with --observer) makes new ones "
-                "that the running host takes",
-            )
-    token = load_or_create().by_role[acp.OBSERVER if observer else acp.CONTROLLER]
-    if token_file is None:
-        sys.stdout.write(token + "\n")
-        return 0
-    atomic_write(token_file, (token + "\n").encode())
-    sys.stderr.write(
-        f"acpctl: the {'observer' if observer else 'controller'} token is in {token_file} (0600)\n"
-    )
-    return 0
-
-
-def rotate(observer: bool) -> int:
-    """A new token for the role, taken by the running host (whose connections with the old
-    one end), or written to the tokens file for the next start when no host runs."""
-    role = acp.OBSERVER if observer else acp.CONTROLLER
-    running = asyncio.run(read_status())
-    if running is None:
-        rotate_token(role)
-        sys.stderr.write(f"acpctl: a new {role} token (no session host runs: the next takes it)\n")
-        return 0
-    answer = asyncio.run(ask_host(acp.HOST_ROTATE_TOKEN, {"role": role}))
-    if not isinstance(answer, dict) or "result" not in answer:
-        error = answer.get("error") if isinstance(answer, dict) else None
-        said = error.get("message") if isinstance(error, dict) else answer or "no answer"
-        raise AcpctlError(
-            f"the session host (pid {running['pid']}) did not take a new token: {said}",
-            hint="a host older than this acpctl: restart it (acpctl serve --replace)",
-        )
-    ended = answer["result"].get("ended", 0)
-    sys.stderr.write(
-        f"acpctl: a new {role} token, taken by the session host; {ended} connection(s) "
-        "with the old one ended (`acpctl serve --show-token"
-        + (" --observer" if observer else "")
-        + "` prints it)\n"
-    )
-    return 0
-
-
-def show_status(as_json: bool) -> int:
-    status = asyncio.run(read_status())  # acpctl.remote.host_socket
-    if status is None:
-        sys.stderr.write(f"acpctl: no session host answers on {paths.host_socket()}\n")
-        return 1
-    if as_json:
-        sys.stdout.write(json.dumps(status, indent=2) + "\n")
-        return 0
-    sys.stdout.write(f"session host pid {status['pid']}, acpctl {status.get('version')}\n")
-    for listener in status.get("listening", []):
-        sys.stdout.write(f"listening on {listener['address']}\n")
-    if not status["agents"]:
-        sys.stdout.write("no agent running\n")
-    for agent in status["agents"]:
-        rss = f"{agent['rss'] / 2**20:.1f} MiB" if agent.get("rss") else "-"
-        spare = " (spare)" if agent.get("spare") else ""
-        since = agent.get("notRespondingSince")
-        silent = (
-            f", not responding since {time.strftime('%H:%M:%S', time.localtime(since))}"
-            if since
-            else ""
-        )
-        sys.stdout.write(
-            f"{agent['agent']}{spare}: pid {agent['agentPid'] or '-'}, {rss}, "
-            f"{agent['clients']} client(s), {len(agent['sessions'])} session(s){silent}\n"
-        )
-        for session in agent["sessions"]:
-            who = ", ".join(f"{c['name']} ({c['role']})" for c in session["clients"]) or "-"
-            state = "running" if session["running"] else "idle"
-            sys.stdout.write(f"  {session['sessionId']}  {state}  {who}\n")
-    return 0

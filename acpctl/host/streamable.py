@@ -27,12 +27,11 @@ from acpctl.host.connection import (
     CONNECTION_ID_HEADER,
     CONNECTION_STREAM,
     SESSION_ID_HEADER,
-    Backlog,
     LogicalConnection,
-    Outbox,
     TooManySessions,
 )
 from acpctl.host.cursors import ResumeRefused
+from acpctl.host.outbox import Backlog, Outbox
 from acpctl.host.registry import Caller, Connections, TooManyConnections
 
 SSE = "text/event-stream"

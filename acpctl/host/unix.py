@@ -36,12 +36,11 @@ from acpctl.errors import AcpctlError
 from acpctl.host.agents import AgentChanged, AgentPool
 from acpctl.host.connection import (
     LogicalConnection,
-    Outbox,
-    Reader,
     resume,
     resume_failed,
 )
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
+from acpctl.host.outbox import Outbox, Reader
 from acpctl.host.registry import Caller, Connections
 from acpctl.jsonrpc import JsonObject
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines

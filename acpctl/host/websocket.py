@@ -24,13 +24,12 @@ from acpctl.errors import AcpctlError
 from acpctl.host.connection import (
     CONNECTION_ID_HEADER,
     LogicalConnection,
-    Outbox,
-    Reader,
     resume,
     resume_failed,
     resume_request,
 )
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
+from acpctl.host.outbox import Outbox, Reader
 
 TOO_SLOW = 1013  # "try again later"
 POLICY = 1008
