@@ -151,7 +151,7 @@ def write_executable(path: Path, body: str) -> Path:
 
 def stored_updates(store: Any, session_id: str) -> list[dict[str, Any]]:
     """A stored session's session/update payloads, in order."""
-    from acpctl.store.sessions import event_update
+    from acpctl.store.lines import event_update
 
     return [u for u in map(event_update, store.iter_events(session_id)) if u is not None]
 

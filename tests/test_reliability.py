@@ -385,7 +385,8 @@ def load_is_refused(root: Path, session_id: str, said: str) -> None:
 
 
 def test_a_symlinked_event_log_is_refused_not_followed(tmp_path: Path) -> None:
-    from acpctl.store.sessions import CorruptSession, SessionMeta, SessionStore
+    from acpctl.store.lines import CorruptSession
+    from acpctl.store.sessions import SessionMeta, SessionStore
 
     store = SessionStore(tmp_path / "sessions")
     store.create(SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")).close()
@@ -407,7 +408,8 @@ def test_an_event_log_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Pa
     """A FIFO (or a device) in place of events.jsonl: every reader and writer refuses it
     with a clear error at once, where opening it would block (and a host with it); a
     resume that would read it back is refused."""
-    from acpctl.store.sessions import CorruptSession, SessionMeta, SessionStore
+    from acpctl.store.lines import CorruptSession
+    from acpctl.store.sessions import SessionMeta, SessionStore
 
     store = SessionStore(tmp_path / "sessions")
     store.create(SessionMeta(id="s1", agent="demo", command=[], cwd="/tmp")).close()

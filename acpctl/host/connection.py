@@ -35,7 +35,8 @@ from acpctl.host.outbox import Backlog, Outbox, Reader
 from acpctl.jsonrpc.channel import Recorded
 from acpctl.jsonrpc.framing import BadLine, Batch, Message, parse_message
 from acpctl.jsontext import decode_text, encode_text
-from acpctl.store.sessions import SessionStore, StoredAt
+from acpctl.store.lines import StoredAt
+from acpctl.store.sessions import SessionStore
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from acpctl import cursors_wire
 from acpctl.jsontext import decode_text
-from acpctl.store.sessions import SessionStore, StoredAt
+from acpctl.store.lines import StoredAt
+from acpctl.store.sessions import SessionStore
 
 ALL_STREAMS = None  # what a WebSocket reads: every stream of the connection
 RECENT_TEXTS = 8192  # a few of the agent's reads: written to the store by then

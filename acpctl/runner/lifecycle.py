@@ -27,13 +27,9 @@ from acpctl.runner.session import (
     not_found,
     wire_session_id,
 )
-from acpctl.store.sessions import (
-    CorruptSession,
-    HistoryWriter,
-    SessionMeta,
-    utc_stamp,
-    valid_session_id,
-)
+from acpctl.store.lines import CorruptSession
+from acpctl.store.sessions import SessionMeta, utc_stamp, valid_session_id
+from acpctl.store.writer import HistoryWriter
 
 # Opens the history of a new session: (editor's id, agent's id) -> (metadata, writer).
 OpenHistory = Callable[[str, str], tuple[SessionMeta, HistoryWriter]]

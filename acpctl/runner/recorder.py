@@ -31,16 +31,9 @@ from typing import Any
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.session import SessionRecord
-from acpctl.store.sessions import (
-    CorruptSession,
-    DeferredHistory,
-    DiscardedHistory,
-    HistoryWriter,
-    SessionMeta,
-    SessionStore,
-    title_from_prompt,
-    utc_now,
-)
+from acpctl.store.lines import CorruptSession
+from acpctl.store.sessions import SessionMeta, SessionStore, title_from_prompt, utc_now
+from acpctl.store.writer import DeferredHistory, DiscardedHistory, HistoryWriter
 
 # How long a group commit waits for more turns to end before it syncs them all. Not less:
 # each commit slows the turns beside it (its worker shares the interpreter with the relay,

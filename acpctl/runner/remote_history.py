@@ -21,7 +21,8 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
 from acpctl.runner.recorder import Recorder
 from acpctl.runner.session import SessionRecord
-from acpctl.store.sessions import CorruptSession, SessionStore, valid_session_id
+from acpctl.store.lines import CorruptSession
+from acpctl.store.sessions import SessionStore, valid_session_id
 
 OPENING = frozenset({acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK})
 

@@ -14,7 +14,8 @@ from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.channel import Channel
-from acpctl.store.sessions import SessionMeta, SessionStore, StoredUpdate
+from acpctl.store.lines import StoredUpdate
+from acpctl.store.sessions import SessionMeta, SessionStore
 
 LIST_PAGE_SIZE = 100
 REPLAY_DRAIN_EVERY = 512

@@ -37,7 +37,7 @@ from acpctl.runner.questions import Questions
 from acpctl.runner.replies import ReadLoopReply
 from acpctl.runner.session import SessionRecord
 from acpctl.runner.turns import Turns
-from acpctl.store.sessions import CorruptSession
+from acpctl.store.lines import CorruptSession
 
 # How long in-flight requests may take to answer once the editor has gone or a signal came.
 SHUTDOWN_GRACE_S = 2.0

@@ -13,14 +13,14 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client
 from acpctl.runner.state import SessionState
+from acpctl.store.lines import StoredAt
 from acpctl.store.sessions import (
-    HistoryWriter,
     InvalidSessionId,
     SessionMeta,
-    StoredAt,
     checked_session_id,
     valid_session_id,
 )
+from acpctl.store.writer import HistoryWriter
 
 
 @dataclass(eq=False)  # compared, and hashed, by identity

@@ -39,13 +39,8 @@ from acpctl.store.index import (
     record_scan,
     scanned_at,
 )
-from acpctl.store.sessions import (
-    EVENTS_FILE,
-    TURN_ENDS,
-    SessionStore,
-    event_update,
-    events_from,
-)
+from acpctl.store.lines import event_update, events_from
+from acpctl.store.sessions import EVENTS_FILE, TURN_ENDS, SessionStore
 
 HISTORY_FILE = "history.sqlite3"
 SCHEMA_VERSION = 3

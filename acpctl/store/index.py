@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from acpctl import paths
+from acpctl.store.lines import CorruptSession
 from acpctl.store.sessions import (
     COUNT,
     EVENTS_FILE,
     META_FIELDS,
     SESSION_FILE,
-    CorruptSession,
     SessionMeta,
     SessionStore,
     valid_session_id,

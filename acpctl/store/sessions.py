@@ -41,18 +41,27 @@ import json
 import os
 import re
 import shutil
-import stat
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any
 
 from acpctl import paths
-from acpctl.errors import AcpctlError
 from acpctl.files import atomic_write
-from acpctl.jsontext import decode_text
+from acpctl.store.lines import (
+    READ_CHUNK_BYTES,
+    CorruptSession,
+    StoredAt,
+    StoredUpdate,
+    agent_raw,
+    event_update,
+    open_private,
+    opened_at,
+    refuse_linked_dir,
+    whole_lines,
+)
+from acpctl.store.writer import HistoryWriter
 
 try:
     import fcntl
@@ -228,319 +237,6 @@ META_FIELDS = (
     MetaField("name", "name", OPTIONAL_TEXT, "name"),
     MetaField("state", "state", OBJECT, "state"),
 )
-
-
-def event_update(event: dict[str, Any]) -> dict[str, Any] | None:
-    """The session/update payload of a stored event, or None for other events."""
-    kind = event.get("type")
-    if kind == "update":
-        update = event.get("update")
-    elif kind == "agent":
-        message = event.get("message")
-        params = message.get("params") if isinstance(message, dict) else None
-        update = params.get("update") if isinstance(params, dict) else None
-    else:
-        return None
-    return update if isinstance(update, dict) else None
-
-
-# An "agent" event line as HistoryWriter.agent_message writes it, around the message:
-# `{"ts":N,"type":"agent","message":` M `}` and a newline.
-_AGENT_HEAD = b'{"ts":'
-_AGENT_MIDDLE = b',"type":"agent","message":'
-_AGENT_TAIL = b"}\n"
-_TS_MAX = 32  # bytes a timestamp can take
-_MIDDLE_FROM = len(_AGENT_HEAD)
-_MIDDLE_TO = _MIDDLE_FROM + _TS_MAX + len(_AGENT_MIDDLE)
-
-
-def _agent_raw(line: bytes) -> bytes | None:
-    """The notification inside a line in the writer's "agent" shape, `{"ts":N,"type":
-    "agent","message":M}`, as M's bytes: everything between the middle and the closing
-    brace (a number holds no such text); None for a line of another shape. Not decoded."""
-    if not (line.startswith(_AGENT_HEAD) and line.endswith(_AGENT_TAIL)):
-        return None
-    middle = line.find(_AGENT_MIDDLE, _MIDDLE_FROM, _MIDDLE_TO)
-    if middle < 0:
-        return None
-    return line[middle + len(_AGENT_MIDDLE) : -len(_AGENT_TAIL)]
-
-
-def agent_message_line(event: dict[str, Any], line: bytes) -> bytes | None:
-    """The agent's notification inside an "agent" event, as the line it arrived as: when
-    the line (already parsed whole as `event`, exactly these three keys) has the writer's
-    shape `{"ts":N,"type":"agent","message":M}`, everything between the middle and the
-    closing brace is M's JSON value (a number holds no such text). Called for every line a
-    session/load replays: the cheapest tests come first."""
-    if (
-        event.get("type") != "agent"
-        or len(event) != 3
-        or not isinstance(event.get("message"), dict)
-        or (raw := _agent_raw(line)) is None
-    ):
-        return None
-    return raw + b"\n"
-
-
-# Where an agent's notification is in a session's history: (the session's id, a byte
-# offset of its events file, n): the nth "agent" event (from 0) after that offset
-# (HistoryWriter.last_agent_line). A plain tuple: one is made for every relayed line.
-StoredAt = tuple[str, int, int]
-
-
-class StoredUpdate(NamedTuple):
-    """One stored session/update payload, and the event line it came in."""
-
-    update: dict[str, Any]
-    event: dict[str, Any]
-    line: bytes
-    session_id: str
-
-    def raw(self) -> bytes | None:
-        """The agent's notification as its own line, when it can be sent on as it is (for
-        this session, stored in the writer's shape); None: to wrap (the user's prompts;
-        notifications stored in another shape or under another session id of the
-        agent's). Found only when asked: a replay that joins fragments needs few."""
-        message = agent_message_line(self.event, self.line)
-        if message is None:
-            return None
-        params = self.event["message"].get("params")
-        if isinstance(params, dict) and params.get("sessionId") == self.session_id:
-            return message
-        return None
-
-
-READ_CHUNK_BYTES = 1 << 20
-_UNREADABLE = object()
-
-
-def events_from(path: Path, offset: int) -> Iterator[tuple[dict[str, Any], int]]:
-    """The events of an events.jsonl from byte `offset` on, each with where its line ends:
-    whole lines only (one still being written is left for the next reader), torn or
-    corrupt ones skipped. For readers that follow a file as it grows."""
-    handle = _opened_at(path, offset)
-    if handle is None:
-        return
-    with handle:
-        for event, _, end in _whole_lines(handle, offset):
-            yield event, end
-
-
-def _opened_at(path: Path, offset: int) -> BinaryIO | None:
-    """The events file at `path`, read from byte `offset`; None when it cannot be read
-    (gone, a link, not a regular file): a reader that follows a file takes that as no more
-    lines yet."""
-    try:
-        handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
-    except (OSError, CorruptSession):
-        return None
-    handle.seek(offset)
-    return handle
-
-
-def _whole_lines(handle: BinaryIO, offset: int) -> Iterator[tuple[dict[str, Any], bytes, int]]:
-    """(event, its line, where the line ends) from the handle's position, `offset`. Lines
-    are read a chunk at a time and each parsed as it is taken (a chunk's thousands of
-    values made at once would be traversed again and again by the garbage collector); a
-    line without its newline is one still being written, or the torn end a crashed writer
-    left: reading stops before it."""
-    while lines := handle.readlines(READ_CHUNK_BYTES):
-        torn = not lines[-1].endswith(b"\n")
-        if torn:
-            lines.pop()
-        for event, line in zip(map(_parse_one, lines), lines, strict=True):
-            offset += len(line)
-            if isinstance(event, dict):
-                yield event, line, offset
-        if torn:
-            return
-
-
-def _parse_one(line: bytes) -> Any:
-    """The line's JSON value, _UNREADABLE for a line that is not exactly one."""
-    try:
-        return decode_text(line)
-    except (ValueError, RecursionError):
-        return _UNREADABLE
-
-
-class CorruptSession(AcpctlError):
-    """session.json is missing or unreadable, or a file of the session is a symlink."""
-
-
-def refuse_linked_dir(directory: Path | str) -> None:
-    if os.path.islink(directory):
-        raise CorruptSession(f"{directory} is a symbolic link; acpctl does not follow it")
-
-
-def open_private(path: Path | str, flags: int) -> int:
-    """Open a file of the store without following a symlink: a link planted in the store
-    must not redirect a conversation to a file elsewhere; and only a regular file (a FIFO
-    would block the reader, and with it every session of a host, for good). CorruptSession
-    says which."""
-    nofollow = getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags | nofollow | os.O_NONBLOCK, paths.PRIVATE_FILE_MODE)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise CorruptSession(f"{path} is a symbolic link; acpctl does not follow it") from exc
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise CorruptSession(f"{path} is not a regular file; acpctl does not read it")
-    os.set_blocking(fd, True)
-    return fd
-
-
-class HistoryWriter:
-    """Appends events to one session's events.jsonl (see the module docstring)."""
-
-    def __init__(self, path: Path, fd: int | None = None) -> None:
-        """`fd`: -1 for a writer with no file (yet), else the file at `path` is opened."""
-        self.path = path
-        self._fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) if fd is None else fd
-        self._buffer: list[bytes] = []
-        self._stamped = 0.0
-        self._head = b""
-        self._end = -1  # where the file ended after this writer's last write (-1: unknown)
-        # Where the file ended when this writer took its first agent line (-1: none taken
-        # yet, -2: it had no file then), and how many it has taken since: together they say
-        # where each one is in the file (last_agent_line).
-        self._agent_from = -1
-        self._agent_lines = 0
-
-    def append(self, event: dict[str, Any]) -> None:
-        self._buffer.append(
-            json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        )
-
-    def event(self, kind: str, **fields: Any) -> None:
-        """An event of this `type`, stamped now (the module docstring lists the kinds)."""
-        self.append({"ts": round(time.time(), 3), "type": kind, **fields})
-
-    def update(self, update: Any) -> None:
-        self.event("update", update=update)
-
-    def agent_message(self, raw: bytes) -> None:
-        """A session/update notification as the agent sent it (one valid JSON line). The
-        hot path of recording: the line's head is formatted once a millisecond (the
-        timestamps' resolution), not once a message."""
-        now = time.time()
-        if now - self._stamped >= 0.001:
-            self._stamped = now
-            self._head = b"%s%.3f%s" % (_AGENT_HEAD, now, _AGENT_MIDDLE)
-        if raw.endswith((b"\n", b"\r")):
-            raw = raw.rstrip(b"\r\n")
-        self._buffer += (self._head, raw, b"}\n")
-        if not self._agent_lines:
-            self._agent_from = os.fstat(self._fd).st_size if self._fd >= 0 else -2
-        self._agent_lines += 1
-
-    def last_agent_line(self, session_id: str) -> StoredAt | None:
-        """Where the agent line taken last goes in the file (of the session `session_id`);
-        None when that cannot be said (no file)."""
-        if self._agent_from < 0:
-            return None
-        return (session_id, self._agent_from, self._agent_lines - 1)
-
-    def turn_end(self, stop_reason: str, usage: dict[str, Any] | None = None) -> None:
-        self.event("turn_end", stopReason=stop_reason, **({"usage": usage} if usage else {}))
-
-    def turn_error(self, message: str) -> None:
-        self.event("turn_error", message=message)
-
-    def flush(self) -> None:
-        """Write what is buffered. On a failed write (a full disk) the part of it that
-        reached the file is cut off again, so no partial line stays, and everything is kept
-        for the next flush; the OSError is raised."""
-        if not self._buffer or self._fd < 0:
-            return
-        data = self._line_start() + b"".join(self._buffer)
-        self._buffer.clear()
-        written = 0
-        try:
-            while written < len(data):
-                written += os.write(self._fd, memoryview(data)[written:])
-        except OSError:
-            self._buffer.append(data.removeprefix(b"\n"))
-            if written:
-                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
-            self._end = -1
-            raise
-        self._end += written
-
-    def _line_start(self) -> bytes:
-        """A newline to write first when the file does not end a line: another writer (or
-        a crash) left a torn last line, and the next event must not be glued to it (the
-        reader then skips only the fragment). One fstat a flush; the last byte is read
-        only when someone else wrote since this writer did."""
-        size = os.fstat(self._fd).st_size
-        if size == self._end:
-            return b""
-        self._end = size
-        if size and os.pread(self._fd, 1, size - 1) != b"\n":
-            return b"\n"
-        return b""
-
-    def write_through(self, data: bytes) -> None:
-        """Append bytes that already are whole event lines (a fork's copied history)."""
-        self._buffer.append(data)
-        self.flush()
-
-    def sync(self) -> None:
-        self.flush()
-        if self._fd >= 0:
-            os.fsync(self._fd)
-
-    def duplicate(self) -> int | None:
-        """A descriptor of the file another thread can fsync and close, whatever happens
-        to this writer meanwhile; None once it is closed."""
-        return os.dup(self._fd) if self._fd >= 0 else None
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            try:
-                self.sync()
-            finally:
-                os.close(self._fd)
-                self._fd = -1
-
-
-class DeferredHistory(HistoryWriter):
-    """The writer of a session whose files could not be created yet (a full disk): it
-    buffers events as any writer does, and each flush tries to create the files again.
-    Once that works it adopts the new file, and the session is recorded from its start."""
-
-    def __init__(self, create: Callable[[], HistoryWriter]) -> None:
-        super().__init__(Path(os.devnull), fd=-1)
-        self._create: Callable[[], HistoryWriter] | None = create
-
-    def flush(self) -> None:
-        if self._create is not None:
-            if not self._buffer:
-                return
-            created = self._create()  # raises OSError while it still cannot
-            self._create = None
-            self.path, self._fd, created._fd = created.path, created._fd, -1
-        super().flush()
-
-    def close(self) -> None:
-        if self._create is not None:
-            self.flush()  # the last chance; an OSError says what is lost
-        super().close()
-
-
-class DiscardedHistory(HistoryWriter):
-    """The writer of a session that is not recorded (`acpctl run --acp --no-history`)."""
-
-    def __init__(self) -> None:
-        super().__init__(Path(os.devnull), fd=-1)
-
-    def append(self, event: dict[str, Any]) -> None:
-        pass
-
-    def agent_message(self, raw: bytes) -> None:
-        pass
 
 
 class SessionStore:
@@ -724,7 +420,7 @@ class SessionStore:
         writer counted them; nothing is decoded: a caller checks what it gets. Fewer when
         the file holds fewer (not written yet, cut or gone)."""
         session_id, offset, nth = at
-        handle = _opened_at(self.session_dir(session_id) / EVENTS_FILE, offset)
+        handle = opened_at(self.session_dir(session_id) / EVENTS_FILE, offset)
         if handle is None:
             return
         index = 0
@@ -733,7 +429,7 @@ class SessionStore:
                 for line in lines:
                     if not line.endswith(b"\n"):  # still being written, or torn
                         return
-                    raw = _agent_raw(line)
+                    raw = agent_raw(line)
                     if raw is None:
                         continue
                     if index >= nth:
@@ -749,14 +445,14 @@ class SessionStore:
             yield event
 
     def _iter_lines(self, session_id: str) -> Iterator[tuple[dict[str, Any], bytes]]:
-        """(event, its line) in order, from the start (see _whole_lines)."""
+        """(event, its line) in order, from the start (see whole_lines)."""
         path = self.session_dir(session_id) / EVENTS_FILE
         try:
             handle = os.fdopen(open_private(path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             return
         with handle:
-            for event, line, _ in _whole_lines(handle, 0):
+            for event, line, _ in whole_lines(handle, 0):
                 yield event, line
 
     def delete(self, session_id: str) -> bool:

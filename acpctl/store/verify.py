@@ -12,14 +12,12 @@ from pathlib import Path
 from acpctl import paths
 from acpctl.files import atomic_write
 from acpctl.store.index import SessionIndex
+from acpctl.store.lines import CorruptSession, event_update, open_private
 from acpctl.store.sessions import (
     EVENTS_FILE,
     TURN_ENDS,
-    CorruptSession,
     SessionMeta,
     SessionStore,
-    event_update,
-    open_private,
     title_from_prompt,
     utc_stamp,
     valid_session_id,

@@ -18,7 +18,8 @@ from markdown_it.utils import OptionsDict
 
 from acpctl import __version__
 from acpctl import protocol as acp
-from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
+from acpctl.store.lines import event_update
+from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore
 from acpctl.terminal.render import STATUS_MARK, content_text, diff_lines, money
 from acpctl.terminal.transcript import answer_of
 

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from acpctl import protocol as acp
-from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore, event_update
+from acpctl.store.lines import event_update
+from acpctl.store.sessions import TURN_ENDS, SessionMeta, SessionStore
 from acpctl.terminal.render import (
     DIM,
     YELLOW,

@@ -12,13 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from acpctl.store.sessions import (
-    EVENTS_FILE,
-    TURN_ENDS,
-    SessionMeta,
-    SessionStore,
-    events_from,
-)
+from acpctl.store.lines import events_from
+from acpctl.store.sessions import EVENTS_FILE, TURN_ENDS, SessionMeta, SessionStore
 from acpctl.terminal.render import DIM
 from acpctl.terminal.transcript import EventView
 
