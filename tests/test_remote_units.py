@@ -370,7 +370,7 @@ def test_doctor_flags_a_remote_token_file_others_can_read(tmp_path: Path) -> Non
 
 
 def test_the_status_line_shows_the_link_down_while_it_is() -> None:
-    from acpctl.terminal.client import RelayConnection
+    from acpctl.terminal.relay_connection import RelayConnection
     from acpctl.terminal.render import Renderer
     from acpctl.terminal.status_line import StatusLine
 

@@ -239,14 +239,14 @@ def fork(
     import json
 
     from acpctl.jsonrpc import RpcError
-    from acpctl.terminal import client
+    from acpctl.terminal import attach as attaching
 
     if name is not None:
         name = check_name(name)
     # Looked up once, now: once the fork has its name, a prefix may name both.
     parent = _resolve(_store(), session)
     try:
-        forked = client.fork(parent, name)
+        forked = attaching.fork(parent, name)
     except RpcError as exc:
         typer.echo(f"acpctl: error: the fork failed: {exc.message}", err=True)
         raise typer.Exit(1) from exc
@@ -273,12 +273,12 @@ def attach(
     """Join a session the session host (acpctl serve) holds: its history, then everything
     that happens in it; as a controller you prompt and answer the agent's permission
     requests beside the other clients."""
-    from acpctl.terminal import client
+    from acpctl.terminal import attach as attaching
 
     if output_format not in ("text", "json"):
         raise typer.BadParameter("text or json", param_hint="--format")
     meta = _named_or_latest(_store(), session, latest, agent)
-    raise typer.Exit(client.attach(meta, observe, output_format))
+    raise typer.Exit(attaching.attach(meta, observe, output_format))
 
 
 @app.command("show")
