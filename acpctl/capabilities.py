@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from acpctl import protocol as acp
+
 
 class AgentCapabilities:
     def __init__(self, initialize_result: Any = None) -> None:
@@ -36,3 +38,17 @@ class AgentCapabilities:
         meta = self.raw.get("_meta")
         vendor = meta.get("claudeCode") if isinstance(meta, dict) else None
         return isinstance(vendor, dict) and vendor.get("promptQueueing") is True
+
+
+def advertises_resumable(result: dict[str, Any]) -> bool:
+    """Whether an initialize answer advertises resumable delivery: in `_meta` (a v1 answer
+    of acpctl's host), or in `capabilities.transport` (a v2 answer, and hosts before 0.5:
+    read for one release, so that an older host still resumes)."""
+    for holder, key in (
+        (result.get("_meta"), acp.TRANSPORT_META),
+        (result.get("capabilities"), "transport"),
+    ):
+        transport = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(transport, dict) and "resumable" in transport:
+            return True
+    return False

@@ -295,12 +295,12 @@ def test_the_initialize_answer_advertises_resumable_delivery() -> None:
 def test_the_link_reads_resumable_delivery_where_hosts_old_and_new_put_it() -> None:
     """For one release the link reads both places: a host before 0.5 said it in
     `capabilities.transport` of its v1 answer."""
-    from acpctl.remote.link_state import _advertises_resumable
+    from acpctl.capabilities import advertises_resumable
 
     advertised = {"resumable": {"retentionMessages": 1}}
-    assert _advertises_resumable({"_meta": {acp.TRANSPORT_META: advertised}})
-    assert _advertises_resumable({"capabilities": {"transport": advertised}})
-    assert not _advertises_resumable({"protocolVersion": 1, "_meta": {}})
+    assert advertises_resumable({"_meta": {acp.TRANSPORT_META: advertised}})
+    assert advertises_resumable({"capabilities": {"transport": advertised}})
+    assert not advertises_resumable({"protocolVersion": 1, "_meta": {}})
 
 
 def test_tokens_are_made_private_and_a_readable_file_is_refused(home: Path) -> None:

@@ -18,7 +18,8 @@ from typing import Any
 from acpctl import jsonrpc
 from acpctl.jsonrpc.framing import read_lines
 from acpctl.jsonrpc.streams import Output
-from acpctl.remote.link_state import HOST_STOPPED, LinkState, Reload
+from acpctl.remote.link_sessions import Reload
+from acpctl.remote.link_state import HOST_STOPPED, LinkState
 from acpctl.remote.transport import (
     LinkDown,
     LinkRefused,

@@ -29,13 +29,26 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from acpctl import cursors_wire, jsonrpc
 from acpctl import protocol as acp
-from acpctl.capabilities import AgentCapabilities
+from acpctl.capabilities import AgentCapabilities, advertises_resumable
 from acpctl.jsonrpc.pending import PendingRequests
-from acpctl.jsontext import encode_text
+from acpctl.remote.link_phase import MOVES, NoSuchMove, Phase
+from acpctl.remote.link_records import Ask, History, Waiting, ask_fingerprint
+from acpctl.remote.link_sessions import (
+    OpenSession,
+    Reload,
+    opened_or_closed,
+    own_prompt,
+    reload_steps,
+    reloaded,
+    reloading,
+    replay_under_way,
+    skip_replayed,
+    without_replayed,
+)
 from acpctl.remote.transport import decoded
 
 LINK_DOWN = -32010  # acpctl's error code: the agent's host cannot be reached
@@ -43,83 +56,9 @@ HOST_STOPPED = "the session host stopped"
 MAX_HELD = 1000  # messages from the editor held while the link is down
 MAX_HELD_BYTES = 16 << 20
 MAX_RESENT = 10_000  # answers and notifications kept to send again after a resume
-ESTABLISHING = frozenset(
-    {acp.SESSION_NEW, acp.SESSION_LOAD, acp.SESSION_RESUME, acp.SESSION_FORK, acp.SESSION_ATTACH}
-)
 # Requests that change nothing at the host: sent again on a new connection when the one
 # they went out on was lost before their answer.
 SAFE_TO_REPEAT = frozenset({acp.INITIALIZE, acp.SESSION_LIST})
-
-
-class History(Protocol):
-    """What the link tells the history of this machine (runner/remote_history.py)."""
-
-    def request(self, message: dict[str, Any]) -> None: ...
-    def answered_agent(self, answer: dict[str, Any]) -> None: ...
-    def answer(self, request: dict[str, Any], answer: dict[str, Any]) -> None: ...
-    def update(self, message: dict[str, Any], raw: bytes) -> None: ...
-    def asking(self, message: dict[str, Any]) -> None: ...
-
-
-# Plain classes, not dataclasses: the thin client's start imports this module, and a
-# dataclass costs a third of a millisecond to make.
-
-
-class Waiting:
-    """An editor's request not answered yet."""
-
-    __slots__ = ("connection", "line", "message")
-
-    def __init__(self, message: dict[str, Any], line: bytes) -> None:
-        self.message = message
-        self.line = line
-        self.connection: int | None = None  # the logical connection it went out on; None: held
-
-
-class Ask:
-    """A request of the host's, as the editor holds it."""
-
-    __slots__ = ("answer", "connection", "editor_id", "fingerprint", "host_id")
-
-    def __init__(
-        self, editor_id: int, host_id: Any, connection: int, fingerprint: tuple[Any, ...] | None
-    ) -> None:
-        self.editor_id = editor_id
-        self.host_id = host_id
-        self.connection = connection
-        self.fingerprint = fingerprint
-        self.answer: dict[str, Any] | None = None  # the editor's, until a transport takes it
-
-
-class OpenSession:
-    """A session the editor has open: how it opened it, and what updates of it it has."""
-
-    __slots__ = ("method", "params", "replayed", "replaying", "seen", "skipping")
-
-    def __init__(self, method: str, params: dict[str, Any]) -> None:
-        self.method = method
-        self.params = params
-        self.seen: collections.Counter[int] = collections.Counter()
-        self.replaying: collections.Counter[int] | None = None  # reloading: what to skip
-        # How many stored updates the editor has had by a replay (acpctl serve says, in
-        # the answer: its replay joins a message's fragments, so the lines do not match a
-        # reload's as recorded); a reload leaves out that many first.
-        self.replayed = 0
-        self.skipping = 0
-
-
-class Reload:
-    """One request of a new connection's setup: the editor's initialize again, or a
-    session opened again (`session` set: its replay is deduplicated)."""
-
-    __slots__ = ("method", "params", "session")
-
-    def __init__(
-        self, method: str, params: dict[str, Any], session: OpenSession | None = None
-    ) -> None:
-        self.method = method
-        self.params = params
-        self.session = session
 
 
 class LinkState:
@@ -129,8 +68,7 @@ class LinkState:
         self.to_host: list[str] = []  # for the transport up now
         self.to_editor: list[bytes] = []
         self.connection = 0  # logical connections opened so far
-        self.open = False  # a transport is up (maybe still setting up a new connection)
-        self.live = False  # ... and it takes the editor's messages
+        self.phase = Phase.NEW
         # Whether the host resumes a dropped connection: it says so at initialize (the
         # resumable-delivery draft). One that does not (the SDKs' servers) gets a new one.
         self.resumable = False
@@ -148,7 +86,6 @@ class LinkState:
         self.down_since: float | None = None  # time.time() when the link went down
         self.down_reason = ""
         self._how = ""  # how the transport up now came: said when the link is back
-        self.given_up = False
         # What the host said when it told its clients it stops: after that, a link given up
         # ends (the exit status says so), not waiting for the editor's next message.
         self.stopping: str | None = None
@@ -156,12 +93,33 @@ class LinkState:
         self.on_sessions: Callable[[list[str]], None] = lambda ids: None
         self.history: History | None = None  # this machine's record of what is relayed
 
+    # -- the phase --------------------------------------------------------------------
+
+    def _move(self, phase: Phase) -> None:
+        if phase not in MOVES[self.phase]:
+            raise NoSuchMove(f"the link cannot go from {self.phase.value} to {phase.value}")
+        self.phase = phase
+
+    @property
+    def open(self) -> bool:
+        """A transport is up (maybe still setting up a new connection)."""
+        return self.phase in (Phase.SETTING_UP, Phase.UP)
+
+    @property
+    def live(self) -> bool:
+        """... and it takes the editor's messages."""
+        return self.phase is Phase.UP
+
+    @property
+    def given_up(self) -> bool:
+        return self.phase is Phase.GIVEN_UP
+
     # -- the transports ---------------------------------------------------------------
 
     def came_up(self, resumed: bool) -> list[Reload]:
         """A transport is up; what the new connection needs first (nothing when it
         resumed: what may have been lost in flight is in `to_host`)."""
-        self.open = True
+        self._move(Phase.SETTING_UP)
         if resumed:
             self._how = "resumed"
             self._resend_after_resume()
@@ -172,18 +130,17 @@ class LinkState:
 
     def set_up(self) -> None:
         """The connection is set up: the editor's messages flow again."""
-        self.live = True
+        self._move(Phase.UP)
         if self.down_since is not None:
             took, how = time.time() - self.down_since, self._how
             self._log.info("the link to %s is back after %.1f s (%s)", self.describe, took, how)
             self._tell_state({"state": "up", "after": round(took, 1), "how": how})
         self.down_since = None
-        self.given_up = False
         self.stopping = None
         self._send_held()
 
     def went_down(self, reason: str) -> None:
-        self.open = self.live = False
+        self._move(Phase.GIVEN_UP if self.given_up else Phase.DOWN)
         if self.stopping is not None:
             reason = HOST_STOPPED
         if self.down_since is None:
@@ -205,7 +162,7 @@ class LinkState:
         again."""
         if self.given_up:
             return
-        self.given_up = True
+        self._move(Phase.GIVEN_UP)
         since = time.strftime("%H:%M:%S", time.localtime(self.down_since or time.time()))
         why = f"the link to {self.describe} is down since {since}: {reason}"
         self._log.warning("%s; waiting requests fail, the next one reconnects", why)
@@ -252,12 +209,14 @@ class LinkState:
         if method == acp.INITIALIZE:
             self._initialize = params
         elif method == acp.SESSION_PROMPT:
-            self._own_prompt(params)
+            own_prompt(self.sessions, params)
         key = jsonrpc.id_key(message["id"])
         waiting = self.waiting[key] = Waiting(message, line)
         if self.history is not None:
             self.history.request(message)
-        wake, self.given_up = self.given_up, False
+        wake = self.given_up
+        if wake:  # the editor's request tries again
+            self._move(Phase.DOWN)
         if self.live:
             waiting.connection = self.connection
             self._to_host(text)
@@ -319,24 +278,6 @@ class LinkState:
             else:
                 self._to_host(line.decode("utf-8", "replace"), resend=True)
 
-    def _own_prompt(self, params: dict[str, Any]) -> None:
-        """The prompt's text comes back in a reload's replay as user_message_chunk updates,
-        which the editor never got live: counted as seen."""
-        session = self.sessions.get(str(params.get("sessionId")))
-        blocks = params.get("prompt")
-        if session is None or not isinstance(blocks, list):
-            return
-        for block in blocks:
-            update = {"sessionUpdate": acp.USER_MESSAGE_CHUNK, "content": block}
-            # As acpctl serve replays a prompt it recorded: encoded by acpctl, whose text
-            # the cursor leaves as it was.
-            replayed = {"sessionId": params["sessionId"], "update": update}
-            try:
-                text = encode_text(jsonrpc.notification(acp.SESSION_UPDATE, replayed))
-            except ValueError:
-                continue
-            session.seen[hash(text)] += 1
-
     # -- after a drop -------------------------------------------------------------------
 
     def _resend_after_resume(self) -> None:
@@ -384,44 +325,14 @@ class LinkState:
         self._resend.clear()
         if any(w.message.get("method") == acp.INITIALIZE for w in again):
             return []  # the editor's own initialize goes again; it had no session yet
-        initialize = self._initialize
-        steps = [Reload(acp.INITIALIZE, initialize)] if initialize is not None else []
-        can_load = self._capabilities.can("load")
-        for session_id, session in self.sessions.items():
-            params = {
-                "sessionId": session_id,
-                "cwd": session.params.get("cwd", "/"),
-                "mcpServers": session.params.get("mcpServers", []),
-                # acpctl serve replays it as recorded, update for update, so that what the
-                # editor has can be left out; other servers ignore it.
-                "_meta": {acp.REPLAY_META: acp.REPLAY_AS_RECORDED},
-            }
-            if session.method == acp.SESSION_ATTACH:  # joined again in the role it had
-                steps.append(Reload(acp.SESSION_ATTACH, {**session.params, **params}, session))
-            elif can_load:
-                steps.append(Reload(acp.SESSION_LOAD, params, session))
-            else:
-                steps.append(Reload(acp.SESSION_RESUME, params))
-        return steps
+        return reload_steps(self.sessions, self._initialize, self._capabilities.can("load"))
 
     def reloading(self, step: Reload) -> None:
         """`step`'s request goes out: its replay is deduplicated until `reloaded`."""
-        session = step.session
-        if session is not None:
-            session.replaying = collections.Counter(session.seen)
-            session.skipping = session.replayed
+        reloading(step)
 
     def reloaded(self, step: Reload, answer: dict[str, Any] | None) -> None:
-        session = step.session
-        if answer is not None and "error" in answer:
-            self._log.warning("%s on reconnect failed: %s", step.method, answer["error"])
-        if session is None:
-            return
-        session.replaying = None
-        session.skipping = 0
-        result = answer.get("result") if answer is not None else None
-        if isinstance(result, dict):
-            session.replayed = _replayed(result)  # the editor has all of it now
+        reloaded(step, answer, self._log)
 
     # -- from the host ------------------------------------------------------------------
 
@@ -445,9 +356,9 @@ class LinkState:
             self._asked(message)
         elif method == acp.CANCEL_REQUEST:
             self._cancelled(message)
-        elif method == acp.RECORDED_NOTE and self._reloading(message):
+        elif method == acp.RECORDED_NOTE and replay_under_way(self.sessions, message):
             pass  # the editor had the session's recorded answers before the link dropped
-        elif method != acp.SESSION_UPDATE or not self._skip_replayed(message, as_sent):
+        elif method != acp.SESSION_UPDATE or not skip_replayed(self.sessions, message, as_sent):
             raw = as_sent.encode() if as_sent is not None else None  # the agent's own bytes
             if self.history is not None:
                 self.history.update(message, raw or jsonrpc.encode(message)[:-1])
@@ -475,7 +386,7 @@ class LinkState:
             )
             return
         self._note_answer(waiting, message)
-        message = _without_replayed(message)  # the link's own: not the editor's
+        message = without_replayed(message)  # the link's own: not the editor's
         if self.history is not None:
             self.history.answer(waiting.message, message)
         self._to_editor(message)
@@ -489,23 +400,12 @@ class LinkState:
             return
         if method == acp.INITIALIZE:
             self._capabilities = AgentCapabilities(result)
-            self.resumable = _advertises_resumable(result)
-        elif method in ESTABLISHING:
-            session_id = result.get("sessionId", params.get("sessionId"))
-            if not isinstance(session_id, str):
-                return
-            if session_id not in self.sessions:
-                self.sessions[session_id] = OpenSession(method, params)
-                self.on_sessions(list(self.sessions))
-            self.sessions[session_id].replayed = _replayed(result)
-        elif (
-            method == acp.SESSION_CLOSE
-            and self.sessions.pop(str(params.get("sessionId")), None) is not None
-        ):
+            self.resumable = advertises_resumable(result)
+        elif opened_or_closed(self.sessions, str(method), params, result):
             self.on_sessions(list(self.sessions))
 
     def _asked(self, message: dict[str, Any]) -> None:
-        fingerprint = _ask_fingerprint(message)
+        fingerprint = ask_fingerprint(message)
         if fingerprint is not None:
             for key, ask in self._asks.items():
                 if ask.fingerprint == fingerprint and ask.connection != self.connection:
@@ -536,93 +436,11 @@ class LinkState:
                 self._to_editor({**message, "params": {**params, "requestId": ask.editor_id}})
                 return
 
-    def _reloading(self, message: dict[str, Any]) -> bool:
-        """Whether the message is about a session whose reload's replay is under way."""
-        params = message.get("params")
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        session = self.sessions.get(str(session_id))
-        return session is not None and session.replaying is not None
-
-    def _skip_replayed(self, message: dict[str, Any], text: str | None) -> bool:
-        params = message.get("params")
-        if not isinstance(params, dict):
-            return False
-        session = self.sessions.get(str(params.get("sessionId")))
-        if session is None:
-            return False
-        if session.replaying is not None and session.skipping > 0:
-            session.skipping -= 1
-            return True
-        mark = hash(text) if text is not None else _fingerprint(params.get("update"))
-        if session.replaying is not None and session.replaying[mark] > 0:
-            session.replaying[mark] -= 1
-            return True
-        seen = session.seen
-        seen[mark] = seen.get(mark, 0) + 1  # not Counter's __missing__, a Python call
-        return False
-
 
 def _own_ids() -> Iterator[str]:
     return (f"acpctl-link-{n}" for n in itertools.count(1))
 
 
-def _replayed(result: dict[str, Any]) -> int:
-    """How many stored updates the answer's replay covered (0: the host did not say)."""
-    meta = result.get("_meta")
-    count = meta.get(acp.REPLAYED_META) if isinstance(meta, dict) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) else 0
-
-
 def _unreadable(message: dict[str, Any]) -> bool:
     error = message.get("error")
     return isinstance(error, dict) and error.get("code") in (acp.PARSE_ERROR, acp.INVALID_REQUEST)
-
-
-def _without_replayed(message: dict[str, Any]) -> dict[str, Any]:
-    result = message.get("result")
-    if not isinstance(result, dict):
-        return message
-    meta = result.get("_meta")
-    if not isinstance(meta, dict) or acp.REPLAYED_META not in meta:
-        return message
-    rest = {k: v for k, v in meta.items() if k != acp.REPLAYED_META}
-    inner = {k: v for k, v in result.items() if k != "_meta"}
-    return {**message, "result": {**inner, **({"_meta": rest} if rest else {})}}
-
-
-def _fingerprint(update: Any) -> int:
-    """What tells one update from another when its text was encoded again (a slow path on
-    both sides, live and in the replay alike): its JSON, keys in the order they came (the
-    store keeps the agent's order). Otherwise the text itself, as the agent wrote it, tells
-    (acpctl serve replays a recorded agent line as its own bytes)."""
-    try:
-        return hash(encode_text(update))
-    except ValueError:
-        return 0
-
-
-def _ask_fingerprint(message: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What identifies a permission request across connections: its session and tool
-    call. Other requests of the host's are not asked again."""
-    if message.get("method") != acp.REQUEST_PERMISSION:
-        return None
-    params = message.get("params")
-    if not isinstance(params, dict):
-        return None
-    tool = params.get("toolCall")
-    tool_id = tool.get("toolCallId") if isinstance(tool, dict) else None
-    return (params.get("sessionId"), tool_id)
-
-
-def _advertises_resumable(result: dict[str, Any]) -> bool:
-    """Whether an initialize answer advertises resumable delivery: in `_meta` (a v1 answer
-    of acpctl's host), or in `capabilities.transport` (a v2 answer, and hosts before 0.5:
-    read for one release, so that an older host still resumes)."""
-    for holder, key in (
-        (result.get("_meta"), acp.TRANSPORT_META),
-        (result.get("capabilities"), "transport"),
-    ):
-        transport = holder.get(key) if isinstance(holder, dict) else None
-        if isinstance(transport, dict) and "resumable" in transport:
-            return True
-    return False
