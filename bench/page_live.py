@@ -257,9 +257,15 @@ class ProtocolPages:
             await asyncio.gather(*tasks)
 
     def close(self) -> None:
+        """The pages' sockets closed (each holds a place of the token's) before the loop
+        stops."""
+        import concurrent.futures
+
         self.task.cancel()
+        concurrent.futures.wait([self.task], timeout=30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
 
 
 def protocol_points(page: Page, token: str, reps: int, results: dict[str, list[float]]) -> None:

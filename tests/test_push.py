@@ -256,7 +256,7 @@ def test_a_waiting_question_is_pushed_signed_and_encrypted_and_a_gone_one_droppe
                         acp.HOST_PUSH_SUBSCRIBE, {"subscription": device.subscription(endpoint)}
                     )
                     assert kept["result"]["subscribed"] is True, kept
-                    result: dict[str, Any] = public["result"]
+                    result: dict[str, Any] = {**public["result"], "secrets": (credential, key)}
                     return result
 
             public = run(subscribe())
@@ -286,6 +286,13 @@ def test_a_waiting_question_is_pushed_signed_and_encrypted_and_a_gone_one_droppe
                     assert said["url"].startswith("/#agent=demo&session=")
                 else:
                     assert set(said) == {"question", "agent", "tag"}
+                    # The service worker fetches the rest, as the device: both secrets.
+                    fetched = run(fetch_question(page, public["secrets"], said["question"]))
+                    assert fetched[0] == 200 and fetched[1]["body"] == "Edit /tmp/demo.txt"
+                    without_key = run(
+                        fetch_question(page, (public["secrets"][0], ""), said["question"])
+                    )
+                    assert without_key[0] == 401  # the cookie alone is no device
             finally:
                 turn.go.set()
                 turn.thread.join(60)
@@ -306,6 +313,53 @@ def test_a_waiting_question_is_pushed_signed_and_encrypted_and_a_gone_one_droppe
                 again.thread.join(60)
 
 
+async def fetch_question(page: Any, secrets: tuple[str, str], question: str) -> tuple[int, Any]:
+    """POST /push/question as the service worker makes it: the device's cookie, its key."""
+    from tests.test_pairing import COOKIE
+
+    cookie, key = secrets
+    headers = {"Cookie": f"{COOKIE}={cookie}", "Origin": page.base, acp.DEVICE_KEY_HEADER: key}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(page.url("/push/question"), json={"question": question}, headers=headers) as got,
+    ):
+        return got.status, await got.json()
+
+
+def test_a_notification_carries_one_time_answers_only() -> None:
+    """A standing permission ("always") is chosen on the page, where it is shown for what it
+    is: the notification's buttons are the first one-time allow and the first one-time
+    reject the agent offered."""
+    from acpctl.host.notify import Pushed, push_payload
+    from acpctl.runner.idmap import ReverseRequest
+
+    options = [
+        {"optionId": "always", "name": "Always allow", "kind": acp.ALLOW_ALWAYS},
+        {"optionId": "yes", "name": "Allow", "kind": acp.ALLOW_ONCE},
+        {"optionId": "never", "name": "Never", "kind": "reject_always"},
+        {"optionId": "no", "name": "Reject", "kind": acp.REJECT_ONCE},
+    ]
+
+    class Meta:
+        title, cwd = "Fix it", "/home/ada/app"
+
+    class Record:
+        id, meta = "s1", Meta()
+
+    message = {
+        "method": acp.REQUEST_PERMISSION,
+        "params": {"toolCall": {"title": "Bash"}, "options": options},
+    }
+    request = ReverseRequest(1, 0, Record(), acp.REQUEST_PERMISSION, message)
+    said = push_payload("q1", Pushed(None, "claude", 7, 100.0), request)  # type: ignore[arg-type]
+    assert said["actions"] == [
+        {"action": "yes", "title": "Allow"},
+        {"action": "no", "title": "Reject"},
+    ]
+    assert said["title"] == "claude asks in app" and said["body"] == "Bash"
+    assert said["url"] == "/#agent=claude&session=s1"
+
+
 # == the whole way, in the browser ==========================================================
 
 SUBSCRIPTION_STAND_IN = """
@@ -322,12 +376,12 @@ NOTIFICATIONS = """async () => {
         (n) => ({ title: n.title, body: n.body, actions: n.actions.map((a) => a.action) }));
 }"""
 
-ANSWER_AGAIN = """async (question) => {
+ANSWER = """async ([question, optionId]) => {
     const { deviceKey } = await import("/assets/device-key.js");
     const answer = await fetch("/push/answer", {
         method: "POST",
         headers: { "Content-Type": "application/json", "Acpctl-Device-Key": await deviceKey() },
-        body: JSON.stringify({ question, optionId: "allow" }),
+        body: JSON.stringify({ question, optionId }),
     });
     return [answer.status, await answer.json()];
 }"""
@@ -428,6 +482,10 @@ def test_a_push_reaches_the_service_worker_and_its_notification_answers_the_agen
                             "actions": ["allow", "reject"],
                         }
                     ]
+                    # Only an option the notification offers: never a standing one.
+                    question = json.loads(plaintext)["question"]
+                    status, said = tab.evaluate(ANSWER, [question, "always"])
+                    assert status == 400 and "one-time" in said["error"]
                     assert worker.evaluate(TAP, "allow") == "demo asks in tmp"
                     turn.thread.join(60)
                     assert turn.seen["stop"] == "end_turn" and turn.seen["withdrawn"]
@@ -436,8 +494,7 @@ def test_a_push_reaches_the_service_worker_and_its_notification_answers_the_agen
                     assert told["resolvedBy"]["via"] == "notification"
 
                     # The same tap again: told it was answered already; nothing changes.
-                    question = json.loads(plaintext)["question"]
-                    status, said = tab.evaluate(ANSWER_AGAIN, question)
+                    status, said = tab.evaluate(ANSWER, [question, "allow"])
                     assert status == 409 and "already answered" in said["error"]
                     # Without the device's secrets: not even told that.
                     assert unauthenticated_answer(page.url("/push/answer"), question) == 401
