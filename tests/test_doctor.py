@@ -245,15 +245,20 @@ def test_doctor_probe_leaves_no_process_behind(home: Path, tmp_path: Path) -> No
     add_fake(tmp_path, "hang", "hang")
     before = {p.pid for p in psutil.process_iter()}
     doctor("--agent", "hang", "--timeout", "1")
-    time.sleep(0.5)
-    leftovers = [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if p.pid not in before
-        and "fake_agent.py" in " ".join(p.info["cmdline"] or [])
-        and ours(p, home)  # not another test's, running beside this one
-    ]
-    assert leftovers == []
+
+    def leftovers() -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if p.pid not in before
+            and "fake_agent.py" in " ".join(p.info["cmdline"] or [])
+            and ours(p, home)  # not another test's, running beside this one
+        ]
+
+    deadline = time.monotonic() + 10  # an ended process may take a moment to be reaped
+    while (left := leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == []
 
 
 @pytest.mark.parametrize(

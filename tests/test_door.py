@@ -180,13 +180,15 @@ def test_a_hostile_remotes_duplicate_and_unasked_answers_never_reach_the_editor(
             async with raw_editor("--agent", "hostile") as editor:
                 await editor.call("initialize", {"protocolVersion": 1})
                 await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
-                await asyncio.sleep(0.5)  # what else would come has come
+                # What the remote sent after answer 2 (2 again, 999) comes before answer 3:
+                # the link relays in order.
+                await editor.call("session/list", {})
                 return list(editor.messages)
         finally:
             await runner.cleanup()
 
     answers = [m for m in run(scenario()) if "method" not in m]
-    assert [a["id"] for a in answers] == [1, 2], answers
+    assert [a["id"] for a in answers] == [1, 2, 3], answers
 
 
 def test_odd_input_at_the_door_gets_a_clear_answer(door: Host) -> None:
@@ -399,13 +401,18 @@ def test_a_client_flooding_requests_does_not_starve_another(door: Host) -> None:
                         )
                     )
 
+            flowing = asyncio.Event()
+
             async def drain() -> None:
+                answered = 0
                 async for _ in flooder:
-                    pass
+                    answered += 1
+                    if answered == 100:  # the flood is under way
+                        flowing.set()
 
             flooding = asyncio.ensure_future(flood())
             draining = asyncio.ensure_future(drain())
-            await asyncio.sleep(0.2)
+            await asyncio.wait_for(flowing.wait(), 60)
             took = []
             for n in range(40):
                 began = time.monotonic()

@@ -637,7 +637,13 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
         assert "You said: hello page" in tab.inner_text("#transcript")
         tab.select_option("#settings select[name=mode]", "shout")  # the agent's own modes
         tab.select_option("#settings select[name=tone]", "excited")  # and options
-        time.sleep(0.3)  # set_mode and set_config_option answered
+        deadline = time.monotonic() + 10  # set_mode and set_config_option answered
+        while in_page(tab, "[view.modes.currentModeId, view.options[0].currentValue]") != [
+            "shout",
+            "excited",
+        ]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         tab.fill("#prompt", "modes")
         tab.click("#send")
         shows(tab, "#transcript", "YOU SAID: MODES!")
@@ -667,6 +673,18 @@ def test_a_sessions_transcript_is_shown_prompted_cancelled_and_caught_up(page: P
         assert "answered: allow" in after  # the history's answer, with the rest
         assert "Read the prompt" in after and "bold" in after and "+hello, world" in after
         assert before.count("You said") == after.count("You said")
+
+
+SETTLED = """async () => {
+    await fetch("/manifest.webmanifest", { cache: "no-store" });
+    await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+}"""
+
+
+def settled(tab: Any) -> None:
+    """Until the page has drawn twice and a request of its own has come back: a load or a
+    script the page's content started would have had its turn."""
+    tab.evaluate(SETTLED)
 
 
 def in_page(tab: Any, expression: str) -> Any:
@@ -715,7 +733,7 @@ def test_the_attack_corpus_runs_fetches_and_hides_nothing_on_the_page(page: Page
         tab.wait_for_selector("#sessions li")
         tab.click("#sessions li")
         tab.wait_for_selector("#transcript .agent")
-        time.sleep(0.5)  # whatever would run or load, given the time to
+        settled(tab)  # whatever would run or load has had its turn
         agent = tab.inner_text("#transcript .agent")
         assert agent.count("ATTACK") == len(ATTACKS), agent  # all shown, none hidden
         assert tab.inner_text("#transcript .you").count("ATTACK") == len(ATTACKS)

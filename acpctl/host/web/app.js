@@ -29,7 +29,7 @@ import { page, view } from "./state.js";
 import { addressed } from "./text.js";
 
 const RETRY_MS = 2000;
-const AWAY_RETRY_MS = 10000;
+const AWAY_RETRY_MS = 10000; // the longest wait between tries while the host is away
 const TICK_MS = 15000; // the waiting cards' ages
 let sessionsStale = false; // the sessions changed while the page was hidden: not drawn
 
@@ -93,6 +93,7 @@ function forget() {
 }
 
 let unreachableSince = null; // when the host stopped answering, while it does not
+let away = 0; // tries since the host last let this page in
 
 function openAddressed(address) {
   const named = addressed(address.slice(address.indexOf("#")));
@@ -119,9 +120,12 @@ async function start() {
       unreachableSince = unreachableSince || new Date();
       say(`the host is not reachable (retrying since ${unreachableSince.toLocaleTimeString()})`);
     }
-    setTimeout(start, AWAY_RETRY_MS);
+    // A host that restarts is back within seconds: tried again soon, then less often.
+    away += 1;
+    setTimeout(start, Math.min(RETRY_MS * 2 ** (away - 1), AWAY_RETRY_MS));
     return;
   }
+  away = 0;
   unreachableSince = null;
   main.onNotification = (message) => {
     const told = message.params && (message.params.waiting || message.params.sessions);
