@@ -117,7 +117,7 @@ ELICITATION_RESOLVED = "_acpctl/elicitation_resolved"
 # And of a permission, to the clients that did not attach (permission_resolved's fields):
 # an ACP v1 editor would refuse the proposal's update kind; it ignores an extension.
 PERMISSION_ANSWERED = "_acpctl/permission_resolved"
-# The unix socket's first line from `acpctl serve --pair` ({"role", "name"}: a one-time
+# The unix socket's first line from `acpctl host pair` ({"role", "name"}: a one-time
 # pairing code for a device), `--devices` and `--revoke` ({"name"}: the device unpaired and
 # its connections ended).
 HOST_PAIR = "_acpctl/pair"
@@ -132,12 +132,15 @@ HOST_SESSIONS = "_acpctl/sessions"
 # the history and the host know (the default first), the projects the history knows.
 HOST_PROJECTS = "_acpctl/projects"
 # {"devices": [{"name", "role", "paired", "lastSeen"}]}: the paired devices, asked by
-# `acpctl serve --devices` on the unix socket, and by the page on any agent's connection.
+# `acpctl host devices` on the unix socket, and by the page on any agent's connection.
 HOST_DEVICES = "_acpctl/devices"
 HOST_REVOKE = "_acpctl/revoke"
-# The unix socket's first line from `acpctl serve --rotate-token`: {"role"} gets a new
+# The unix socket's first line from `acpctl host rotate-token`: {"role"} gets a new
 # token, and the connections that came in with the old one are ended.
 HOST_ROTATE_TOKEN = "_acpctl/rotate_token"
+# `acpctl host stop` ({"now"?: true}): the host stops as on SIGTERM (running turns get the
+# stop grace; `now`: cancelled at once); it answers {"pid", "runningTurns"} first.
+HOST_STOP = "_acpctl/stop"
 
 
 def stopping_notice(params: Any) -> str:

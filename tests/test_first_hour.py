@@ -221,7 +221,7 @@ def test_print_systemd_warns_of_a_temporary_python(
 def test_serve_listen_says_how_to_get_the_token(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    said = re.compile(rb"(.*)listening on ws://.*\n.*(acpctl serve --show-token)")
+    said = re.compile(rb"(.*)listening on ws://.*\n.*(acpctl host show-token)")
     with serving(monkeypatch, "--listen", "127.0.0.1:0", until=said) as (_, found, _):
         hinted = found.group(2).decode().split()
         assert found.group(1) == b"acpctl: session host: "  # not "acpctl: acpctl serve: "

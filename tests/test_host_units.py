@@ -335,7 +335,12 @@ def test_what_the_host_refuses_before_it_listens() -> None:
 def test_the_service_manager_files_run_this_acpctl(home: Path) -> None:
     unit = cli("serve", "--print-systemd", "--listen", "127.0.0.1:8765", "--header-timeout", "3")
     assert unit.returncode == 0
-    assert "ExecStart=" in unit.stdout and "-m acpctl serve --listen 127.0.0.1:8765" in unit.stdout
+    assert "ExecStart=" in unit.stdout
+    assert "-m acpctl host start --listen 127.0.0.1:8765" in unit.stdout
+    assert (
+        unit.stdout
+        == cli("host", "systemd", "--listen", "127.0.0.1:8765", "--header-timeout", "3").stdout
+    )
     assert "--header-timeout 3" in unit.stdout
     default = cli("serve", "--print-systemd").stdout
     assert "--header-timeout" not in default and "--stop-grace" not in default
@@ -345,12 +350,18 @@ def test_the_service_manager_files_run_this_acpctl(home: Path) -> None:
     assert "--stop-grace 120" in graced and "TimeoutStopSec=135\n" in graced
     assert cli("serve", "--stop-grace", "-1").returncode == 2
     plist = cli("serve", "--print-launchd")
-    assert "<string>serve</string>" in plist.stdout and "<key>KeepAlive</key>" in plist.stdout
+    assert "<string>host</string>" in plist.stdout and "<key>KeepAlive</key>" in plist.stdout
 
 
 def test_serve_status_says_when_no_host_runs(home: Path) -> None:
     shown = cli("serve", "--status")
     assert shown.returncode == 1 and "no session host answers" in shown.stderr
+    assert "`acpctl serve` is `acpctl host status` now" in shown.stderr
+    assert cli("host", "status").returncode == 1
+    stopped = cli("host", "stop")
+    assert (
+        stopped.returncode == 0 and "no session host runs here: nothing to stop" in stopped.stderr
+    )
 
 
 def test_an_agent_changed_in_config_is_not_started_beside_one_with_clients(home: Path) -> None:

@@ -107,7 +107,7 @@ def test_a_second_serve_with_listen_is_refused_then_replace_adds_it(state: Path)
         )
         assert refused.returncode == 1
         assert f"(pid {first.pid}, listening on {paths.host_socket()})" in refused.stderr
-        assert "acpctl serve --replace" in refused.stderr
+        assert "acpctl host start --replace" in refused.stderr
         assert status() is not None and first.poll() is None  # untouched
 
         second = serve("--replace", "--listen", "127.0.0.1:0")
@@ -345,7 +345,7 @@ def test_a_client_whose_environment_differs_from_the_hosts_is_told(
     assert other.returncode == 0, other.stderr
     assert "note: demo runs in the session host, with the host's environment" in other.stderr
     assert "differs from this one in ACME_BASE_URL:" in other.stderr
-    assert "acpctl serve --replace" in other.stderr
+    assert "acpctl host start --replace" in other.stderr
     assert "secret-value" not in other.stderr  # names only, never values
     assert "note:" not in turn(TERM="dumb", COLUMNS="7").stderr  # what differs in any shell
 

@@ -1,5 +1,5 @@
 """Issue 42, 2: pairing a device with the session host, against a real host on 127.0.0.1.
-`acpctl serve --pair` hands out a one-time code in the page's address. The page's POST
+`acpctl host pair` hands out a one-time code in the page's address. The page's POST
 exchanges it for an HttpOnly, SameSite=Strict cookie and a key, from the page's own origin
 only. With both, the page's own origin reaches the agents in the device's role; the cookie
 alone (which a browser sends to any port of the host) is refused (issue 51).
@@ -48,7 +48,7 @@ def page(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
 
 
 def paired_address(*args: str) -> tuple[str, str]:
-    """`acpctl serve --pair ARGS`: the address it printed, and the code in its fragment."""
+    """`acpctl host pair ARGS`: the address it printed, and the code in its fragment."""
     shown = cli("serve", "--pair", *args)
     assert shown.returncode == 0, shown.stderr
     (address,) = [line for line in shown.stdout.splitlines() if line.startswith("http")]
@@ -96,7 +96,7 @@ def test_pairing_without_a_host_or_a_listener_says_what_to_start(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alone = cli("serve", "--pair")
-    assert alone.returncode == 1 and "acpctl serve --listen 127.0.0.1:8765" in alone.stderr
+    assert alone.returncode == 1 and "acpctl host start --listen 127.0.0.1:8765" in alone.stderr
     with serving(monkeypatch, "--idle-stop", "0"):
         unix_only = cli("serve", "--pair")
         assert unix_only.returncode == 1 and "no TCP listener" in unix_only.stderr
@@ -436,7 +436,7 @@ def an_editors_turn(
 def paired_tab(
     page: Page, viewport: tuple[int, int], refused: bool = False, pair: tuple[str, ...] = ()
 ) -> Iterator[Any]:
-    """A browser tab at `viewport`, paired as "phone" (`acpctl serve --pair` with `pair`
+    """A browser tab at `viewport`, paired as "phone" (`acpctl host pair` with `pair`
     too), on the page: notifications allowed (its service worker's: `notified`); no error
     on the page by the end (`refused`: but the host's refusals of a revoked device, and its
     absence while it restarts). A test's self-signed certificate is taken as a phone takes

@@ -203,7 +203,7 @@ def push_config(home: Path, *extra: str) -> None:
 
 
 def listed_devices() -> list[dict[str, Any]]:
-    """`acpctl serve --devices --json`, in a thread of its own: the CLI runs an event loop,
+    """`acpctl host devices --json`, in a thread of its own: the CLI runs an event loop,
     which the browser's driver has in this one."""
     from concurrent.futures import ThreadPoolExecutor
 

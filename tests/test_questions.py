@@ -508,7 +508,7 @@ def test_after_message_replays_only_what_follows_the_clients_last_message(
 def test_an_answer_from_a_paired_device_is_recorded_with_the_devices_name(
     tmp_path: Path,
 ) -> None:
-    """Issue 42, 4: the audit trail names the device (acpctl serve --pair --name)."""
+    """Issue 42, 4: the audit trail names the device (acpctl host pair --name)."""
     from acpctl.terminal.transcript import answer_of
 
     async def scenario(h: Harness) -> None:

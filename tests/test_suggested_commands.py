@@ -38,7 +38,7 @@ PROSE = {
     "acpctl agents list shows every agent",
     "acpctl serve replaces it when it starts",
     "acpctl run that started them",
-    "acpctl serve --listen runs there",
+    "acpctl host start --listen runs there",
     "acpctl run has this session open",
     "acpctl uninstall CLIENT --agent {X} removes an editor entry",
     "acpctl agents update --from FILE reads a registry document you downloaded",

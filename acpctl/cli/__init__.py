@@ -14,7 +14,18 @@ import typer
 import typer.core
 
 from acpctl import __version__
-from acpctl.cli import agents, completions, doctor, history, install, ps, run, serve, sessions
+from acpctl.cli import (
+    agents,
+    completions,
+    doctor,
+    history,
+    host,
+    install,
+    ps,
+    run,
+    serve,
+    sessions,
+)
 from acpctl.cli.completions import COMPLETE_VARIABLE
 from acpctl.errors import AcpctlError, report
 
@@ -40,7 +51,8 @@ sessions.app.command("watch")(history.watch)
 app.add_typer(sessions.app, name="sessions")
 app.command("run")(run.run)
 app.command("ps")(ps.ps)
-app.command("serve")(serve.serve)
+app.add_typer(host.app, name="host")
+app.command("serve", help="The session host's older command: see `acpctl host`.")(serve.serve)
 app.command("install")(install.install)
 app.command("uninstall")(install.uninstall)
 app.command("doctor")(doctor.doctor)

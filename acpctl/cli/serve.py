@@ -1,104 +1,30 @@
-"""`acpctl serve`: the session host (acpctl/host, docs/remote.md)."""
+"""`acpctl serve`: the session host's older command, kept working: each of its modes is an
+`acpctl host` verb now (cli/host/), and says so."""
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
+from acpctl.cli.host import options, systemd
 from acpctl.errors import UsageError
-
-if TYPE_CHECKING:
-    from acpctl.host.main import HostOptions
-
-SYSTEMD_UNIT = """\
-# ~/.config/systemd/user/acpctl.service; then: systemctl --user enable --now acpctl
-[Unit]
-Description=acpctl session host: ACP agents and sessions that outlive the editor
-
-[Service]
-# The host's own directory is no sandbox root (remote clients' roots are config.toml's),
-# but it is where it starts: the home, said rather than left to systemd.
-WorkingDirectory=%h
-ExecStart={command}
-TimeoutStopSec={stop_timeout}
-Restart=on-failure
-
-[Install]
-WantedBy=default.target
-"""
-
-LAUNCHD_PLIST = """\
-<?xml version="1.0" encoding="UTF-8"?>
-<!-- ~/Library/LaunchAgents/dev.acpctl.serve.plist; then:
-     launchctl load ~/Library/LaunchAgents/dev.acpctl.serve.plist -->
-<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<plist version="1.0">
-<dict>
-  <key>Label</key><string>dev.acpctl.serve</string>
-  <key>ProgramArguments</key>
-  <array>
-{arguments}
-  </array>
-  <key>RunAtLoad</key><true/>
-  <key>KeepAlive</key><true/>
-</dict>
-</plist>
-"""
 
 
 def serve(
-    listen: str | None = typer.Option(
-        None, "--listen", metavar="HOST:PORT", help="Also listen on TCP (WebSocket on /acp)."
-    ),
-    tls_cert: Path | None = typer.Option(None, "--tls-cert", help="TLS certificate (PEM)."),
-    tls_key: Path | None = typer.Option(None, "--tls-key", help="TLS private key (PEM)."),
-    behind_tls_proxy: bool = typer.Option(
-        False,
-        "--behind-tls-proxy",
-        help="Allow a non-loopback --listen without TLS: a TLS-terminating proxy is in front.",
-    ),
-    allow_origin: list[str] = typer.Option(
-        [], "--allow-origin", help="An Origin that may connect (browsers); none by default."
-    ),
-    allow_host: list[str] = typer.Option(
-        [], "--allow-host", help="Another name clients reach this host by (the Host header)."
-    ),
-    idle_stop: float = typer.Option(
-        600.0, "--idle-stop", metavar="SECONDS", help="Stop an agent idle this long (0: never)."
-    ),
-    spare_for: float = typer.Option(
-        3600.0,
-        "--spare-for",
-        metavar="SECONDS",
-        help="Keep an initialized spare of an agent this long after its last client (0: none).",
-    ),
-    exit_when_idle: bool = typer.Option(
-        False, "--exit-when-idle", help="Exit once no agent has run for the idle time."
-    ),
-    stop_grace: float = typer.Option(
-        None,
-        "--stop-grace",
-        metavar="SECONDS",
-        help="On SIGTERM or Ctrl-C, how long running turns may go on before they are "
-        "cancelled (30; a second signal stops at once).",
-    ),
-    header_timeout: float = typer.Option(
-        None,
-        "--header-timeout",
-        metavar="SECONDS",
-        help="Close a TCP connection whose request headers take longer, every request's "
-        "(slow headers; 10), or whose body takes three times that.",
-    ),
-    replace: bool = typer.Option(
-        False,
-        "--replace",
-        help="Stop the host that runs here first (its sessions stay), and start with these "
-        "options: to add --listen to a running host, for instance.",
-    ),
+    listen: str | None = options.LISTEN,
+    tls_cert: Path | None = options.TLS_CERT,
+    tls_key: Path | None = options.TLS_KEY,
+    behind_tls_proxy: bool = options.BEHIND_TLS_PROXY,
+    allow_origin: list[str] = options.ALLOW_ORIGIN,
+    allow_host: list[str] = options.ALLOW_HOST,
+    idle_stop: float = options.IDLE_STOP,
+    spare_for: float = options.SPARE_FOR,
+    exit_when_idle: bool = options.EXIT_WHEN_IDLE,
+    stop_grace: float = options.STOP_GRACE,
+    header_timeout: float = options.HEADER_TIMEOUT,
+    replace: bool = options.REPLACE,
     show_token: bool = typer.Option(False, "--show-token", help="Print the controller token."),
     token_file: Path | None = typer.Option(
         None,
@@ -152,8 +78,8 @@ def serve(
         "(what a remote acpctl runs over ssh).",
     ),
 ) -> None:
-    """Run the session host: agents and sessions that outlive the editor, shared by several
-    clients, on a unix socket and (with --listen) ACP's WebSocket transport."""
+    """The session host, as `acpctl host` has it now: `serve` is `host start`, and its
+    flags are `host show-token`, `pair`, `status`... (serve keeps working)."""
     from acpctl.host import asked, main
 
     if token_file is not None and not show_token:
@@ -161,12 +87,22 @@ def serve(
     if (name is not None or public_url is not None or qr_png is not None) and not pair:
         raise UsageError("--name, --public-url and --qr-png go with --pair")
     if show_token:
+        _note("acpctl host show-token")
         raise typer.Exit(asked.show_token(observer, token_file))
     if rotate_token:
+        _note("acpctl host rotate-token")
         raise typer.Exit(asked.rotate(observer))
     if status:
+        _note("acpctl host status")
         raise typer.Exit(asked.show_status(as_json))
     if pair or devices or revoke is not None:
+        _note(
+            "acpctl host pair"
+            if pair
+            else "acpctl host devices"
+            if devices
+            else "acpctl host revoke NAME"
+        )
         raise typer.Exit(
             _devices(pair, name, public_url, qr_png, devices, revoke, observer, as_json)
         )
@@ -174,38 +110,32 @@ def serve(
         from acpctl.host.bridge import bridge as run_bridge
 
         raise typer.Exit(run_bridge())
-    options = main.HostOptions(
-        listen=listen,
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        behind_tls_proxy=behind_tls_proxy,
-        allow_origins=list(allow_origin),
-        allow_hosts=list(allow_host),
-        idle_s=idle_stop,
-        exit_when_idle=exit_when_idle,
-        spare_s=spare_for,
-        header_timeout_s=main.HEADER_TIMEOUT_S if header_timeout is None else header_timeout,
-        stop_grace_s=main.STOP_GRACE_S if stop_grace is None else stop_grace,
+    host = options.host_options(
+        listen,
+        tls_cert,
+        tls_key,
+        behind_tls_proxy,
+        allow_origin,
+        allow_host,
+        idle_stop,
+        spare_for,
+        exit_when_idle,
+        stop_grace,
+        header_timeout,
     )
-    if print_systemd or print_launchd:
-        from acpctl.editors.install import launcher_warnings
-
-        for warning in launcher_warnings([sys.executable], "the service"):
-            typer.echo(f"warning: {warning}", err=True)
     if print_systemd:
-        # systemd kills what still runs after TimeoutStopSec: the grace, and the clean-up.
-        stop_timeout = f"{options.stop_grace_s + 15:g}"
-        command = shlex.join(_service_argv(options))
-        typer.echo(SYSTEMD_UNIT.format(command=command, stop_timeout=stop_timeout), nl=False)
+        typer.echo(systemd.systemd_unit(host), nl=False)
         return
     if print_launchd:
-        from xml.sax.saxutils import escape
-
-        argv = _service_argv(options)
-        arguments = "\n".join(f"    <string>{escape(arg)}</string>" for arg in argv)
-        typer.echo(LAUNCHD_PLIST.format(arguments=arguments), nl=False)
+        typer.echo(systemd.launchd_plist(host), nl=False)
         return
-    raise typer.Exit(main.serve(main.remembered_listener(options), replace))
+    _note("acpctl host start")
+    raise typer.Exit(main.serve(main.remembered_listener(host), replace))
+
+
+def _note(now: str) -> None:
+    """`serve` still works; what it is called now is said on stderr, once."""
+    sys.stderr.write(f"acpctl: `acpctl serve` is `{now}` now (serve keeps working)\n")
 
 
 def _devices(
@@ -227,28 +157,3 @@ def _devices(
         return pairing.devices(as_json)
     assert revoke is not None
     return pairing.revoke(revoke)
-
-
-def _service_argv(options: HostOptions) -> list[str]:
-    """The command a service manager runs: this one, with its options, paths absolute."""
-    argv = [sys.executable, "-m", "acpctl", "serve"]
-    if options.listen:
-        argv += ["--listen", options.listen]
-    for flag, value in (("--tls-cert", options.tls_cert), ("--tls-key", options.tls_key)):
-        if value is not None:
-            argv += [flag, str(value.resolve())]
-    if options.behind_tls_proxy:
-        argv.append("--behind-tls-proxy")
-    for origin in options.allow_origins:
-        argv += ["--allow-origin", origin]
-    for name in options.allow_hosts:
-        argv += ["--allow-host", name]
-    argv += ["--idle-stop", f"{options.idle_s:g}", "--spare-for", f"{options.spare_s:g}"]
-    from acpctl.host.door import HEADER_TIMEOUT_S
-    from acpctl.host.main import STOP_GRACE_S
-
-    if options.header_timeout_s != HEADER_TIMEOUT_S:
-        argv += ["--header-timeout", f"{options.header_timeout_s:g}"]
-    if options.stop_grace_s != STOP_GRACE_S:
-        argv += ["--stop-grace", f"{options.stop_grace_s:g}"]
-    return argv

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class HostedAgent:
         return _key(self.name, self.conn.sandbox)
 
     def status(self) -> JsonObject:
-        """What `acpctl serve --status` shows of it."""
+        """What `acpctl host status` shows of it."""
         pid = self.conn.backend.pid
         sandbox = self.conn.sandbox
         return {
@@ -143,6 +144,9 @@ class AgentPool:
         self._starting = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._empty_since = time.monotonic()
+        # The host's methods any client may ask (host/control.py's CLIENTS), on every
+        # agent's connection.
+        self.client_methods: dict[str, Callable[[Client, Any], JsonObject]] = {}
         self._changes_due: set[str] = set()  # the changes the clients are yet to be told
         self._sessions_told = 0.0  # when SESSIONS_CHANGED was last told (monotonic)
         # The history's recent sessions as HOST_SESSIONS lists them, when they were read,
@@ -196,14 +200,7 @@ class AgentPool:
             self.notifier.watch(conn, name)
         conn.on_waiting_changed = lambda: self._changed(acp.WAITING_CHANGED)
         conn.on_sessions_changed = lambda: self._changed(acp.SESSIONS_CHANGED)
-        conn.host_methods = {
-            acp.HOST_WAITING: lambda client, params: self.waiting(),
-            acp.HOST_SESSIONS: lambda client, params: self.sessions(),
-            acp.HOST_PROJECTS: lambda client, params: self.projects(),
-            acp.HOST_DEVICES: lambda client, params: self.paired_devices(),
-        }
-        if self.notifier is not None and self.notifier.pusher is not None:
-            conn.host_methods.update(self.notifier.pusher.methods())
+        conn.host_methods = self.client_methods
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:
@@ -280,11 +277,6 @@ class AgentPool:
             and session.meta.subagent_of is None  # reached through the session that ran it
         ]
         return {"sessions": listed + recent[:MAX_LISTED_RECENT]}
-
-    def paired_devices(self) -> JsonObject:
-        """HOST_DEVICES: the paired devices (name, role, paired, last seen), as `acpctl
-        serve --devices` lists them; never a credential's digest."""
-        return {"devices": self.devices.listed() if self.devices is not None else []}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())

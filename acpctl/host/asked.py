@@ -5,6 +5,7 @@ prints: a token (`serve --show-token`), a new one (`--rotate-token`), the host's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -33,7 +34,7 @@ def show_token(observer: bool, token_file: Path | None = None) -> int:
             raise AcpctlError(
                 f"{paths.host_tokens()} is gone while the session host (pid {running['pid']}) "
                 "runs with the tokens it held",
-                hint="`acpctl serve --rotate-token` (and with --observer) makes new ones "
+                hint="`acpctl host rotate-token` (and with --observer) makes new ones "
                 "that the running host takes",
             )
     token = load_or_create().by_role[acp.OBSERVER if observer else acp.CONTROLLER]
@@ -62,12 +63,12 @@ def rotate(observer: bool) -> int:
         said = error.get("message") if isinstance(error, dict) else answer or "no answer"
         raise AcpctlError(
             f"the session host (pid {running['pid']}) did not take a new token: {said}",
-            hint="a host older than this acpctl: restart it (acpctl serve --replace)",
+            hint="a host older than this acpctl: restart it (acpctl host start --replace)",
         )
     ended = answer["result"].get("ended", 0)
     sys.stderr.write(
         f"acpctl: a new {role} token, taken by the session host; {ended} connection(s) "
-        "with the old one ended (`acpctl serve --show-token"
+        "with the old one ended (`acpctl host show-token"
         + (" --observer" if observer else "")
         + "` prints it)\n"
     )
@@ -104,4 +105,46 @@ def show_status(as_json: bool) -> int:
             who = ", ".join(f"{c['name']} ({c['role']})" for c in session["clients"]) or "-"
             state = "running" if session["running"] else "idle"
             sys.stdout.write(f"  {session['sessionId']}  {state}  {who}\n")
+    return 0
+
+
+def stop(now: bool) -> int:
+    """The running host stopped as on SIGTERM (its running turns get its stop grace; `now`:
+    cancelled at once), and waited for until it is gone."""
+    import psutil
+
+    from acpctl.host.main import REPLACE_WAIT_S
+
+    running = asyncio.run(read_status())
+    if running is None:
+        sys.stderr.write("acpctl: no session host runs here: nothing to stop\n")
+        return 0
+    pid = int(running["pid"])
+    answer = asyncio.run(ask_host(acp.HOST_STOP, {"now": now}))
+    result = answer.get("result") if isinstance(answer, dict) else None
+    if not isinstance(result, dict):
+        raise AcpctlError(
+            f"the session host (pid {pid}) did not take the stop: {answer}",
+            hint=f"a host older than this acpctl: kill {pid} (its turns get their grace)",
+        )
+    turns = int(result.get("runningTurns") or 0)
+    if turns and not now:
+        sys.stderr.write(
+            f"acpctl: stopping the session host (pid {pid}): {turns} running turn(s) may "
+            "finish first (to cancel them: acpctl host stop --now)\n"
+        )
+    deadline = time.monotonic() + REPLACE_WAIT_S
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        time.sleep(0.05)
+    if psutil.pid_exists(pid) and asyncio.run(read_status()) is not None:
+        raise AcpctlError(f"the session host (pid {pid}) is still running", hint=f"kill {pid}")
+    cancelled = f", {turns} running turn(s) cancelled" if turns and now else ""
+    sys.stderr.write(
+        f"acpctl: the session host (pid {pid}) stopped{cancelled}; its sessions stay in the "
+        "history, and the next editor's `run --acp` starts a host again when config.toml "
+        "asks for one\n"
+    )
     return 0

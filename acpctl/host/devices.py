@@ -1,7 +1,7 @@
 """Devices paired with the session host (a phone's browser, say), and the one-time codes
 that pair them.
 
-`acpctl serve --pair` asks the running host for a pairing code. The code is random, good
+`acpctl host pair` asks the running host for a pairing code. The code is random, good
 for PAIR_CODE_TTL_S and for one use, and goes in the pairing URL's fragment: a browser
 sends no fragment to any server or proxy. The page exchanges the code (POST /pair) for two
 secrets, and the host needs both:
@@ -105,7 +105,7 @@ class Devices:
         if name in self.by_name or any(c.name == name for c in self._codes):
             raise AcpctlError(
                 f"a device named {name!r} is paired already (or waits to be)",
-                hint=f"first: acpctl serve --revoke {name!r}; or choose another --name",
+                hint=f"first: acpctl host revoke {name!r}; or choose another --name",
             )
         if len(self.by_name) >= MAX_DEVICES:
             raise AcpctlError(f"{MAX_DEVICES} devices are paired: revoke one first")
@@ -187,7 +187,7 @@ class Devices:
         return device
 
     def listed(self) -> list[dict[str, object]]:
-        """The devices as `acpctl serve --devices` shows them: no digest."""
+        """The devices as `acpctl host devices` shows them: no digest."""
         return [
             {
                 "name": d.name,

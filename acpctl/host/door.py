@@ -212,8 +212,8 @@ class Door:
         if limited is not None:
             return limited
         if from_page:
-            return refuse(401, "this device is not paired (acpctl serve --pair)")
-        response = refuse(401, "a bearer token is required (acpctl serve --show-token)")
+            return refuse(401, "this device is not paired (acpctl host pair)")
+        response = refuse(401, "a bearer token is required (acpctl host show-token)")
         response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="acpctl"'
         return response
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -23,7 +24,7 @@ from acpctl import config, jsonrpc, paths, serve_config
 from acpctl import protocol as acp
 from acpctl.config import is_loopback
 from acpctl.errors import AcpctlError, UsageError
-from acpctl.host import unix
+from acpctl.host import control, unix
 from acpctl.host.agents import DEFAULT_IDLE_S, DEFAULT_SPARE_S, AgentPool
 from acpctl.host.devices import Devices
 from acpctl.host.door import HEADER_TIMEOUT_S, Door, raise_file_limit
@@ -152,7 +153,7 @@ def one_host(replace: bool) -> Iterator[None]:
         if not replace:
             raise AcpctlError(
                 f"a session host already runs here ({running}); "
-                "`acpctl serve --replace` with the options you want restarts it with "
+                "`acpctl host start --replace` with the options you want restarts it with "
                 "them (its sessions stay, and reopen from the store)"
             ) from None
         _stop_running_host(directory)
@@ -201,7 +202,9 @@ def _stop_running_host(directory: Path) -> None:
         return  # gone meanwhile: waiting for the lock says the rest
     try:
         host = psutil.Process(pid)
-        is_host = "serve" in host.cmdline() and any("acpctl" in part for part in host.cmdline())
+        command = host.cmdline()
+        started = "serve" in command or ("host" in command and "start" in command)
+        is_host = started and any("acpctl" in part for part in command)
     except (OSError, ValueError, psutil.Error):
         return  # gone meanwhile, or not to be told: waiting for the lock says the rest
     if is_host:  # never a process that took a dead host's pid since
@@ -245,10 +248,30 @@ async def _serve(options: HostOptions) -> None:
     loop.set_exception_handler(_accept_failures_in_one_line(log))
     socket_path = paths.host_socket()
     created_socket = False
+    stop, again = asyncio.Event(), asyncio.Event()  # a stop asked; a second: no waiting
+    stopped_by: list[str] = []
+
+    def stop_asked(why: str, now: bool = False) -> None:
+        if stop.is_set() or now:
+            again.set()
+        stopped_by.append(why)
+        stop.set()
+
     try:
-        listening: list[JsonObject] = []  # what serve --status and doctor show
+        listening: list[JsonObject] = []  # what `host status` and doctor show
         tcp = TcpDoor(pool, log, devices)
-        servers.append(await unix.listen(socket_path, pool, log, listening, tcp.controls()))
+        table = control.host_methods(
+            pool, tcp, pusher, listening, lambda now: stop_asked("acpctl host stop", now)
+        )
+        pool.client_methods = {
+            method: entry.answer
+            for method, entry in control.reached(table, control.CLIENTS).items()
+        }
+        local = {
+            method: functools.partial(entry.answer, None)
+            for method, entry in control.reached(table, control.LOCAL).items()
+        }
+        servers.append(await unix.listen(socket_path, pool, log, local))
         created_socket = True
         log.info("session host: listening on %s (log %s)", socket_path, log_path)
         if options.listen is not None:
@@ -298,28 +321,18 @@ async def _serve(options: HostOptions) -> None:
                 notifier.page_url = page_address(address)
             log.info("session host: listening on %s", address)
             log.info(
-                "session host: clients need its token: acpctl serve --show-token "
+                "session host: clients need its token: acpctl host show-token "
                 "(with --observer, one that can only watch)"
             )
         pool.start_reaping()
-        stop = asyncio.Event()
-        stopped_by: list[str] = []
-
-        def on_signal(name: str) -> None:
-            stopped_by.append(name)
-            stop.set()
-
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal, sig.name)
+            loop.add_signal_handler(sig, stop_asked, sig.name)
         signalled = asyncio.ensure_future(stop.wait())
         idle = asyncio.ensure_future(pool.idle.wait())
         await asyncio.wait({signalled, idle}, return_when=asyncio.FIRST_COMPLETED)
         signalled.cancel()
         idle.cancel()
         if stop.is_set():
-            again = asyncio.Event()  # a second signal: no more waiting
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, again.set)
             await _let_turns_finish(pool, servers, log, stopped_by[0], options.stop_grace_s, again)
     finally:
         for listener in servers:

@@ -326,7 +326,7 @@ async def _pair(door: Door, log: logging.Logger, request: web.Request) -> web.St
         return _refuse(507, exc.message)
     if redeemed is None:
         refused = door.failed(request) or _refuse(
-            403, "this pairing code is wrong, used or expired (a new one: acpctl serve --pair)"
+            403, "this pairing code is wrong, used or expired (a new one: acpctl host pair)"
         )
         refused.force_close()
         log.info("refused a pairing from %s: %d", request.remote, refused.status)

@@ -1,4 +1,4 @@
-"""`acpctl serve --pair`, `--devices` and `--revoke`: asked of the running host on its unix
+"""`acpctl host pair`, `--devices` and `--revoke`: asked of the running host on its unix
 socket (host/unix.py; the socket's permissions are the check), as `--rotate-token` is.
 Pairing prints the page's address, with its one-time code in the fragment, and a QR code
 of it for a phone's camera (segno), in black on white whatever the terminal's theme; with
@@ -18,7 +18,7 @@ from acpctl.host.devices import checked_name
 from acpctl.remote.host_socket import ask_host, read_status
 
 NO_HOST = (
-    "no session host runs: start one a device can reach (acpctl serve --listen 127.0.0.1:8765)"
+    "no session host runs: start one a device can reach (acpctl host start --listen 127.0.0.1:8765)"
 )
 
 
@@ -82,7 +82,7 @@ def pair(
     minutes = float(paired["expiresIn"]) / 60
     sys.stdout.write(
         f"\n{url}\n\nOpen it on the device within {minutes:g} minutes, once: it pairs "
-        f"{paired['name']!r} as {paired['role']} (to end it: acpctl serve --revoke "
+        f"{paired['name']!r} as {paired['role']} (to end it: acpctl host revoke "
         f"{paired['name']!r}).\n"
         + (f"The QR code is also in {qr_png}.\n" if qr_png is not None else "")
     )
@@ -95,7 +95,7 @@ def devices(as_json: bool) -> int:
         sys.stdout.write(json.dumps(listed, indent=2) + "\n")
         return 0
     if not listed:
-        sys.stdout.write("no device is paired (to pair one: acpctl serve --pair)\n")
+        sys.stdout.write("no device is paired (to pair one: acpctl host pair)\n")
         return 0
     width = max(len(str(device["name"])) for device in listed)
     for device in listed:

@@ -22,7 +22,6 @@ import ipaddress
 import json
 import logging
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,11 +166,6 @@ class Pusher:
         if self._key is None:
             self._key = VapidKey()
         return self._key
-
-    def methods(self) -> dict[str, Callable[[Client, Any], JsonObject]]:
-        """The host's methods a paired device's page subscribes with (HOST_PUSH_KEY,
-        HOST_PUSH_SUBSCRIBE), on any agent's connection."""
-        return {acp.HOST_PUSH_KEY: self.push_key, acp.HOST_PUSH_SUBSCRIBE: self.push_subscribe}
 
     def push_key(self, client: Client, params: Any) -> JsonObject:
         """What a device's page subscribes with (the VAPID public key), and whether this

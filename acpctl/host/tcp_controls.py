@@ -8,7 +8,6 @@ import logging
 
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
-from acpctl.host import unix
 from acpctl.host.agents import AgentPool
 from acpctl.host.devices import PAIR_CODE_TTL_S, Devices
 from acpctl.host.door import Door
@@ -32,21 +31,12 @@ class TcpDoor:
         self.log = log
         self.listening: list[JsonObject] = []  # the TCP listener's address, once it listens
 
-    def controls(self) -> dict[str, unix.Control]:
-        """What the unix socket may ask of the door."""
-        return {
-            acp.HOST_ROTATE_TOKEN: self.rotate,
-            acp.HOST_PAIR: self.pair,
-            acp.HOST_DEVICES: self.listed,
-            acp.HOST_REVOKE: self.revoke,
-        }
-
-    async def pair(self, params: JsonObject) -> JsonObject:
+    def pair(self, params: JsonObject) -> JsonObject:
         """A one-time code that pairs a device, and the page's address it goes with."""
         if self.door is None or not self.listening:
             raise AcpctlError(
                 "the session host has no TCP listener for a device to reach: restart it "
-                "with one (acpctl serve --replace --listen 127.0.0.1:8765)"
+                "with one (acpctl host start --replace --listen 127.0.0.1:8765)"
             )
         role = params.get("role", acp.CONTROLLER)
         name = params.get("name")
@@ -61,10 +51,10 @@ class TcpDoor:
             "url": f"{page}{PAIR_PATH}#{code}",
         }
 
-    async def listed(self, params: JsonObject) -> JsonObject:
+    def listed(self) -> JsonObject:
         return {"devices": self.devices.listed()}
 
-    async def revoke(self, params: JsonObject) -> JsonObject:
+    def revoke(self, params: JsonObject) -> JsonObject:
         """The device unpaired: its credential refused, its connections ended, now."""
         name = params.get("name")
         device = self.devices.revoke(str(name))
@@ -72,7 +62,7 @@ class TcpDoor:
         self.log.info("session host: device %r revoked; %d connection(s) ended", name, ended)
         return {"name": device.name, "ended": ended}
 
-    async def rotate(self, params: JsonObject) -> JsonObject:
+    def rotate(self, params: JsonObject) -> JsonObject:
         role = params.get("role")
         if role not in ROLES:
             raise AcpctlError(f"no token role {role!r}: {' or '.join(ROLES)}")

@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,17 +49,17 @@ from acpctl.jsontext import encode_text
 T = TypeVar("T")
 UNIX_PATH_MAX = 107  # sun_path's size, less its NUL
 FIRST_LINE_TIMEOUT_S = 30.0
-# What `acpctl serve --rotate-token`, `--pair`, `--devices` and `--revoke` ask the running
-# host (the unix socket's permissions are their check): params -> result.
-Control = Callable[[JsonObject], Awaitable[JsonObject]]
+# The host's methods asked as the socket's first line (host/control.py's LOCAL ones: `acpctl
+# host status`, `pair`, `stop`...; the socket's permissions are their check): params ->
+# result.
+Control = Callable[[JsonObject], JsonObject]
 
 
 async def listen(
     path: Path,
     pool: AgentPool,
     log: logging.Logger,
-    listening: list[JsonObject],
-    controls: dict[str, Control],
+    controls: Mapping[str, Control],
 ) -> asyncio.AbstractServer:
     """The socket at `path`, 0600 in a 0700 directory; a stale one (no host answers on it)
     is replaced, a live one is refused."""
@@ -81,7 +81,7 @@ async def listen(
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _client(reader, writer, connections, log, listening, controls)
+            await _client(reader, writer, connections, log, controls)
         except asyncio.CancelledError:
             # The host stops with this client connected. Nothing awaits this task, and
             # Python 3.11's stream callback would print the cancellation as a traceback.
@@ -103,10 +103,8 @@ async def _client(
     writer: asyncio.StreamWriter,
     connections: Connections,
     log: logging.Logger,
-    listening: list[JsonObject],
-    controls: dict[str, Control],
+    controls: Mapping[str, Control],
 ) -> None:
-    pool = connections.pool
     try:
         first = await asyncio.wait_for(reader.readline(), FIRST_LINE_TIMEOUT_S)
         request = json.loads(first)
@@ -117,21 +115,10 @@ async def _client(
     msg_id, method = request["id"], request.get("method")
     params = request.get("params")
     params = params if isinstance(params, dict) else {}
-    if method == acp.HOST_STATUS:
-        status = {
-            "pid": os.getpid(),
-            "version": __version__,
-            "socket": str(paths.host_socket()),
-            "listening": listening,
-            "agents": pool.status(),
-        }
-        _answer(writer, jsonrpc.result(msg_id, status))
-        await writer.drain()
-        return
     control = controls.get(str(method))
     if control is not None:
         try:
-            _answer(writer, jsonrpc.result(msg_id, await control(params)))
+            _answer(writer, jsonrpc.result(msg_id, control(params)))
         except AcpctlError as exc:
             _answer(writer, jsonrpc.error(msg_id, acp.INVALID_PARAMS, exc.message))
         await writer.drain()

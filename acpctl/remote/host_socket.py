@@ -48,10 +48,10 @@ async def open_host_socket(start: bool = True) -> tuple[asyncio.StreamReader, as
 
 
 def start_host() -> None:
-    """`acpctl serve`, detached from this process and its terminal: it outlives the editor.
+    """`acpctl host start`, detached from this process and its terminal: it outlives the editor.
     Two clients starting one at once is safe: the host's lock lets one of them run."""
     subprocess.Popen(
-        [sys.executable, "-m", "acpctl", "serve", "--exit-when-idle"],
+        [sys.executable, "-m", "acpctl", "host", "start", "--exit-when-idle"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -82,7 +82,7 @@ async def ask_host(method: str, params: dict[str, Any], timeout: float = 10) -> 
 
 
 async def read_status(timeout: float = 10) -> dict[str, Any] | None:
-    """The running host's status (`acpctl serve --status`, doctor, ps); None when no host
+    """The running host's status (`acpctl host status`, doctor, ps); None when no host
     answers."""
     answer = await ask_host(acp.HOST_STATUS, {}, timeout)
     result = answer.get("result") if isinstance(answer, dict) else None

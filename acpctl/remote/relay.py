@@ -80,7 +80,7 @@ def environment_note(agent: str, connected: Any) -> str | None:
     return (
         f"{NOTE}{agent} runs in the session host, with the host's environment, which differs "
         f"from this one in {environ.said([str(name) for name in differs])}: to run it with "
-        "this one, restart the host from here (acpctl serve --replace), or set the "
+        "this one, restart the host from here (acpctl host start --replace), or set the "
         "variables in config.toml for the agent (docs/remote.md)"
     )
 

@@ -52,7 +52,7 @@ class Client:
     # The attach proposal's clientId: the client's own name for itself (its session/attach,
     # or its initialize's clientInfo), echoed wherever the client is named.
     client_id: str | None = None
-    # The paired device it came in as (acpctl serve --pair): named wherever the client is.
+    # The paired device it came in as (acpctl host pair): named wherever the client is.
     device: str | None = None
     # The elicitation modes its initialize declared (clientCapabilities.elicitation): an
     # agent's question of another mode is never sent to it.

@@ -29,7 +29,7 @@ CLOSE_GRACE_S = 5.0
 CANCEL_DEADLINE_S = 10.0
 IGNORED_CANCEL = (
     "the agent did not end the turn within {seconds:g} s of its cancel: acpctl ended it for "
-    "its clients (the agent may be stopped or stuck: acpctl serve --status, acpctl ps)"
+    "its clients (the agent may be stopped or stuck: acpctl host status, acpctl ps)"
 )
 
 

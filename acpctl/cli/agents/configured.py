@@ -288,3 +288,26 @@ def host(
     who = name or "every agent"
     way = "through the session host" if state == "on" else "directly, without the host"
     typer.echo(f"{who}: editors' sessions now run {way} (from the next `acpctl run --acp`)")
+    typer.echo(_running_host_said(state == "on"))
+
+
+def _running_host_said(on: bool) -> str:
+    """What the change does to a session host that runs now: nothing, said."""
+    import asyncio
+
+    from acpctl.remote.host_socket import read_status
+
+    running = asyncio.run(read_status())
+    if running is None:
+        return (
+            "no session host runs now: the next editor's `run --acp` starts one"
+            if on
+            else "no session host runs now"
+        )
+    pid = running["pid"]
+    if on:
+        return f"the session host (pid {pid}) runs: the next sessions go through it"
+    return (
+        f"the session host (pid {pid}) keeps running for the sessions it holds; "
+        "`acpctl host stop` stops it"
+    )

@@ -15,7 +15,7 @@ from acpctl.config import Config, is_loopback_name
 from acpctl.doctor.findings import Finding, ok
 from acpctl.remote.host_socket import read_status
 
-START = "acpctl serve --replace --listen 127.0.0.1:8765"
+START = "acpctl host start --replace --listen 127.0.0.1:8765"
 
 
 def check_reach(cfg: Config) -> list[Finding]:

@@ -164,7 +164,7 @@ def _fix_for(remote: Remote, said: str = "", name: str = "NAME") -> str:
             f"private CA's certificate, `acpctl agents add {name} --url {remote.url} "
             "--ca-file CA.pem` (the certificate itself, for a self-signed one)"
         )
-    return "check the URL, the token_file, and that acpctl serve --listen runs there"
+    return "check the URL, the token_file, and that acpctl host start --listen runs there"
 
 
 def _link_log(name: str) -> list[Finding]:

@@ -115,7 +115,7 @@ async function start() {
     if (await reachable()) {
       unreachableSince = null;
       forget();
-      say("this device is not paired, or was revoked: pair it again (acpctl serve --pair)");
+      say("this device is not paired, or was revoked: pair it again (acpctl host pair)");
     } else {
       unreachableSince = unreachableSince || new Date();
       say(`the host is not reachable (retrying since ${unreachableSince.toLocaleTimeString()})`);

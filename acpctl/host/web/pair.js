@@ -16,7 +16,7 @@ async function pair() {
   const code = decodeURIComponent(window.location.hash.slice(1));
   window.history.replaceState(null, "", window.location.pathname);
   if (!code) {
-    say("This address has no pairing code. Run acpctl serve --pair for a new one.", false);
+    say("This address has no pairing code. Run acpctl host pair for a new one.", false);
     return;
   }
   let answer;

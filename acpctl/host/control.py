@@ -1,0 +1,76 @@
+"""The session host's own methods (`_acpctl/...`), in one table: what each answers, and where
+it is asked. LOCAL methods are asked on the unix socket, as its first line (the socket's
+permissions are their check: `acpctl host status`, `pair`, `stop`...); CLIENTS methods are
+asked by any client of an agent's connection, on the unix socket, WebSocket or Streamable
+HTTP alike (the page's lists, its push subscription). A method may be both
+(`_acpctl/devices`). docs/web.md and docs/remote.md say what each returns."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from acpctl import __version__, paths
+from acpctl import protocol as acp
+from acpctl.host.agents import AgentPool
+from acpctl.host.push import Pusher
+from acpctl.host.tcp_controls import TcpDoor
+from acpctl.jsonrpc import JsonObject
+from acpctl.runner.clients import Client
+
+LOCAL, CLIENTS = "local", "clients"
+
+
+@dataclass(frozen=True)
+class HostMethod:
+    # The answer to params, asked by a client (None on the unix socket's first line).
+    answer: Callable[[Client | None, JsonObject], JsonObject]
+    reach: frozenset[str]
+
+
+def host_methods(
+    pool: AgentPool,
+    tcp: TcpDoor,
+    pusher: Pusher,
+    listening: list[JsonObject],
+    stop: Callable[[bool], None],
+) -> dict[str, HostMethod]:
+    """The table. `stop(now)`: the host's graceful stop (now: running turns cancelled)."""
+
+    def status(client: Client | None, params: JsonObject) -> JsonObject:
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "socket": str(paths.host_socket()),
+            "listening": listening,
+            "agents": pool.status(),
+        }
+
+    def stopping(client: Client | None, params: JsonObject) -> JsonObject:
+        running = pool.running_turns()
+        stop(params.get("now") is True)
+        return {"pid": os.getpid(), "runningTurns": running}
+
+    def with_client(method: Callable[[Client, Any], JsonObject]) -> Any:
+        return lambda client, params: method(client, params)
+
+    local, clients, both = frozenset({LOCAL}), frozenset({CLIENTS}), frozenset({LOCAL, CLIENTS})
+    return {
+        acp.HOST_STATUS: HostMethod(status, local),
+        acp.HOST_STOP: HostMethod(stopping, local),
+        acp.HOST_ROTATE_TOKEN: HostMethod(lambda c, params: tcp.rotate(params), local),
+        acp.HOST_PAIR: HostMethod(lambda c, params: tcp.pair(params), local),
+        acp.HOST_REVOKE: HostMethod(lambda c, params: tcp.revoke(params), local),
+        acp.HOST_DEVICES: HostMethod(lambda c, params: tcp.listed(), both),
+        acp.HOST_WAITING: HostMethod(lambda c, params: pool.waiting(), clients),
+        acp.HOST_SESSIONS: HostMethod(lambda c, params: pool.sessions(), clients),
+        acp.HOST_PROJECTS: HostMethod(lambda c, params: pool.projects(), clients),
+        acp.HOST_PUSH_KEY: HostMethod(with_client(pusher.push_key), clients),
+        acp.HOST_PUSH_SUBSCRIBE: HostMethod(with_client(pusher.push_subscribe), clients),
+    }
+
+
+def reached(table: dict[str, HostMethod], reach: str) -> dict[str, HostMethod]:
+    return {method: entry for method, entry in table.items() if reach in entry.reach}
