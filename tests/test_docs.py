@@ -154,9 +154,12 @@ def signatures_section() -> str:
     return "\n".join(lines)
 
 
-def check_generated(page: Path, marker: str, section: str) -> None:
-    """The part of a page between `<!-- MARKER: generated ... -->` and `<!-- MARKER: end
-    -->` is `section` (ACPCTL_REGENERATE_DOCS=1 writes it)."""
+REGENERATE = "regenerate: ACPCTL_REGENERATE_DOCS=1 pytest tests/test_docs.py"
+
+
+def generated_as_it_is(page: Path, marker: str, section: str) -> bool:
+    """Whether the part of a page between `<!-- MARKER: generated ... -->` and `<!-- MARKER:
+    end -->` is `section` (ACPCTL_REGENERATE_DOCS=1 writes it)."""
     text = page.read_text()
     start = text.index(f"<!-- {marker}: generated")
     start = text.index("\n", start) + 1
@@ -164,12 +167,13 @@ def check_generated(page: Path, marker: str, section: str) -> None:
     expected = text[:start] + section + text[end:]
     if os.environ.get("ACPCTL_REGENERATE_DOCS"):
         page.write_text(expected)
-    assert text == expected, "regenerate: ACPCTL_REGENERATE_DOCS=1 pytest tests/test_docs.py"
+    return text == expected
 
 
 def test_troubleshooting_lists_every_signature_with_what_agents_said() -> None:
     """Issue 20: every signature, with the recorded agents' output it was written from."""
-    check_generated(ROOT / "docs" / "troubleshooting.md", "signatures", signatures_section() + "\n")
+    page = ROOT / "docs" / "troubleshooting.md"
+    assert generated_as_it_is(page, "signatures", signatures_section() + "\n"), REGENERATE
 
 
 def test_changelog_names_the_version() -> None:
@@ -288,7 +292,7 @@ def catalog_table() -> str:
 
 def test_the_catalog_page_matches_the_registry() -> None:
     """Issue 18: docs/agents.md lists every registry agent as the shipped data says."""
-    check_generated(ROOT / "docs" / "agents.md", "catalog", catalog_table())
+    assert generated_as_it_is(ROOT / "docs" / "agents.md", "catalog", catalog_table()), REGENERATE
 
 
 def test_what_a_config_that_does_not_parse_stops(home: Path) -> None:

@@ -328,18 +328,23 @@ def test_help_everywhere_choices_and_the_neovim_alias(home: Path) -> None:
     assert cli("install", "neovim").stdout == cli("install", "nvim").stdout
 
 
-def test_a_dry_run_warns_as_the_install_would(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 31, 13: the temporary-directory warning was left out of --dry-run."""
+def test_a_dry_run_warns_as_the_install_would(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 31, 13: the temporary-directory warning was left out of --dry-run. (Issue 53:
+    this test passed on the project-virtualenv warning alone; it checks the one it sets up.)"""
     import sys
     import tempfile
 
-    # As if acpctl ran from a temporary directory: the one its interpreter is in.
-    monkeypatch.setattr(tempfile, "tempdir", str(Path(sys.executable).resolve().parent.parent))
+    # As if acpctl ran from a temporary directory: the one its interpreter is in, as the
+    # entry would name it (not where a link resolves to).
+    monkeypatch.setattr(tempfile, "tempdir", str(Path(sys.executable).absolute().parent.parent))
+    monkeypatch.chdir(tmp_path)  # no project here: its virtualenv is not this directory's
     (home / ".acpx").mkdir()
     shown = cli("install", "acpx", "--dry-run")
     assert shown.returncode == 0, shown.stderr
-    assert "the entry breaks when it is" in shown.stderr  # the temporary-directory warning,
-    # or the project-virtualenv one when the tests run inside the checkout's .venv
+    assert "is in a temporary directory: the entry breaks when it is cleaned up" in shown.stderr
+    assert "this project's virtualenv" not in shown.stderr
 
 
 @pytest.mark.parametrize("original", ['{"a": 1}', "{}", "{/* c */}", '{\n  "a": 1 // c\n}\n'])

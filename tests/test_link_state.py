@@ -169,9 +169,14 @@ def test_a_host_that_says_it_stops_is_said_to_have_stopped_when_the_link_drops()
     assert state.stopping is None
 
 
-def test_a_first_dial_that_fails_goes_down_with_the_shorter_limit_and_may_give_up() -> None:
+def test_a_first_dial_that_fails_goes_down_with_the_shorter_limit_and_may_give_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     state = LinkState("far", logging.getLogger("test"))
     state.went_down("refused")
+    # Issue 53, 5: it did not drop, it never connected.
+    assert "the link to far could not connect: refused" in caplog.text
+    assert "dropped" not in caplog.text
     assert phase_of(state) is Phase.DOWN and state.down_since is not None
     state.down_since = time.time() - 31
     assert state.past(300, 30)  # never up: the first connection's limit holds

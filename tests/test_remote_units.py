@@ -384,6 +384,10 @@ def test_the_status_line_shows_the_link_down_while_it_is() -> None:
     up = {"method": acp.LINK_STATE, "params": {"state": "up", "after": 1.5, "how": "resumed"}}
     conn._route({"jsonrpc": "2.0", **up}, b"")
     assert "link" not in renderer.status.facts
+    # Issue 53, 5: a link that never connected did not drop.
+    never = {"state": "down", "since": 0, "reason": "x", "connected": False}
+    conn._route({"jsonrpc": "2.0", "method": acp.LINK_STATE, "params": never}, b"")
+    assert renderer.status.facts["link"].startswith("link not up yet (since ")
 
 
 def _line(message: dict[str, Any]) -> bytes:

@@ -133,8 +133,10 @@ class LinkState:
         self._move(Phase.UP)
         if self.down_since is not None:
             took, how = time.time() - self.down_since, self._how
-            self._log.info("the link to %s is back after %.1f s (%s)", self.describe, took, how)
-            self._tell_state({"state": "up", "after": round(took, 1), "how": how})
+            first = self.connection == 1 and how != "resumed"  # never up before this
+            said = "is up" if first else "is back"
+            self._log.info("the link to %s %s after %.1f s (%s)", self.describe, said, took, how)
+            self._tell_state({"state": "up", "after": round(took, 1), "how": how, "first": first})
         self.down_since = None
         self.stopping = None
         self._send_held()
@@ -145,8 +147,11 @@ class LinkState:
             reason = HOST_STOPPED
         if self.down_since is None:
             self.down_since = time.time()
-            self._log.warning("the link to %s dropped: %s; reconnecting", self.describe, reason)
-            self._tell_state({"state": "down", "since": self.down_since, "reason": reason})
+            never = self.connection == 0  # it did not drop: it never connected
+            said = "could not connect" if never else "dropped"
+            self._log.warning("the link to %s %s: %s; trying again", self.describe, said, reason)
+            told = {"state": "down", "since": self.down_since, "reason": reason}
+            self._tell_state({**told, "connected": not never})
         self.down_reason = reason
 
     def past(self, limit_s: float, first_limit_s: float) -> bool:

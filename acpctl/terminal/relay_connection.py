@@ -250,8 +250,16 @@ class RelayConnection:
                 if isinstance(since, (int, float))
                 else "now"
             )
+            never = params.get("connected") is False  # not a drop: it never connected
             if status is not None:
-                status.fact("link", f"link down since {at}, reconnecting")
+                status.fact(
+                    "link",
+                    f"link not up yet (since {at}), connecting"
+                    if never
+                    else f"link down since {at}, reconnecting",
+                )
+            elif never:
+                self.renderer.notice(f"acpctl: the link could not connect ({at}); trying again")
             else:
                 self.renderer.notice(f"acpctl: the link dropped at {at}; reconnecting")
         elif params.get("state") == "up":
@@ -259,7 +267,8 @@ class RelayConnection:
                 status.fact("link", None)
             after = params.get("after")
             took = f" after {after:g} s" if isinstance(after, (int, float)) else ""
-            self.renderer.notice(f"acpctl: the link is back{took} ({params.get('how')})")
+            said = "up" if params.get("first") is True else "back"
+            self.renderer.notice(f"acpctl: the link is {said}{took} ({params.get('how')})")
 
     def ended(self) -> str:
         """Why the child `run --acp` ended: the host it linked to stopped, as it said, or
