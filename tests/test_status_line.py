@@ -417,3 +417,28 @@ def test_the_context_windows_fill_is_a_fact_of_the_status_line(
     cost_only.renderer.update({"sessionUpdate": acp.USAGE_UPDATE, "cost": {"amount": 1}})
     cost_only.play(["partial", PAUSE])
     assert "context" not in cost_only.rows()[1]
+
+
+@pytest.mark.e2e
+def test_a_question_left_waiting_is_the_person_not_the_agent_keeping_quiet(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 53, 5: while a permission waited unanswered, the terminal printed "demo has said
+    nothing for 30 s; still waiting" on the choice> line: the agent was waiting for the
+    person. The question is left open past the silence warning (1 s here), then answered."""
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("silence_warning_s = 1\n")
+    terminal = PseudoTerminal(acpctl_argv("run", "--agent", "demo", "run: ls -la"), tmp_path)
+    terminal.until(b"choice> ")
+    left_open_until = time.monotonic() + 2.5  # the scenario: two silence warnings' worth
+    while (left := left_open_until - time.monotonic()) > 0:
+        ready, _, _ = select.select([terminal.controller], [], [], left)
+        if ready:
+            data = os.read(terminal.controller, 1 << 16)
+            terminal.seen += data
+            terminal.stream.feed(data)
+    terminal.type(b"1\n")  # Allow
+    assert terminal.ended() == 0
+    assert b"has said nothing" not in terminal.seen, terminal.rows()
+    assert "You said: run: ls -la" in "\n".join(terminal.rows())

@@ -187,6 +187,9 @@ class Turn:
         while True:
             since = max(conn.heard, noticed)
             await asyncio.sleep(max(since + self.silence_s - time.monotonic(), 0.0))
+            if conn.questions:  # the agent waits for the person, not the other way round
+                noticed = time.monotonic()
+                continue
             quiet = time.monotonic() - conn.heard
             if quiet >= self.silence_s and not self.cancelled:
                 noticed = time.monotonic()
