@@ -428,3 +428,19 @@ def test_doctor_checks_how_a_device_reaches_the_page(
         assert any(f.status == status and words in f.message for f in found), found
     if all(status == "ok" for status, _ in said):
         assert all(f.status == "ok" for f in found), found
+
+
+def test_doctor_forgets_a_failure_once_the_agent_has_worked_since(home: Path) -> None:
+    """Issue 53, 5: doctor kept warning of a failure three good runs after it was mended
+    (an agent added with a relative path, say). A run in which the agent worked mends the
+    runs before it: their failed requests and their logs' known failures are not told."""
+    from acpctl.doctor.checks.logs import check_incidents
+
+    crashed = run_cli("run", "--agent", "demo", "crash")
+    assert crashed.returncode != 0
+    told = [f for f in check_incidents() if f.check == "agent demo"]
+    assert told and "failed in recent runs" in told[0].message, told
+    assert run_cli("run", "--agent", "demo", "hello").returncode == 0
+    assert [f for f in check_incidents() if f.check == "agent demo"] == []
+    shown = run_cli("logs", "demo")
+    assert "worked" not in shown.stdout  # the mark is doctor's, not a failure to list

@@ -131,7 +131,7 @@ def _print_incidents(log: Path) -> None:
     """The run's failed requests and silences, after its log: what the agent answered."""
     from acpctl.runner import incidents
 
-    records = incidents.read(incidents.path_for(log))
+    records = [r for r in incidents.read(incidents.path_for(log)) if r["kind"] != "worked"]
     if records:
         typer.echo(f"==> {incidents.path_for(log)}: failed requests and silences <==", err=True)
         for record in records[-20:]:

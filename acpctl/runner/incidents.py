@@ -1,7 +1,9 @@
 """What went wrong in a run, as the protocol saw it: the agent's failed requests (method,
 error code and message), prompts it left silent, and how those turns ended. One JSON line
 each in `<run log>.incidents.jsonl`, beside the run log, for `acpctl doctor` and
-`acpctl logs`: stderr says what an agent printed, this says what it answered."""
+`acpctl logs`: stderr says what an agent printed, this says what it answered. And, once a
+run, that the agent worked (a turn ended as the agent meant it to): what went wrong
+before then is mended, and doctor says no more of it."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class Incidents:
         self.path = path_for(log_path) if log_path else None
         self.log = log
         self.agent_env = agent_env  # where the agent keeps its own records
+        self._worked = False
 
     def silence(self, session: str, agent_session: str, seconds: float) -> str | None:
         """Record a silent stretch of a turn, with what the agent's own records say about
@@ -41,6 +44,12 @@ class Incidents:
         extra = {"agent_said": said} if said else {}
         self.add("silence", session=session, seconds=round(seconds), **extra)
         return said
+
+    def worked(self) -> None:
+        """A turn ended as the agent meant it to: said once a run."""
+        if not self._worked:
+            self._worked = True
+            self.add("worked")
 
     def failed(self, method: str, error: Any) -> None:
         if not isinstance(error, dict):
@@ -86,6 +95,13 @@ def read(path: Path) -> list[dict[str, Any]]:
     except OSError:
         return []
     return records
+
+
+def since_it_worked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's records, oldest first, less those before the last time it worked (and
+    that record itself): a failure mended since is no failure any more."""
+    last = max((i for i, r in enumerate(records) if r["kind"] == "worked"), default=-1)
+    return records[last + 1 :]
 
 
 def describe(record: dict[str, Any]) -> str:

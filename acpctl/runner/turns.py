@@ -167,10 +167,12 @@ class Turns:
             queue.prompts.discard(future)
             self.running.pop(future, None)
             conn.sessions_changed()
+        result = response.get("result")
+        stop = result.get("stopReason") if isinstance(result, dict) else "error"
         if silent:
-            result = response.get("result")
-            stop = result.get("stopReason") if isinstance(result, dict) else "error"
             conn.incidents.add("silent_turn_end", session=record.id, stopReason=stop)
+        elif stop in (acp.END_TURN, acp.MAX_TOKENS):
+            conn.incidents.worked()
         return response
 
     async def _watch(self, record: SessionRecord, future: asyncio.Future[JsonObject]) -> bool:

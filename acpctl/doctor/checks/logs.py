@@ -29,6 +29,15 @@ def zed_logs() -> list[Path]:
     return [p for p in candidates if p.is_file()]
 
 
+def _worked_since() -> dict[str, float]:
+    """Each agent's newest run log in which it worked (its modification time)."""
+    newest: dict[str, float] = {}
+    for log in runlog.run_logs():
+        if any(r["kind"] == "worked" for r in incidents.read(incidents.path_for(log))):
+            newest[runlog.agent_of(log)] = log.stat().st_mtime
+    return newest
+
+
 def _log_lines(path: Path, zed: bool) -> Iterable[tuple[int, str]]:
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
@@ -49,7 +58,8 @@ def check_incidents() -> list[Finding]:
         records = incidents.read(incidents.path_for(log))
         by_agent.setdefault(runlog.agent_of(log), []).extend(records)
     findings = []
-    for agent, records in by_agent.items():
+    for agent, all_records in by_agent.items():
+        records = incidents.since_it_worked(all_records)
         failed = [r for r in records if r["kind"] == "error"]
         silent = [r for r in records if r["kind"] == "silent_turn_end"]
         if not failed and not silent:
@@ -81,6 +91,9 @@ def check_logs() -> list[Finding]:
     logs = sorted(paths.logs_dir().glob("*.log*"), key=lambda p: p.stat().st_mtime, reverse=True)[
         :LOG_FILES_SCANNED
     ]
+    # A run's failure is mended once a later run of the same agent worked.
+    mended = _worked_since()
+    logs = [p for p in logs if p.stat().st_mtime >= mended.get(runlog.agent_of(p), 0.0)]
     hits: dict[str, list[str]] = {}
     for path, zed in [*((p, False) for p in logs), *((p, True) for p in zed_logs())]:
         for number, line in _log_lines(path, zed):
