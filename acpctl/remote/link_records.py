@@ -4,6 +4,8 @@ matched when a new connection asks it again)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from acpctl import protocol as acp
@@ -60,3 +62,14 @@ def ask_fingerprint(message: dict[str, Any]) -> tuple[Any, ...] | None:
     tool = params.get("toolCall")
     tool_id = tool.get("toolCallId") if isinstance(tool, dict) else None
     return (params.get("sessionId"), tool_id)
+
+
+def own_ids() -> Iterator[str]:
+    """The ids of the link's own requests (a new connection's setup)."""
+    return (f"acpctl-link-{n}" for n in itertools.count(1))
+
+
+def unreadable(message: dict[str, Any]) -> bool:
+    """An answer of the host's to a line it could not read (not one of the editor's ids)."""
+    error = message.get("error")
+    return isinstance(error, dict) and error.get("code") in (acp.PARSE_ERROR, acp.INVALID_REQUEST)

@@ -28,7 +28,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from acpctl import cursors_wire, jsonrpc
@@ -36,7 +36,7 @@ from acpctl import protocol as acp
 from acpctl.capabilities import AgentCapabilities, advertises_resumable
 from acpctl.jsonrpc.pending import PendingRequests
 from acpctl.remote.link_phase import MOVES, NoSuchMove, Phase
-from acpctl.remote.link_records import Ask, History, Waiting, ask_fingerprint
+from acpctl.remote.link_records import Ask, History, Waiting, ask_fingerprint, own_ids, unreadable
 from acpctl.remote.link_sessions import (
     OpenSession,
     Reload,
@@ -79,7 +79,7 @@ class LinkState:
         self._asks: dict[tuple[bool, Any], Ask] = {}  # by the id the editor sees
         self._ask_ids = itertools.count(1)
         # The link's own requests (a new connection's setup), in the one pending table.
-        self.own: PendingRequests[str] = PendingRequests(_own_ids())
+        self.own: PendingRequests[str] = PendingRequests(own_ids())
         self._initialize: dict[str, Any] | None = None  # the editor's params
         self._capabilities = AgentCapabilities()  # the agent's, from initialize
         self.sessions: dict[str, OpenSession] = {}
@@ -150,8 +150,13 @@ class LinkState:
             never = self.connection == 0  # it did not drop: it never connected
             said = "could not connect" if never else "dropped"
             self._log.warning("the link to %s %s: %s; trying again", self.describe, said, reason)
-            told = {"state": "down", "since": self.down_since, "reason": reason}
-            self._tell_state({**told, "connected": not never})
+            told = {
+                "state": "down",
+                "since": self.down_since,
+                "reason": reason,
+                "connected": not never,
+            }
+            self._tell_state(told)
         self.down_reason = reason
 
     def past(self, limit_s: float, first_limit_s: float) -> bool:
@@ -382,7 +387,7 @@ class LinkState:
             return
         key = jsonrpc.id_key(msg_id) if jsonrpc.is_id(msg_id) else None
         waiting = self.waiting.pop(key, None) if key is not None else None
-        if waiting is None and _unreadable(message):
+        if waiting is None and unreadable(message):
             self._to_editor(message)  # the host's answer to a line the link could not read
             return
         if waiting is None:  # never asked, or answered already: the editor is not told twice
@@ -440,12 +445,3 @@ class LinkState:
                 del self._asks[key]
                 self._to_editor({**message, "params": {**params, "requestId": ask.editor_id}})
                 return
-
-
-def _own_ids() -> Iterator[str]:
-    return (f"acpctl-link-{n}" for n in itertools.count(1))
-
-
-def _unreadable(message: dict[str, Any]) -> bool:
-    error = message.get("error")
-    return isinstance(error, dict) and error.get("code") in (acp.PARSE_ERROR, acp.INVALID_REQUEST)

@@ -22,7 +22,7 @@ from acpctl.remote.transport import LinkDown, LinkRefused, Transport
 from acpctl.runner import runlog
 
 CERTIFICATE_WARN_DAYS = 14
-DROPPED = re.compile(r"the link to .+ dropped: (?P<why>.+); reconnecting$")
+DROPPED = re.compile(r"the link to .+ dropped: (?P<why>.+); trying again$")
 BACK = re.compile(r"the link to .+ is back after (?P<took>[\d.]+) s")
 GAVE_UP = re.compile(r"the link to .+ is down since .+; waiting requests fail")
 
