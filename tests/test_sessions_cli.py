@@ -74,6 +74,15 @@ def test_list_filters_and_json(home: Path, tmp_path: Path) -> None:
     assert len(listed("--limit", "1")) == 1
     table = run_cli("sessions", "list").stdout
     assert "first in a" in table and "ago" in table
+    # Issue 53, 5: the table fits the terminal's width (it was about 113 wide), a long
+    # title cut with "…"; --json has it whole.
+    turn(a, "a prompt much longer than any narrow terminal has room for, to be cut")
+    for columns in (80, 100):
+        narrow = run_cli("sessions", "list", env={**os.environ, "COLUMNS": str(columns)})
+        rows = narrow.stdout.splitlines()
+        assert rows and all(len(row) <= columns for row in rows), rows
+        assert "…" in narrow.stdout
+    assert str(listed()[0]["title"]).endswith("to be cut")
 
 
 @pytest.mark.e2e

@@ -78,6 +78,28 @@ def _relative(iso: str) -> str:
     return "just now"
 
 
+# The list's columns: ID, AGENT, TURNS and UPDATED are fixed; TITLE and CWD share what is
+# left of the terminal's width (3 parts to 2), up to 40 and 28; --json has every value whole.
+FIXED_COLUMNS = 14 + 1 + 10 + 1 + 1 + 1 + 5 + 2 + 10
+MOST_TITLE, MOST_CWD = 40, 28
+
+
+def _list_widths() -> tuple[int, int]:
+    """TITLE's and CWD's widths for the terminal the list goes to (120 off a terminal)."""
+    import shutil
+
+    room = max(shutil.get_terminal_size((120, 24)).columns - FIXED_COLUMNS, 16)
+    title = min(max(room * 3 // 5, 8), MOST_TITLE)
+    return title, min(max(room - title, 8), MOST_CWD)
+
+
+def _cut(text: str, width: int, keep_end: bool = False) -> str:
+    """`text` in `width` columns, padded; cut with "…" (at the start, for a path)."""
+    if len(text) <= width:
+        return text.ljust(width)
+    return "…" + text[-(width - 1) :] if keep_end else text[: width - 1] + "…"
+
+
 SESSION_HELP = "Session id, name, or a unique prefix of either."
 NAME_LENGTH = 80
 
@@ -179,7 +201,11 @@ def list_sessions(
         typer.echo("no sessions yet: they appear here once an editor or `acpctl run` starts one")
         return
     home = os.path.expanduser("~")
-    lines = [f"{'ID':<14} {'AGENT':<10} {'TITLE':<40} {'CWD':<28} {'TURNS':>5}  UPDATED"]
+    title_width, cwd_width = _list_widths()
+    lines = [
+        f"{'ID':<14} {'AGENT':<10} {'TITLE':<{title_width}} {'CWD':<{cwd_width}} "
+        f"{'TURNS':>5}  UPDATED"
+    ]
     for session in found:
         meta = session.meta
         if session.problem:
@@ -199,8 +225,9 @@ def list_sessions(
                 f": {', '.join(live['clients'])}" if live["clients"] else ""
             )
         lines.append(
-            f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {title[:40]:<40} "
-            f"{where[-28:]:<28} {meta.turns:>5}  {_relative(meta.updated)}{at_host}"
+            f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {_cut(title, title_width)} "
+            f"{_cut(where, cwd_width, keep_end=True)} {meta.turns:>5}  "
+            f"{_relative(meta.updated)}{at_host}"
         )
     if total > len(found):
         lines.append(f"... and {total - len(found):,} more (--limit 0 lists them all)")
