@@ -444,3 +444,19 @@ def test_doctor_forgets_a_failure_once_the_agent_has_worked_since(home: Path) ->
     assert [f for f in check_incidents() if f.check == "agent demo"] == []
     shown = run_cli("logs", "demo")
     assert "worked" not in shown.stdout  # the mark is doctor's, not a failure to list
+
+
+def test_doctor_on_a_pipe_keeps_each_line_whole(home: Path, tmp_path: Path) -> None:
+    """Issue 53, 5: doctor's output wrapped at 80 columns on a pipe, breaking a path in
+    two; each finding is one line there now."""
+    plain = tmp_path / ("a-directory-with-a-long-name-" * 3) / "not-executable"
+    plain.parent.mkdir()
+    plain.write_text("#!/bin/sh\n")
+    assert run_cli("agents", "add", "noexec", "--", str(plain)).returncode == 0
+    shown = run_cli("doctor", "--agent", "noexec", env={**os.environ, "COLUMNS": "80"})
+    message = next(
+        str(f["message"])
+        for f in json.loads(run_cli("doctor", "--agent", "noexec", "--json").stdout)
+        if "not executable" in str(f["message"])
+    )
+    assert len(message) > 80 and any(message in line for line in shown.stdout.splitlines())

@@ -110,21 +110,28 @@ def _report(findings: list[Finding]) -> None:
     from acpctl.terminal.render import rich_console
 
     console = rich_console()
+    # On a terminal, lines wrap at its width; on a pipe, each stays whole (for grep, a
+    # file, an issue report), whatever width rich would guess.
+    whole = not console.is_terminal
+
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=whole)
+
     marks = {"ok": "[green]✓[/]", "warning": "[yellow]![/]", "problem": "[red]✗[/]"}
     # One section per check (an agent's install and probe findings come from two passes).
     sections: dict[str, list[Finding]] = {}
     for finding in findings:
         sections.setdefault(finding.check, []).append(finding)
     for check, section in sections.items():
-        console.print(f"\n[bold]{escape(check)}[/]")
+        say(f"\n[bold]{escape(check)}[/]")
         for finding in section:
-            console.print(f"  {marks[finding.status]} {escape(finding.message)}")
+            say(f"  {marks[finding.status]} {escape(finding.message)}")
             for line in finding.evidence:
-                console.print(f"      [dim]{escape(line)}[/]")
+                say(f"      [dim]{escape(line)}[/]")
             if finding.fix and finding.status != "ok":
-                console.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
+                say(f"      [cyan]fix:[/] {escape(finding.fix)}")
     counts = {s: sum(f.status == s for f in findings) for s in ("problem", "warning")}
-    console.print(f"\n{counts['problem']} problem(s), {counts['warning']} warning(s)")
+    say(f"\n{counts['problem']} problem(s), {counts['warning']} warning(s)")
 
 
 def _print_incidents(log: Path) -> None:
