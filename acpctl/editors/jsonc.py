@@ -550,12 +550,6 @@ def _last_newline_outside_comments(text: str) -> int:
     return -1
 
 
-def _last_comment_start(text: str) -> int:
-    """Where the last comment of `text` starts (-1: none), in `text`'s offsets."""
-    comments = [t for t in tokenize(text) if t.kind == "comment"]
-    return comments[-1].start if comments else -1
-
-
 _LINE_INDENT = re.compile(r"^([ \t]+)(?=[^ \t\r\n/*])", re.M)
 
 

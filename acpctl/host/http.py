@@ -104,7 +104,6 @@ class SlowHeadersGuard(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.address = "?"
         self.authenticated = False  # a request on it passed the door
-        self._admitted = False
         self._served = False  # the HTTP server has it (after the handshake, under TLS)
         self._received = False  # a byte of a request came
         self._descriptor = -1
@@ -120,7 +119,6 @@ class SlowHeadersGuard(asyncio.Protocol):
         if not self._door.admit(self):
             transport.close()
             return
-        self._admitted = True
         self.expect_headers()
         if self._door.tls is None:
             self._serve(transport)

@@ -48,8 +48,7 @@ class Channel(Protocol):
 
 
 class StreamChannel:
-    """A peer on a byte stream: the editor on this process's stdin and stdout (`open`), or
-    a client on a socket (`on_socket`)."""
+    """A peer on a byte stream: the editor on this process's stdin and stdout (`open`)."""
 
     def __init__(self, reader: asyncio.StreamReader, output: Output) -> None:
         self._reader = reader
@@ -58,10 +57,6 @@ class StreamChannel:
     @classmethod
     async def open(cls, in_fd: int = 0, out_fd: int = 1) -> StreamChannel:
         return cls(await open_input(in_fd), await Output.open(out_fd))
-
-    @classmethod
-    def on_socket(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> StreamChannel:
-        return cls(reader, Output(writer, -1))
 
     def send(self, message: Any) -> None:
         self._output.send(message)
