@@ -24,7 +24,7 @@ from sessions import make_store
 
 from acpctl import protocol as acp
 from tests.test_host import RawClient
-from tests.test_page_phone import SEEN, AskingEditor
+from tests.test_page_phone import SEEN, AskingEditor, bytes_moved
 from tests.test_pairing import Page
 from tests.test_push import DeviceKeys, push_service
 
@@ -57,21 +57,11 @@ def asked_to_visible(context: Any, page: Page, view: str) -> float:
     return seen - editor.asked_at[0]
 
 
-def bytes_moved(context: Any, page: Page) -> tuple[int, int]:
+def first_and_reload(context: Any, page: Page) -> tuple[int, int]:
     tab = context.new_page()
-    session = context.new_cdp_session(tab)
-    session.send("Network.enable")
-    session.send("Network.clearBrowserCache")
-    moved: list[int] = []
-    session.on("Network.loadingFinished", lambda e: moved.append(int(e["encodedDataLength"])))
-    tab.goto(page.url("/"))
-    tab.wait_for_selector("#nothing-waits:not([hidden])")
-    first = sum(moved)
-    moved.clear()
-    tab.reload()
-    tab.wait_for_selector("#nothing-waits:not([hidden])")
+    moved = bytes_moved(tab, page.url("/"))
     tab.close()
-    return first, sum(moved)
+    return moved
 
 
 async def subscribed_device(page: Page, endpoint: str) -> None:
@@ -164,7 +154,7 @@ def live(reps: int) -> None:
                         results.setdefault(f"visible {view}", []).append(
                             asked_to_visible(context, page, view)
                         )
-                    first, again = bytes_moved(context, page)
+                    first, again = first_and_reload(context, page)
                     results.setdefault("first open", []).append(first)
                     results.setdefault("reload", []).append(again)
                     print(f"page: repetition {rep + 1} of {reps}", file=sys.stderr)

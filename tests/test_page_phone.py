@@ -216,23 +216,29 @@ TRANSFERRED = """() => performance.getEntriesByType("resource").concat(
     performance.getEntriesByType("navigation")).map((e) => [e.name, e.transferSize])"""
 
 
+def bytes_moved(tab: Any, address: str) -> tuple[int, int]:
+    """What a first open of the page at `address` moves over the wire (the browser's cache
+    cleared first), and what a reload then moves, in bytes as sent (compressed)."""
+    session = tab.context.new_cdp_session(tab)
+    session.send("Network.enable")
+    session.send("Network.clearBrowserCache")
+    moved: list[int] = []
+    session.on("Network.loadingFinished", lambda e: moved.append(int(e["encodedDataLength"])))
+    tab.goto(address)
+    tab.wait_for_selector("#nothing-waits:not([hidden])")
+    first = sum(moved)
+    moved.clear()
+    tab.reload()
+    tab.wait_for_selector("#nothing-waits:not([hidden])")
+    return first, sum(moved)
+
+
 def test_the_first_open_moves_little_and_a_reload_almost_nothing(page: Page) -> None:
     """Assets go compressed, under content-hashed names kept for good: a first open moves
     at most 80 KB, a reload at most 10 KB (bench/page.py records the figures)."""
     with paired_tab(page, (390, 844)) as tab:
         tab.goto("about:blank")
-        session = tab.context.new_cdp_session(tab)
-        session.send("Network.enable")
-        session.send("Network.clearBrowserCache")
-        moved: list[int] = []
-        session.on("Network.loadingFinished", lambda e: moved.append(int(e["encodedDataLength"])))
-        tab.goto(page.url("/"))
-        tab.wait_for_selector("#nothing-waits:not([hidden])")
-        first = sum(moved)
-        moved.clear()
-        tab.reload()
-        tab.wait_for_selector("#nothing-waits:not([hidden])")
-        again = sum(moved)
+        first, again = bytes_moved(tab, page.url("/"))
         assert first <= 80 * 1024, first
         assert again <= 10 * 1024, again
         cached = [name for name, size in tab.evaluate(TRANSFERRED) if "/assets/" in name]
