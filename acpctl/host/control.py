@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from acpctl import __version__, paths
 from acpctl import protocol as acp
@@ -53,9 +52,6 @@ def host_methods(
         stop(params.get("now") is True)
         return {"pid": os.getpid(), "runningTurns": running}
 
-    def with_client(method: Callable[[Client, Any], JsonObject]) -> Any:
-        return lambda client, params: method(client, params)
-
     local, clients, both = frozenset({LOCAL}), frozenset({CLIENTS}), frozenset({LOCAL, CLIENTS})
     return {
         acp.HOST_STATUS: HostMethod(status, local),
@@ -67,8 +63,8 @@ def host_methods(
         acp.HOST_WAITING: HostMethod(lambda c, params: pool.waiting(), clients),
         acp.HOST_SESSIONS: HostMethod(lambda c, params: pool.sessions(), clients),
         acp.HOST_PROJECTS: HostMethod(lambda c, params: pool.projects(), clients),
-        acp.HOST_PUSH_KEY: HostMethod(with_client(pusher.push_key), clients),
-        acp.HOST_PUSH_SUBSCRIBE: HostMethod(with_client(pusher.push_subscribe), clients),
+        acp.HOST_PUSH_KEY: HostMethod(pusher.push_key, clients),
+        acp.HOST_PUSH_SUBSCRIBE: HostMethod(pusher.push_subscribe, clients),
     }
 
 

@@ -167,18 +167,18 @@ class Pusher:
             self._key = VapidKey()
         return self._key
 
-    def push_key(self, client: Client, params: Any) -> JsonObject:
+    def push_key(self, client: Client | None, params: Any) -> JsonObject:
         """What a device's page subscribes with (the VAPID public key), and whether this
         device has a subscription."""
-        device = self.devices.by_name.get(client.device) if client.device else None
+        device = self.devices.by_name.get(client.device) if client and client.device else None
         if device is None:
             raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
         return {"publicKey": self.key.public, "subscribed": device.push is not None}
 
-    def push_subscribe(self, client: Client, params: Any) -> JsonObject:
+    def push_subscribe(self, client: Client | None, params: Any) -> JsonObject:
         """The device's subscription kept beside it (or dropped, with null). A controller
         device's only: an observer answers nothing."""
-        if client.device is None or client.device not in self.devices.by_name:
+        if client is None or client.device is None or client.device not in self.devices.by_name:
             raise RpcError(acp.NOT_AUTHORISED, "pushes go to paired devices only")
         if not client.may_control:
             raise RpcError(acp.NOT_AUTHORISED, "an observer device is not asked questions")
