@@ -213,14 +213,12 @@ def _plain_chunk(update: JsonObject) -> bool:
 
 
 def _joined(first: StoredUpdate, texts: list[str], session_id: str, stamped: bool) -> bytes:
-    at = first.event.get("ts")
-    if stamped and first.update.get("sessionUpdate") == acp.USER_MESSAGE_CHUNK and at:
-        joined = {**first.update, "content": {"type": "text", "text": "".join(texts)}}
-        return update_line(session_id, joined, {acp.AT_META: at})
-    if len(texts) == 1:
+    prompt = first.update.get("sessionUpdate") == acp.USER_MESSAGE_CHUNK
+    at = first.event.get("ts") if stamped and prompt else None
+    if len(texts) == 1 and not at:
         return _line(first, session_id)
     joined = {**first.update, "content": {"type": "text", "text": "".join(texts)}}
-    return update_line(session_id, joined)
+    return update_line(session_id, joined, {acp.AT_META: at} if at else None)
 
 
 def _line(stored: StoredUpdate, session_id: str) -> bytes:

@@ -58,8 +58,9 @@ export function renderWaiting() {
 
 // The waiting cards' ages, kept current between changes.
 export function tickWaited() {
+  const entries = waitingNow();
   for (const card of byId("waiting").children) {
-    const entry = waitingNow().find((e) => e.sessionId === card.dataset.session);
+    const entry = entries.find((e) => e.sessionId === card.dataset.session);
     const shown = card.querySelector(".waited");
     if (entry && shown) shown.textContent = ` · ${waited(entry.waitingSince)}`;
   }
