@@ -6,8 +6,16 @@ import { byId } from "./dom.js";
 import { keyBytes, notificationOf } from "./text.js";
 
 let worker = null; // the service worker's registration, once registered
+// The registration under way: the offer to be told waits for it, since the host may answer
+// before the browser has registered the worker (a loaded machine, a slow phone).
+let registering = Promise.resolve(null);
 
-export async function registerWorker(open) {
+export function registerWorker(open) {
+  registering = register(open);
+  return registering;
+}
+
+async function register(open) {
   if (!("serviceWorker" in navigator)) return null;
   try {
     worker = await navigator.serviceWorker.register("/sw.js", { scope: "/", type: "module" });
@@ -54,6 +62,7 @@ function said(text) {
 export async function offerPush(main) {
   const bar = byId("notify-bar");
   const button = byId("notify");
+  await registering;
   const canPush = worker && "PushManager" in window && "Notification" in window;
   if (!main.device || main.role === "observer") {
     bar.hidden = true;
