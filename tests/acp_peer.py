@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import acp
+from acp.connection import StreamObserver
 from acp.schema import (
     AcceptElicitationResponse,
     AllowedOutcome,
@@ -122,9 +123,11 @@ async def connect(
     *args: str,
     client: RecordingClient | None = None,
     stderr_file: Path | None = None,
+    observers: list[StreamObserver] | None = None,
     **env: str,
 ) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process, RecordingClient]]:
-    """Start `acpctl run --acp ARGS` and connect the SDK's client side to it."""
+    """Start `acpctl run --acp ARGS` and connect the SDK's client side to it; observers see
+    every message as it goes out or comes in."""
     client = client or RecordingClient()
     stderr = open(stderr_file, "ab") if stderr_file else None  # noqa: SIM115
     try:
@@ -144,6 +147,7 @@ async def connect(
                 "limit": jsonrpc.MAX_LINE_BYTES,
             },
             use_unstable_protocol=True,
+            observers=observers,
         ) as (conn, process):
             yield conn, process, client
     finally:

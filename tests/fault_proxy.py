@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -32,6 +33,7 @@ class FaultProxy:
         self.refusing = False
         self.cuts = 0
         self.accepted = 0
+        self.refused = 0
         self._pipes: set[_Pipe] = set()
         self._server: asyncio.AbstractServer | None = None
         self.downstream_bytes = 0
@@ -48,6 +50,13 @@ class FaultProxy:
         self.cut()
         if self._server is not None:
             self._server.close()
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 30) -> None:
+        """Wait until `condition` holds of the proxy's counts (a connection tried, say)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline, "the proxy never saw it"
+            await asyncio.sleep(0.02)
 
     @property
     def open(self) -> int:
@@ -72,6 +81,7 @@ class FaultProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.refusing:
+            self.refused += 1
             writer.transport.abort()
             return
         try:

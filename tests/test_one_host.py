@@ -77,8 +77,10 @@ def test_two_hosts_started_at_once_are_one(state: Path) -> None:
         first, second = serve(), serve()
         try:
             running = until_status()
-            time.sleep(0.5)  # the loser has had time to fail, or to take the socket
-            ended = [p for p in (first, second) if p.poll() is not None]
+            deadline = time.monotonic() + 60
+            while not (ended := [p for p in (first, second) if p.poll() is not None]):
+                assert time.monotonic() < deadline, f"round {round_}: neither host gave way"
+                time.sleep(0.05)
             assert len(ended) == 1, f"round {round_}: {[p.poll() for p in (first, second)]}"
             [winner] = [p for p in (first, second) if p.poll() is None]
             assert running["pid"] == winner.pid
@@ -305,9 +307,15 @@ def test_sessions_list_and_watch_see_what_the_host_holds(state: Path) -> None:
                 table = (await listing()).stdout
                 assert "running at the host: my-editor" in table, table
                 await client.until(lambda m: m.get("id") == 9)
-                await asyncio.sleep(0.5)  # the watcher has read the turn's end
+                assert watcher.stdout is not None
+                before = b""
+                while b"You said: slow: watched" not in before:  # the watcher has the turn
+                    line = await asyncio.wait_for(watcher.stdout.readline(), 30)
+                    assert line, before
+                    before += line
                 host.send_signal(signal.SIGTERM)
-                shown, said = await asyncio.wait_for(watcher.communicate(), 20)
+                rest, said = await asyncio.wait_for(watcher.communicate(), 20)
+                shown = before + rest
                 assert watcher.returncode == 0, said  # it followed a live session
                 assert b"You said: slow: watched" in shown
                 assert shown.rstrip().endswith(b"(the run ended)")

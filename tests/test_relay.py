@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 from acp import text_block
+from acp.connection import StreamDirection, StreamEvent
 
 from tests.acp_peer import connect, initialized
 from tests.conftest import TEST_AGENTS, acpctl_argv, run, run_cli, write_executable
@@ -77,8 +78,14 @@ def test_prompts_queue_per_session_and_cancel_ends_them_all(
     """Issue 14: a prompt to a busy session waits its turn (the demo agent does not queue
     prompts itself); cancel ends the running prompt and the queued ones."""
 
+    queued_sent = asyncio.Event()
+
+    def sent(event: StreamEvent) -> None:
+        if event.direction == StreamDirection.OUTGOING and "later" in json.dumps(event.message):
+            queued_sent.set()
+
     async def scenario() -> None:
-        async with connect() as (conn, _, client):
+        async with connect(observers=[sent]) as (conn, _, client):
             await initialized(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("hello")]))
@@ -89,7 +96,7 @@ def test_prompts_queue_per_session_and_cancel_ends_them_all(
             slow = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
             await client.streaming(sid, 3)
             queued = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("later")]))
-            await asyncio.sleep(0.1)
+            await asyncio.wait_for(queued_sent.wait(), 30)  # the cancel goes out after it
             await conn.cancel(session_id=sid)
             assert (await slow).stop_reason == "cancelled"
             assert (await queued).stop_reason == "cancelled"

@@ -230,7 +230,7 @@ def test_a_permission_request_waiting_through_a_cut_is_answered_once(
                     "result": {"outcome": {"outcome": "selected", "optionId": option}},
                 }
             )
-            await asyncio.sleep(0.5)
+            await proxy.until(lambda: proxy.refused >= 1)  # the link tried: the answer waits
             proxy.refusing = False
             answer = await client.wait_for(lambda m: m.get("id") == 7 and "method" not in m, 30)
             assert answer["result"]["stopReason"] == "end_turn", answer
@@ -393,10 +393,12 @@ def test_an_independent_remote_the_sdk_server_under_uvicorn(
                     # Not over HTTP: the SDK's HTTP server knows a session on a connection
                     # only from an answer that names it, which session/load's does not, so
                     # it refuses a prompt after a reload there (404, unknown session).
+                    connected = proxy.accepted
                     proxy.cut()
                     # A prompt sent before the link saw the drop may have reached the
-                    # server, and is never sent twice: this one goes once the link knows.
-                    await asyncio.sleep(0.3)
+                    # server, and is never sent twice: this one goes once the link is
+                    # back.
+                    await proxy.until(lambda: proxy.accepted > connected)
                 second = await client.call(acp_names.SESSION_PROMPT, prompt_of(session, "two"))
                 assert "result" in second, second
                 assert second["result"]["stopReason"] == "end_turn", second
