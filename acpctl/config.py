@@ -6,7 +6,7 @@ Layout:
     package_runners = false        # allow npx/uvx fallbacks for catalog agents
     silence_warning_s = 30         # a prompt this long without a word is logged (0: never)
     request_timeout_s = 300        # a request other than a prompt fails after this (0: never)
-    host = false                   # run --acp through the session host (acpctl serve)
+    host = false                   # run --acp through the session host (acpctl host)
     outage_limit_s = 300           # the link to the session host gives up after this down
 
     [agents.claude]
@@ -40,7 +40,7 @@ Layout:
     ca_file = "~/devbox-ca.pem"     # else the system's CAs
     outage_limit_s = 300            # waiting prompts fail after the link is down this long
 
-    [serve]                         # the session host (acpctl serve)
+    [serve]                         # the session host (acpctl host start)
     on_waiting = ["ntfy", "publish", "my-topic"]   # run when a question waits (no shell)
     on_waiting_after_s = 30         # ... this long unanswered; a JSON summary on its stdin
     on_waiting_timeout_s = 10       # and it is ended if it runs longer
@@ -49,7 +49,7 @@ Layout:
                                     # waits; the page's worker fetches the rest)
     push_contact = "mailto:me@example.com"   # the VAPID contact push services may write to
     push_allow_addresses = []       # private networks a push endpoint may be in (tests)
-    listen = "127.0.0.1:8765"       # the TCP listener `serve --listen` last said: every
+    listen = "127.0.0.1:8765"       # the TCP listener `host start --listen` last said: every
     tls_cert = "~/desk.pem"         # start of the host has it (and these options)
     tls_key = "~/desk.key"
     behind_tls_proxy = false

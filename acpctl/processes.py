@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from acpctl import paths
 
 if TYPE_CHECKING:
+    import asyncio
+
     import psutil
 
 RUN_PID_VARIABLE = "ACPCTL_RUN_PID"
@@ -61,6 +63,17 @@ def spawn(
         start_new_session=True,
         bufsize=0,
     )
+
+
+def signal_child(process: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> None:
+    """Signal an asyncio child by its pid. asyncio's terminate() and kill() poll the child
+    first, which reaps one that has just exited under the event loop's child watcher: it
+    then logs "Unknown child process pid N, will report returncode 255" where the user sees
+    it, and the exit status is lost. An exited child stays a zombie until the watcher reaps
+    it, so its pid is no other process's meanwhile."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, sig)
 
 
 def kill_group(pid: int) -> None:

@@ -517,7 +517,7 @@ def test_an_idle_agent_is_stopped_and_its_sessions_stay_loadable(
                 # While a client is connected the agent is not idle, however long the
                 # commands take on a loaded machine (issue 53: they raced the 0.5 s).
                 await asyncio.to_thread(shown_while_connected, session, agents)
-            return session
+            return str(session)
 
         session = run(connect_unix())
         from acpctl.doctor.checks import check_host

@@ -36,7 +36,6 @@ PROSE = {
     "acpctl sessions attach",
     "acpctl agents update fetches the registry",
     "acpctl agents list shows every agent",
-    "acpctl serve replaces it when it starts",
     "acpctl run that started them",
     "acpctl host start --listen runs there",
     "acpctl run has this session open",

@@ -297,7 +297,7 @@ def attach(
         "text", "--format", help="text (default) or json (one update a line)."
     ),
 ) -> None:
-    """Join a session the session host (acpctl serve) holds: its history, then everything
+    """Join a session the session host (acpctl host start) holds: its history, then everything
     that happens in it; as a controller you prompt and answer the agent's permission
     requests beside the other clients."""
     from acpctl.terminal import attach as attaching

@@ -19,12 +19,14 @@ import asyncio
 import json
 import logging
 import secrets
+import signal
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlencode
 
 from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject
+from acpctl.processes import signal_child
 from acpctl.runner.context import Connection
 from acpctl.runner.idmap import ReverseRequest
 from acpctl.serve_config import ServeSettings
@@ -131,7 +133,7 @@ class Notifier:
                 self.settings.on_waiting_timeout_s,
             )
         except asyncio.TimeoutError:
-            process.kill()
+            signal_child(process, signal.SIGKILL)
             await process.wait()
             self.log.warning(
                 "on_waiting: %s ran longer than %g s and was ended",

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from acpctl import __version__, environ, jsonrpc, paths
 from acpctl import protocol as acp
 from acpctl.config import Remote
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES
+from acpctl.processes import signal_child
 from acpctl.remote.host_socket import open_host_socket
 from acpctl.remote.transport import (
     NOTHING_YET,
@@ -120,14 +122,10 @@ class LinesTransport:
 
 
 async def _end(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
+    signal_child(process, signal.SIGTERM)
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(process.wait(), 5)
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+    signal_child(process, signal.SIGKILL)
 
 
 async def _open(

@@ -108,7 +108,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "through_host",
         ("--through-host",),
         FLAG,
-        "Through the session host (acpctl serve, started when none runs), as config.toml's "
+        "Through the session host (acpctl host, started when none runs), as config.toml's "
         "host = true does.",
         with_acp=True,
     ),

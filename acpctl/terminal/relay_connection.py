@@ -19,6 +19,7 @@ from acpctl import protocol as acp
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
+from acpctl.processes import signal_child
 from acpctl.remote.link_state import HOST_STOPPED
 from acpctl.remote.relay import NOTE
 from acpctl.runner import runs
@@ -332,7 +333,7 @@ class RelayConnection:
         try:
             await asyncio.wait_for(self.process.wait(), 10)
         except asyncio.TimeoutError:
-            self.process.terminate()
+            signal_child(self.process)
             await self.process.wait()
         for task in list(self.tasks):
             task.cancel()

@@ -17,7 +17,7 @@ def check_host() -> list[Finding]:
     findings = _tokens()
     socket = paths.host_socket()
     if not socket.exists() and not socket.is_symlink():
-        return [ok("host", "no session host is running (acpctl serve)"), *findings]
+        return [ok("host", "no session host is running (acpctl host start)"), *findings]
     findings += _modes(socket)
     status = asyncio.run(read_status())
     if status is None:
@@ -26,7 +26,7 @@ def check_host() -> list[Finding]:
                 "host",
                 "warning",
                 f"{socket} is left from a session host that is gone; nothing answers on it",
-                "acpctl serve replaces it when it starts",
+                "the next `acpctl host start` replaces it",
             )
         )
         return findings
