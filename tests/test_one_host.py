@@ -6,6 +6,7 @@ its sessions kept."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -271,6 +272,47 @@ def test_a_run_through_the_host_finishes_its_turn_and_says_the_host_stops(
     assert rest.rstrip().endswith("slow: through")  # the whole answer
     assert "the session host is stopping (SIGTERM): running turns get 30 s to finish" in said
     host.wait(20)
+
+
+@pytest.mark.parametrize("way", ["through the host"], indirect=True)
+def test_a_killed_run_is_not_listed_as_a_client_while_a_living_one_is(
+    way: str, tmp_path: Path
+) -> None:
+    """Issue 53, 5: a `run --acp` killed with its editor (SIGKILL: it cannot say it leaves)
+    stayed listed as a connected client for the connection's 60 s grace. The host knows the
+    process that holds a local connection (the kernel names the socket's peer), so its exit
+    ends the connection at once; a living editor's client stays listed."""
+    from acp.schema import Implementation
+
+    from tests.acp_peer import connect
+
+    def clients() -> list[str]:
+        listed = json.loads(cli("sessions", "list", "--json").stdout)
+        return sorted(name for s in listed if s.get("live") for name in s["live"]["clients"])
+
+    async def opened(name: str) -> tuple[Any, Any]:
+        manager = connect()
+        conn, process, _ = await manager.__aenter__()
+        await conn.initialize(
+            protocol_version=1, client_info=Implementation(name=name, version="1")
+        )
+        await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        return manager, process
+
+    async def scenario() -> None:
+        kept, _ = await opened("kept-editor")
+        killed, process = await opened("killed-editor")
+        assert await asyncio.to_thread(clients) == ["kept-editor", "killed-editor"]
+        process.kill()
+        deadline = time.monotonic() + 30  # half the grace the connection had before
+        while (listed := await asyncio.to_thread(clients)) != ["kept-editor"]:
+            assert time.monotonic() < deadline, listed
+            await asyncio.sleep(0.1)
+        with contextlib.suppress(Exception):
+            await killed.__aexit__(None, None, None)
+        await kept.__aexit__(None, None, None)
+
+    run(scenario())
 
 
 # Issue 40, 7: every view sees the host's sessions.

@@ -820,7 +820,7 @@ def test_a_child_that_just_exited_is_signalled_without_a_python_warning(
 
     def exited(pid: int) -> bool:
         try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:
             return True
 

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import socket
+import struct
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -168,7 +169,7 @@ async def _open(
     sender.push(0, encode_text(jsonrpc.result(msg_id, answer)))
     attached = sender.reader()
     connection.attach(attached, connection.backlog(ALL_STREAMS, None))
-    await _carry(connection, attached, reader)
+    await _carry(connection, attached, reader, Holder.of(params, writer))
 
 
 async def _or_refused(writer: asyncio.StreamWriter, msg_id: Any, opening: Awaitable[T]) -> T | None:
@@ -201,7 +202,8 @@ async def _resume(
         writer.write("".join(text + "\n" for text in resume_failed(request, str(exc))).encode())
         await writer.drain()
         return
-    await _carry(connection, attached, reader)
+    params = request.get("params")
+    await _carry(connection, attached, reader, Holder.of(params, writer))
 
 
 class UnixSender:
@@ -236,10 +238,14 @@ class UnixSender:
 
 
 async def _carry(
-    connection: LogicalConnection, attached: Reader, reader: asyncio.StreamReader
+    connection: LogicalConnection,
+    attached: Reader,
+    reader: asyncio.StreamReader,
+    holder: Holder | None,
 ) -> None:
     """The connection's lines both ways until the client's end closes: a drop, unless the
-    client said `_acpctl/leave` first."""
+    client said `_acpctl/leave` first, or the process that held it has exited (a killed
+    `run --acp` cannot come back: it is not listed as a client for the grace)."""
     left = False
     try:
         with contextlib.suppress(ConnectionError):
@@ -253,8 +259,58 @@ async def _carry(
                     connection.deliver(line)
     finally:
         connection.detach(attached)
-        if left:
+        if left or (holder is not None and not connection.ended and await holder.exited()):
             connection.end()
+        if holder is not None:
+            holder.close()
+
+
+class Holder:
+    """The process on this machine that holds a connection: the client said its pid, and
+    the kernel says the socket's peer is that process. Over `serve --bridge` the peer is
+    the bridge, which a remote link outlives: its connections have no holder."""
+
+    EXIT_WAIT_S = 1.0  # a socket is closed as its process exits, just before it has
+
+    def __init__(self, pidfd: int) -> None:
+        self._pidfd = pidfd
+
+    @classmethod
+    def of(cls, params: object, writer: asyncio.StreamWriter) -> Holder | None:
+        said = params.get("pid") if isinstance(params, dict) else None
+        peer = _peer_pid(writer)
+        if not isinstance(said, int) or said != peer or not hasattr(os, "pidfd_open"):
+            return None
+        try:  # the pidfd is this process, whatever takes its pid later
+            return cls(os.pidfd_open(said))
+        except OSError:
+            return None
+
+    async def exited(self) -> bool:
+        """Whether the process has exited (its pidfd turns readable), waiting a moment."""
+        loop = asyncio.get_running_loop()
+        readable = asyncio.Event()
+        loop.add_reader(self._pidfd, readable.set)
+        try:
+            await asyncio.wait_for(readable.wait(), self.EXIT_WAIT_S)
+            return True
+        except asyncio.TimeoutError:
+            return False  # it lives: a drop it may resume from within the grace
+        finally:
+            loop.remove_reader(self._pidfd)
+
+    def close(self) -> None:
+        os.close(self._pidfd)
+
+
+def _peer_pid(writer: asyncio.StreamWriter) -> int | None:
+    peer = writer.get_extra_info("socket")
+    if peer is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    with contextlib.suppress(OSError):
+        pid, _, _ = struct.unpack("3i", peer.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        return int(pid)
+    return None
 
 
 def _client_dir(said: object) -> str | None:

@@ -140,6 +140,8 @@ async def _open(
     a host's refusal of a new connection."""
     if resume_from is not None:
         params = {"connectionId": resume_from.connection_id, "cursor": resume_from.cursors.get("")}
+        if "pid" in connect:
+            params["pid"] = connect["pid"]
         first = jsonrpc.request(0, acp.STREAM_RESUME, params)
     else:
         first = jsonrpc.request(
@@ -212,6 +214,9 @@ async def open_local(agent: str, start: bool, resume_from: ResumePoint | None) -
         "version": __version__,
         "environment": environ.digest(os.environ),
         "cwd": os.getcwd(),  # a sandboxed agent's first root: the editor's project
+        # The host ends the connection at once when this process exits without leaving
+        # (killed), rather than listing a client that cannot come back.
+        "pid": os.getpid(),
     }
 
     def failed(cause: BaseException | None) -> Exception:
