@@ -147,6 +147,11 @@ def test_attach_outlives_a_killed_host_and_takes_its_session_up_again(
         argv = acpctl_argv("sessions", "attach", session, *(["--observe"] if observe else []))
         terminal = PseudoTerminal(argv, state)
         terminal.until(b"you> " if not observe else b"Ctrl-C leaves")
+        # Issue 53, 3: attach reaches the host through the link in its own process, with no
+        # child `run --acp` between (a second interpreter's start, a hop for each message).
+        import psutil
+
+        assert psutil.Process(terminal.process.pid).children(recursive=True) == []
         host.kill()  # no word to its clients: as a crash
         host.wait(10)
         terminal.until(b"the link dropped at")
@@ -191,6 +196,53 @@ def test_attach_says_the_host_stopped_and_exits_1_past_the_outage_limit(
         assert status() is None  # the link started no host after a stop
     finally:
         stop_host(host)
+
+
+def test_attach_stays_through_a_crash_mid_turn_and_says_the_link_is_down_to_a_prompt(
+    state: Path,
+) -> None:
+    """Issue 53, 5: the host killed mid-turn: the turn's error on a line of its own (it was
+    printed on the answer's line), and attach stays, since the link came back (it exited
+    1). A prompt typed while the host is away says the link is down, not only that it
+    waits for the agent; it goes through once a host is back."""
+    from tests.conftest import stop_running_host
+    from tests.test_status_line import PseudoTerminal
+
+    host = serve()
+    later: subprocess.Popen[str] | None = None
+    try:
+        until_status()
+        session = run(open_session(prompt="hello"))
+        argv = acpctl_argv("sessions", "attach", session)
+        terminal = PseudoTerminal(argv, state, columns=100, rows=30)
+        terminal.until(b"you> ")
+        terminal.type(b"slow: the long one\r")
+        terminal.until(b"You said:")
+        host.kill()  # mid-turn, no word to its clients
+        host.wait(10)
+        terminal.until(b"acpctl: error: the link to the session host dropped before the answer")
+        assert any(row.startswith("acpctl: error:") for row in terminal.rows())
+        terminal.until(b"reloaded)")
+        terminal.until(b"you> ")
+        until_status()
+        # Stopped (not crashed): the link starts no host again; a prompt waits for one.
+        assert cli("host", "stop").returncode == 0
+        terminal.until(b"the link dropped at")
+        assert any(
+            row.startswith("acpctl: the session host is stopping") for row in terminal.rows()
+        )
+        terminal.type(b"while it is away\r")
+        terminal.until(b"link down since")
+        later = serve()
+        terminal.until(b"You said: while it is away")
+        terminal.until(b"you> ")
+        terminal.type(b"\x04")
+        assert terminal.ended(timeout=20) == 0
+    finally:
+        stop_host(host)
+        if later is not None:
+            stop_host(later)
+        stop_running_host()
 
 
 # Issue 40, 6: a graceful stop lets running turns finish, and tells every client.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -45,11 +46,13 @@ class LinesTransport:
         writer: asyncio.StreamWriter,
         process: asyncio.subprocess.Process | None = None,
         log_prefix: str = "",
+        log: logging.Logger | None = None,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.process = process
-        self.log_prefix = log_prefix  # what the host's log lines are said with on stderr
+        self.log_prefix = log_prefix  # what the host's log lines are said with
+        self._log = log  # where they are said: the link's log, else stderr
         self.connection_id = ""
         self.resumed = False
         self.remote_version: str | None = None
@@ -81,14 +84,18 @@ class LinesTransport:
             return line.decode("utf-8", "replace").rstrip("\n")
 
     def _log_line(self, line: bytes) -> bool:
-        """The agent's log line (the host's `_acpctl/log`), written to stderr, where an
-        editor's agent log shows it as it shows a direct run's."""
+        """The agent's log line (the host's `_acpctl/log`), said on the link's log (stderr
+        for `run --acp`, where an editor's agent log shows it as it shows a direct run's)."""
         message = json_object(line.decode("utf-8", "replace"))
         if message.get("method") != acp.HOST_LOG:
             return False
         params = message.get("params")
         if isinstance(params, dict) and isinstance(params.get("message"), str):
-            sys.stderr.write(f"acpctl: {self.log_prefix}{params['message']}\n")
+            said = f"{self.log_prefix}{params['message']}"
+            if self._log is not None:
+                self._log.info("%s", said)
+            else:
+                sys.stderr.write(f"acpctl: {said}\n")
         return True
 
     def took(self, cursor: str) -> None:
@@ -200,10 +207,17 @@ async def _first_answer(transport: LinesTransport) -> dict[str, Any] | None:
 # -- this machine's host ------------------------------------------------------------------
 
 
-async def open_local(agent: str, start: bool, resume_from: ResumePoint | None) -> LinesTransport:
-    """A connection to `agent` on this machine's session host; with `start`, a host started
-    first when none answers. The host runs its agents with its own environment: the answer
-    says in which variables it differs from ours (names only: environ.py)."""
+async def open_local(
+    agent: str,
+    start: bool,
+    resume_from: ResumePoint | None,
+    cwd: str | None = None,
+    log: logging.Logger | None = None,
+) -> LinesTransport:
+    """A connection to `agent` on this machine's session host, for a client in `cwd` (ours
+    by default), the agent's log lines said on `log`; with `start`, a host started first
+    when none answers. The host runs its agents with its own environment: the answer says
+    in which variables it differs from ours (names only: environ.py)."""
     socket = paths.host_socket()
     try:
         reader, writer = await open_host_socket(start)
@@ -213,7 +227,7 @@ async def open_local(agent: str, start: bool, resume_from: ResumePoint | None) -
         "agent": agent,
         "version": __version__,
         "environment": environ.digest(os.environ),
-        "cwd": os.getcwd(),  # a sandboxed agent's first root: the editor's project
+        "cwd": cwd or os.getcwd(),  # a sandboxed agent's first root: the editor's project
         # The host ends the connection at once when this process exits without leaving
         # (killed), rather than listing a client that cannot come back.
         "pid": os.getpid(),
@@ -225,7 +239,8 @@ async def open_local(agent: str, start: bool, resume_from: ResumePoint | None) -
     def refused(said: str) -> Exception:
         return LinkRefused(f"the session host refused agent {agent}: {said}")
 
-    return await _open(LinesTransport(reader, writer), connect, resume_from, failed, refused)
+    transport = LinesTransport(reader, writer, log=log)
+    return await _open(transport, connect, resume_from, failed, refused)
 
 
 # -- another machine's host, over ssh -----------------------------------------------------

@@ -27,20 +27,30 @@ def relay_local(agent: str, outage_limit_s: float, fallback: bool) -> int | None
     """The editor linked to `agent` on this machine's session host (started when none
     answers), until the editor goes; the exit status. None: with `fallback`, the host
     could not serve the agent (the reason is on stderr), so the caller serves directly."""
-    return asyncio.run(_relay_local(agent, outage_limit_s, fallback))
+    return asyncio.run(link_local(agent, outage_limit_s, fallback, _stderr_log(), 0, 1))
 
 
-async def _relay_local(agent: str, outage_limit_s: float, fallback: bool) -> int | None:
-    log = _stderr_log()
+async def link_local(
+    agent: str,
+    outage_limit_s: float,
+    fallback: bool,
+    log: logging.Logger,
+    editor_fd: int,
+    output_fd: int,
+    cwd: str | None = None,
+) -> int | None:
+    """The link itself: the editor's messages read from `editor_fd`, the host's written to
+    `output_fd` (stdio for `run --acp`; pipes to the terminal client in its own process for
+    `sessions attach`), said on `log`. `cwd`: the client's project (ours by default)."""
     try:
-        opened = await open_local(agent, start=True, resume_from=None)
+        opened = await open_local(agent, start=True, resume_from=None, cwd=cwd, log=log)
     except (LinkDown, LinkRefused) as exc:
         log.warning("%s%s", exc, "; serving directly" if fallback else "")
         return None if fallback else 1
     note = environment_note(agent, opened.connected)
     if note:
         log.warning("%s", note)
-    output = await Output.open(1)
+    output = await Output.open(output_fd)
     first: LinesTransport | None = opened
 
     async def dial(point: ResumePoint | None) -> Transport:
@@ -50,11 +60,13 @@ async def _relay_local(agent: str, outage_limit_s: float, fallback: bool) -> int
             return transport
         # A host that went away is started again, unless it said it was stopping: then
         # only one started by somebody else (`serve --replace`) is taken up.
-        return await open_local(agent, start=link.state.stopping is None, resume_from=point)
+        return await open_local(
+            agent, start=link.state.stopping is None, resume_from=point, cwd=cwd, log=log
+        )
 
     link = Link(LOCAL_HOST, dial, output, log, outage_limit_s)
     try:
-        return await link.run(await open_input(0))
+        return await link.run(await open_input(editor_fd))
     finally:
         output.close()
 

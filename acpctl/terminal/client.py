@@ -132,6 +132,7 @@ class Turn:
         self.agent_env = agent_env  # where the agent keeps its own records
         self.cancelled = False
         self.timed_out = False
+        self.failed: RpcError | None = None  # the prompt's error answer, said on its own line
         self.abandon = asyncio.Event()
 
     def interrupt(self, why: str = "cancelling (Ctrl-C again to leave)") -> None:
@@ -149,7 +150,7 @@ class Turn:
     async def run(self, blocks: list[JsonObject], timeout: float | None) -> str | None:
         self.conn.turn = self
         renderer = self.conn.renderer
-        renderer.new_turn()
+        self.conn.new_turn()
         request = asyncio.ensure_future(
             self.conn.request(
                 acp.SESSION_PROMPT, {"sessionId": self.conn.session_id, "prompt": blocks}
@@ -169,7 +170,12 @@ class Turn:
                 )
             if request not in done:
                 return None
-            result = request.result()
+            try:
+                result = request.result()
+            except RpcError as exc:  # the turn failed, not the chat: said, not raised
+                self.failed = exc
+                self._say(f"acpctl: error: {exc.message}")
+                return None
             return str(result.get("stopReason")) if isinstance(result, dict) else None
         finally:
             request.cancel()  # abandoned: its answer, or its failure as we leave, is nobody's
@@ -282,6 +288,8 @@ def restore_terminal(state: list[Any] | None) -> None:
 
 
 def _exit_code(turn: Turn, stop: str | None, host: ClientHost) -> int:
+    if turn.failed is not None:
+        return EXIT_USAGE if turn.failed.code == acp.RESOURCE_NOT_FOUND else EXIT_ERROR
     if turn.timed_out:
         return EXIT_TIMEOUT
     if stop is None:

@@ -1,5 +1,6 @@
-"""The terminal's connection to a child `acpctl run --acp` (the agent directly, or through the
-session host as an editor's is): ACP over the child's stdio, what it says drawn by the
+"""The terminal's connection to its agent: a child `acpctl run --acp` (the agent directly),
+or the link to the session host run in this process (through the host, as an editor's
+`run --acp` goes there). ACP over a pair of pipes either way; what it says drawn by the
 renderer, the agent's questions asked on the terminal, the link's state said."""
 
 from __future__ import annotations
@@ -8,17 +9,20 @@ import asyncio
 import collections
 import contextlib
 import json
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from acpctl import __version__, jsonrpc
+from acpctl import __version__, config, jsonrpc
 from acpctl import protocol as acp
+from acpctl.errors import AcpctlError
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
+from acpctl.jsonrpc.streams import Output, open_input
 from acpctl.processes import signal_child
 from acpctl.remote.link_state import HOST_STOPPED
 from acpctl.remote.relay import NOTE
@@ -56,16 +60,17 @@ NOTES_OF_ANSWERS = frozenset(
 
 
 class RelayConnection:
-    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its): the agent
-    directly, or through the session host as an editor's is (its link)."""
+    """A child `acpctl run --acp` in a session of its own (Ctrl-C is ours, not its), or the
+    link to the session host in this process."""
 
     def __init__(self, host: ClientHost, renderer: Renderer) -> None:
         self.host = host
         self.renderer = renderer
         self.session_id: str | None = None
         self.process: asyncio.subprocess.Process | None = None
+        self.link: asyncio.Task[int | None] | None = None  # the link, run here instead
         self._in: asyncio.StreamReader | None = None
-        self._out: asyncio.StreamWriter | None = None
+        self._out: Output | None = None
         self.peer: Peer[int] = Peer(self._write)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -77,6 +82,7 @@ class RelayConnection:
         self.closing = False  # close() has begun: the end of reading is ours
         self.host_stopping = False  # the host said it stops: its end is no surprise
         self.prompt_up = False  # the chat waits at its prompt (another client may be prompting)
+        self.link_down: str | None = None  # what the status line says while the link is down
         self._prompt_back: asyncio.TimerHandle | None = None  # the prompt, hidden, comes back
         # The agent's questions being asked here, by their ids: dropped when another
         # client answers first (the host's $/cancel_request).
@@ -84,33 +90,71 @@ class RelayConnection:
 
     async def start(
         self,
-        agent: str | None,
+        agent: str,
         history: bool = True,
         through_host: bool = False,
         cwd: str | None = None,
     ) -> None:
         """`run --acp` for `agent`, started in `cwd` (the session's directory: where an
-        editor starts it, the first root of a sandboxed agent)."""
-        argv = [sys.executable, "-m", "acpctl", "run", "--acp"]
-        if agent:
-            argv += ["--agent", agent]
+        editor starts it, the first root of a sandboxed agent). Through the host, the link
+        runs here: no second interpreter to start, no process between us and the host."""
+        if through_host:
+            if not history:
+                raise AcpctlError("--no-history is not served through the session host")
+            await self._start_link(agent, cwd)
+            return
+        argv = [sys.executable, "-m", "acpctl", "run", "--acp", "--agent", agent]
         if not history:
             argv.append("--no-history")
-        if through_host:
-            argv.append("--through-host")
-        self.process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            limit=jsonrpc.MAX_LINE_BYTES,
-            env={**os.environ, CLIENT_VARIABLE: "acpctl run"},  # named in the run's log
-            cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
-        )
-        self._in, self._out = self.process.stdout, self.process.stdin
-        self._spawn(self._read())
+        to_child, from_child = os.pipe(), os.pipe()
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=to_child[0],
+                stdout=from_child[1],
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env={**os.environ, CLIENT_VARIABLE: "acpctl run"},  # named in the run's log
+                cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
+            )
+        finally:
+            os.close(to_child[0])
+            os.close(from_child[1])
+        await self._open_pipes(from_child[0], to_child[1])
         self._spawn(self._read_stderr())
+
+    async def _open_pipes(self, reading: int, writing: int) -> None:
+        """Our ends of the two pipes, as asyncio streams (which hold their own copies)."""
+        try:
+            self._in = await open_input(reading)
+            self._out = await Output.open(writing)
+        finally:
+            os.close(reading)
+            os.close(writing)
+        self._spawn(self._read())
+
+    async def _start_link(self, agent: str, cwd: str | None) -> None:
+        """The link to this machine's session host (one started when none runs) as `run
+        --acp --through-host` runs it, over two pipes in this process; what it logs is kept
+        as a child's stderr is (its notes shown)."""
+        from acpctl.remote.relay import link_local
+
+        to_link, from_link = os.pipe(), os.pipe()
+        log = logging.Logger("acpctl.link")
+        log.addHandler(_LinkLog(self._said))
+        outage_limit_s = config.load().outage_limit_s
+
+        async def linked() -> int | None:
+            try:
+                return await link_local(
+                    agent, outage_limit_s, False, log, to_link[0], from_link[1], cwd
+                )
+            finally:
+                os.close(to_link[0])
+                os.close(from_link[1])
+
+        self.link = asyncio.ensure_future(linked())
+        await self._open_pipes(from_link[0], to_link[1])
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -119,8 +163,7 @@ class RelayConnection:
 
     def _write(self, line: bytes) -> None:
         assert self._out is not None
-        if not self._out.is_closing():
-            self._out.write(line)
+        self._out.write(line)
 
     async def request(self, method: str, params: JsonObject) -> Any:
         return jsonrpc.unwrap(await self.peer.call(method, params))
@@ -144,10 +187,13 @@ class RelayConnection:
         assert self.process is not None and self.process.stderr is not None
         debug = bool(os.environ.get("ACPCTL_DEBUG"))
         while line := await self.process.stderr.readline():
-            text = line.decode("utf-8", "replace").rstrip()
-            self.stderr_tail.append(text)
-            if debug or text.startswith(f"acpctl: {NOTE}"):  # a note is for the person
-                self.renderer.notice(text)
+            self._said(line.decode("utf-8", "replace").rstrip(), debug)
+
+    def _said(self, text: str, debug: bool = False) -> None:
+        """A line of the child's stderr, or of the link's log: kept to say why it ended."""
+        self.stderr_tail.append(text)
+        if debug or text.startswith(f"acpctl: {NOTE}"):  # a note is for the person
+            self._notice(text)
 
     def _route(self, message: Any, line: bytes) -> None:
         if not isinstance(message, dict):
@@ -159,7 +205,7 @@ class RelayConnection:
             return  # an answer to nothing we asked
         if method == acp.HOST_STOPPING:
             self.host_stopping = True
-            self.renderer.notice(f"acpctl: {acp.stopping_notice(params)}")
+            self._notice(f"acpctl: {acp.stopping_notice(params)}")
             return
         if method == acp.LINK_STATE:
             self._link_state(params)
@@ -192,7 +238,7 @@ class RelayConnection:
             question = self.questions.pop(jsonrpc.id_key(params.get("requestId")), None)
             if question is not None and not question.done():
                 question.cancel()
-                self.renderer.notice("acpctl: answered elsewhere")
+                self._notice("acpctl: answered elsewhere")
             return
         if params.get("sessionId") not in (self.session_id, None):
             return
@@ -206,7 +252,7 @@ class RelayConnection:
         else:
             text = "  the agent says the step at the address it gave is done"
         if text:
-            self.renderer.notice(printable(text))
+            self._notice(printable(text))
 
     def _clear_of_the_prompt(self) -> None:
         """Another client's turn streams while the chat waits at its prompt: the prompt
@@ -220,6 +266,18 @@ class RelayConnection:
             self._prompt_back.cancel()
         loop = asyncio.get_running_loop()
         self._prompt_back = loop.call_later(PROMPT_BACK_S, self._prompt_again)
+
+    def _notice(self, text: str) -> None:
+        """A line for the person. At the chat's prompt it goes on a line of its own (the
+        prompt is taken off the screen first) and the prompt comes back after it, with
+        what was typed so far."""
+        at_prompt = self.prompt_up and self.turn is None and self.renderer.column.on_screen
+        if at_prompt and self._prompt_back is None:
+            sys.stdout.write("\r\033[K")
+            sys.stdout.flush()
+        self.renderer.notice(text)
+        if at_prompt and self._prompt_back is None:
+            self._prompt_again()
 
     def _prompt_again(self) -> None:
         self._prompt_back = None
@@ -240,9 +298,16 @@ class RelayConnection:
             self._prompt_back.cancel()
             self._prompt_back = None
 
+    def new_turn(self) -> None:
+        """A turn starts: its status line says the link is down, if it is (a prompt typed
+        while the host is away waits for the link, not for the agent)."""
+        self.renderer.new_turn()
+        if self.renderer.status is not None:
+            self.renderer.status.fact("link", self.link_down)
+
     def _link_state(self, params: JsonObject) -> None:
-        """A remote agent's link dropped (said on the status line while it lasts) or is
-        back (said once)."""
+        """The link dropped (said on the status line while it lasts) or is back (said
+        once)."""
         status = self.renderer.status
         if params.get("state") == "down":
             since = params.get("since")
@@ -252,31 +317,35 @@ class RelayConnection:
                 else "now"
             )
             never = params.get("connected") is False  # not a drop: it never connected
+            self.link_down = (
+                f"link not up yet (since {at}), connecting"
+                if never
+                else f"link down since {at}, reconnecting"
+            )
             if status is not None:
-                status.fact(
-                    "link",
-                    f"link not up yet (since {at}), connecting"
-                    if never
-                    else f"link down since {at}, reconnecting",
-                )
+                status.fact("link", self.link_down)
             elif never:
-                self.renderer.notice(f"acpctl: the link could not connect ({at}); trying again")
+                self._notice(f"acpctl: the link could not connect ({at}); trying again")
             else:
-                self.renderer.notice(f"acpctl: the link dropped at {at}; reconnecting")
+                self._notice(f"acpctl: the link dropped at {at}; reconnecting")
         elif params.get("state") == "up":
+            self.link_down = None
             if status is not None:
                 status.fact("link", None)
             after = params.get("after")
             took = f" after {after:g} s" if isinstance(after, (int, float)) else ""
             said = "up" if params.get("first") is True else "back"
-            self.renderer.notice(f"acpctl: the link is {said}{took} ({params.get('how')})")
+            self._notice(f"acpctl: the link is {said}{took} ({params.get('how')})")
 
     def ended(self) -> str:
-        """Why the child `run --acp` ended: the host it linked to stopped, as it said, or
-        what the child said last."""
+        """Why the child `run --acp` or the link ended: the host it linked to stopped, as it
+        said, or what it said last."""
         if self.host_stopping:
             return HOST_STOPPED
-        return f"acpctl run --acp exited ({'; '.join(self.stderr_tail) or 'no output'})"
+        said = "; ".join(self.stderr_tail) or "no output"
+        if self.link is not None:
+            return f"the link to the session host ended ({said})"
+        return f"acpctl run --acp exited ({said})"
 
     def log_path(self) -> str:
         """The run log of the child `run --acp`, from its run record."""
@@ -324,19 +393,36 @@ class RelayConnection:
                 self.renderer.column.line_broken()  # the question ended with the answer's Enter
 
     async def close(self) -> None:
+        """The child or the link told that we go (the end of its input), and waited for."""
         self.closing = True
         await self.host.close()
-        if self.process is None:
-            return
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), 10)
-        except asyncio.TimeoutError:
-            signal_child(self.process)
-            await self.process.wait()
+        if self._out is not None:
+            self._out.close()
+        if self.link is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.link), 10)
+            except asyncio.TimeoutError:
+                self.link.cancel()
+                await asyncio.gather(self.link, return_exceptions=True)
+        if self.process is not None:
+            try:
+                await asyncio.wait_for(self.process.wait(), 10)
+            except asyncio.TimeoutError:
+                signal_child(self.process)
+                await self.process.wait()
         for task in list(self.tasks):
             task.cancel()
+
+
+class _LinkLog(logging.Handler):
+    """The link's log, as the child's stderr would have carried it."""
+
+    def __init__(self, said: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self._said = said
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._said(f"acpctl: {record.getMessage()}")
 
 
 async def initialize(conn: RelayConnection, host: ClientHost) -> None:
