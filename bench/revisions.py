@@ -5,9 +5,11 @@
 
 Each round runs the base tree's copy of the script (with the base's acpctl first on the
 path, which its `python -m acpctl` children inherit) and this tree's, the order flipped
-every other round. Every cell of a table that reads "MIN / MEDIAN [/ P95] ms" gives one
-figure a run (its median), named by its row and its column; the report is the median of
-each over the rounds, and the ratio of this tree's to the base's.
+every other round. With --this-script, both run this tree's copy (a script newer than the
+base that uses only what both acpctls have: bench/attach.py). Every cell of a table that
+reads "MIN / MEDIAN [/ P95] ms" gives one figure a run (its median), named by its row and
+its column; the report is the median of each over the rounds, and the ratio of this
+tree's to the base's.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ HERE = Path(__file__).resolve().parent.parent
 TIME = re.compile(r"^(?P<min>[\d.]+) / (?P<median>[\d.]+)(?: / [\d.]+)? (?P<unit>m?s)$")
 
 
-def figures(tree: Path, script: str, args: list[str]) -> dict[str, float]:
-    """The script's figures, run from `tree`, by table and row."""
+def figures(tree: Path, script: Path, args: list[str]) -> dict[str, float]:
+    """The script's figures, run with `tree`'s acpctl, by table and row."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     shown = subprocess.run(
-        [sys.executable, str(tree / script), *args],
+        [sys.executable, str(script), *args],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -65,12 +67,14 @@ def main() -> None:
     parser.add_argument("base", type=Path)
     parser.add_argument("script")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--this-script", action="store_true")
     known, rest = parser.parse_known_args()
     runs: dict[str, dict[str, list[float]]] = {"base": {}, "this": {}}
     trees = {"base": known.base.resolve(), "this": HERE}
     for round_ in range(known.rounds):
         for which in ("base", "this") if round_ % 2 == 0 else ("this", "base"):
-            for key, value in figures(trees[which], known.script, rest).items():
+            script = (HERE if known.this_script else trees[which]) / known.script
+            for key, value in figures(trees[which], script, rest).items():
                 runs[which].setdefault(key, []).append(value)
     print(
         f"| {known.script} {' '.join(rest)} (median of {known.rounds} rounds) | base | this "

@@ -224,3 +224,30 @@ def test_a_peers_batch_is_taken_member_by_member_in_order() -> None:
         assert [json.loads(line) for _, line in heard] == [m for m, _ in heard]
 
     asyncio.run(main())
+
+
+def test_a_memory_pipe_carries_lines_holds_back_a_writer_ahead_and_ends() -> None:
+    """The in-process pipe between the terminal and its link (issue 53, 3): lines arrive
+    whole, a writer far ahead of its reader waits in room() until the reader takes some,
+    and a close ends the reader's lines; what is written after it is dropped."""
+    from acpctl.jsonrpc.framing import READ_CHUNK, read_lines
+    from acpctl.jsonrpc.streams import MemoryPipe
+
+    async def scenario() -> None:
+        pipe = MemoryPipe()
+        pipe.write(b'{"a": 1}\n{"b"')
+        pipe.write(b": 2}\n")
+        lines = read_lines(pipe.reader)
+        assert await anext(lines) == [b'{"a": 1}', b'{"b": 2}']
+        pipe.write(b"x" * (3 * READ_CHUNK) + b"\n")  # past twice the reader's limit
+        room = asyncio.ensure_future(pipe.room())
+        await asyncio.sleep(0)
+        assert not room.done()  # held back
+        await pipe.reader.read(2 * READ_CHUNK + 1)
+        await asyncio.wait_for(room, 5)  # the reader is back within its limit: room again
+        pipe.close()
+        pipe.write(b"dropped\n")
+        rest = await pipe.reader.read()
+        assert rest == b"x" * (READ_CHUNK - 1) + b"\n"
+
+    asyncio.run(scenario())

@@ -131,3 +131,49 @@ async def open_input(fd: int) -> asyncio.StreamReader:
 
     loop.run_in_executor(None, pump)
     return reader
+
+
+class MemoryPipe:
+    """A pipe within one process: what is written goes straight into the StreamReader the
+    other side reads (`reader`), with no system call and no wait for the event loop to
+    see a file descriptor ready. It is written as an Output is, and holds back the same
+    way: the reader pauses it (it is the reader's transport) once it holds twice its
+    limit, and drain() and room() wait until it has read some. Closed by either side:
+    the reader sees the end, and what is written after it is dropped."""
+
+    def __init__(self) -> None:
+        self.reader = line_reader()
+        self.reader.set_transport(self)  # type: ignore[arg-type]
+        self._room = asyncio.Event()
+        self._room.set()
+        self._closed = False
+
+    # As the reader's transport: told to pause and resume.
+    def pause_reading(self) -> None:
+        self._room.clear()
+
+    def resume_reading(self) -> None:
+        self._room.set()
+
+    # As an Output.
+    def write(self, data: bytes) -> None:
+        if not self._closed:
+            self.reader.feed_data(data)
+
+    def flush(self) -> None:
+        pass  # nothing is held here
+
+    async def drain(self) -> None:
+        await self.room()
+
+    async def room(self) -> None:
+        await self._room.wait()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.reader.feed_eof()
+            self._room.set()
+
+
+Lines = Output | MemoryPipe  # where whole lines are written

@@ -17,7 +17,7 @@ from typing import Any
 
 from acpctl import jsonrpc
 from acpctl.jsonrpc.framing import read_lines
-from acpctl.jsonrpc.streams import Output
+from acpctl.jsonrpc.streams import Lines
 from acpctl.remote.link_sessions import Reload
 from acpctl.remote.link_state import HOST_STOPPED, LinkState
 from acpctl.remote.transport import (
@@ -49,7 +49,7 @@ class Link:
         self,
         describe: str,
         dial: Dial,
-        output: Output,
+        output: Lines,
         log: logging.Logger,
         outage_limit_s: float,
     ) -> None:

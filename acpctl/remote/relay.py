@@ -9,12 +9,12 @@ import asyncio
 import logging
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acpctl import environ
 from acpctl.config import Remote, clear_text_problem
-from acpctl.jsonrpc.streams import Output, open_input
+from acpctl.jsonrpc.streams import Lines, Output, open_input
 from acpctl.remote.lines import LinesTransport, open_local, open_ssh
 from acpctl.remote.link import Dial, Link
 from acpctl.remote.transport import LinkDown, LinkRefused, ResumePoint, Transport
@@ -23,11 +23,19 @@ NOTE = "note: "  # a line for the person, which acpctl's terminal client shows t
 LOCAL_HOST = "the session host"
 
 
+EditorEnds = Callable[[], Awaitable[tuple[asyncio.StreamReader, Lines]]]
+
+
 def relay_local(agent: str, outage_limit_s: float, fallback: bool) -> int | None:
     """The editor linked to `agent` on this machine's session host (started when none
     answers), until the editor goes; the exit status. None: with `fallback`, the host
     could not serve the agent (the reason is on stderr), so the caller serves directly."""
-    return asyncio.run(link_local(agent, outage_limit_s, fallback, _stderr_log(), 0, 1))
+    return asyncio.run(link_local(agent, outage_limit_s, fallback, _stderr_log(), _stdio))
+
+
+async def _stdio() -> tuple[asyncio.StreamReader, Lines]:
+    output = await Output.open(1)
+    return await open_input(0), output
 
 
 async def link_local(
@@ -35,13 +43,13 @@ async def link_local(
     outage_limit_s: float,
     fallback: bool,
     log: logging.Logger,
-    editor_fd: int,
-    output_fd: int,
+    editor: EditorEnds,
     cwd: str | None = None,
 ) -> int | None:
-    """The link itself: the editor's messages read from `editor_fd`, the host's written to
-    `output_fd` (stdio for `run --acp`; pipes to the terminal client in its own process for
-    `sessions attach`), said on `log`. `cwd`: the client's project (ours by default)."""
+    """The link itself, said on `log`: `editor()` gives the editor's two ends once the host
+    answered (stdio for `run --acp`, which is not read before: a fallback serves it; pipes
+    within the process for the terminal's `sessions attach`). `cwd`: the client's project
+    (ours by default)."""
     try:
         opened = await open_local(agent, start=True, resume_from=None, cwd=cwd, log=log)
     except (LinkDown, LinkRefused) as exc:
@@ -50,7 +58,7 @@ async def link_local(
     note = environment_note(agent, opened.connected)
     if note:
         log.warning("%s", note)
-    output = await Output.open(output_fd)
+    reader, output = await editor()
     first: LinesTransport | None = opened
 
     async def dial(point: ResumePoint | None) -> Transport:
@@ -66,7 +74,7 @@ async def link_local(
 
     link = Link(LOCAL_HOST, dial, output, log, outage_limit_s)
     try:
-        return await link.run(await open_input(editor_fd))
+        return await link.run(reader)
     finally:
         output.close()
 

@@ -22,7 +22,7 @@ from acpctl.errors import AcpctlError
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.peer import Peer
 from acpctl.jsonrpc.pending import Pending
-from acpctl.jsonrpc.streams import Output, open_input
+from acpctl.jsonrpc.streams import Lines, MemoryPipe, Output, open_input
 from acpctl.processes import signal_child
 from acpctl.remote.link_state import HOST_STOPPED
 from acpctl.remote.relay import NOTE
@@ -70,7 +70,7 @@ class RelayConnection:
         self.process: asyncio.subprocess.Process | None = None
         self.link: asyncio.Task[int | None] | None = None  # the link, run here instead
         self._in: asyncio.StreamReader | None = None
-        self._out: Output | None = None
+        self._out: Lines | None = None
         self.peer: Peer[int] = Peer(self._write)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -135,26 +135,22 @@ class RelayConnection:
 
     async def _start_link(self, agent: str, cwd: str | None) -> None:
         """The link to this machine's session host (one started when none runs) as `run
-        --acp --through-host` runs it, over two pipes in this process; what it logs is kept
-        as a child's stderr is (its notes shown)."""
+        --acp --through-host` runs it, in this process over two in-memory pipes; what it
+        logs is kept as a child's stderr is (its notes shown)."""
         from acpctl.remote.relay import link_local
 
-        to_link, from_link = os.pipe(), os.pipe()
+        to_link, from_link = MemoryPipe(), MemoryPipe()
         log = logging.Logger("acpctl.link")
         log.addHandler(_LinkLog(self._said))
-        outage_limit_s = config.load().outage_limit_s
 
-        async def linked() -> int | None:
-            try:
-                return await link_local(
-                    agent, outage_limit_s, False, log, to_link[0], from_link[1], cwd
-                )
-            finally:
-                os.close(to_link[0])
-                os.close(from_link[1])
+        async def ends() -> tuple[asyncio.StreamReader, Lines]:
+            return to_link.reader, from_link
 
-        self.link = asyncio.ensure_future(linked())
-        await self._open_pipes(from_link[0], to_link[1])
+        linking = link_local(agent, config.load().outage_limit_s, False, log, ends, cwd)
+        self.link = asyncio.ensure_future(linking)
+        self.link.add_done_callback(lambda _: from_link.close())  # failed before the ends
+        self._in, self._out = from_link.reader, to_link
+        self._spawn(self._read())
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
