@@ -17,7 +17,10 @@ BUDGET = 250 * 1024
 
 def test_the_vendored_files_are_the_versions_recorded() -> None:
     recorded = (WEB / "VENDOR.md").read_text()
-    for name, package in (("markdown-it.min.js", "markdown-it"), ("purify.min.js", "DOMPurify")):
+    for name, package in (
+        ("markdown-it.esm.min.js", "markdown-it"),
+        ("purify.min.js", "DOMPurify"),
+    ):
         banner = (WEB / name).read_text()[:300]
         version = re.search(rf"{package} (\d+\.\d+\.\d+)", banner)
         assert version is not None, banner
@@ -26,7 +29,7 @@ def test_the_vendored_files_are_the_versions_recorded() -> None:
 
 def test_the_pages_files_are_small() -> None:
     served = [path for path in WEB.iterdir() if path.suffix in CONTENT_TYPES]
-    assert {"index.html", "app.js", "markdown-it.min.js", "purify.min.js"} <= {
+    assert {"index.html", "app.js", "markdown-it.esm.min.js", "purify.min.js"} <= {
         p.name for p in served
     }
     compressed = sum(len(gzip.compress(path.read_bytes(), 9)) for path in served)

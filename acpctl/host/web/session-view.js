@@ -9,11 +9,12 @@ import { agentAddress, answer, askedHere, withdrawnBy } from "./questions.js";
 import { page, view } from "./state.js";
 import { addressOf, clock, sessionTitle, who } from "./text.js";
 import { visible } from "./visible.js";
+import markdownit from "./markdown-it.esm.min.js";
 
 const REJOIN_MS = 2000;
 const AT_META = "acpctl/at"; // when a replayed prompt was sent, in epoch seconds
 
-const markdown = window.markdownit({ html: false, linkify: false });
+const markdown = markdownit({ html: false, linkify: false });
 // An image in the agent's Markdown becomes a link to it: the page fetches nothing an
 // agent names (and the policy would refuse it anyway).
 markdown.renderer.rules.image = (tokens, index, options, env, self) => {
