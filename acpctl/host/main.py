@@ -357,10 +357,10 @@ async def _let_turns_finish(
     that run given `grace_s` to end by themselves before the host cancels them."""
     for listener in servers:
         listener.close()
-    pool.tell_every_client(
-        jsonrpc.notification(acp.HOST_STOPPING, {"signal": why, "graceSeconds": grace_s})
-    )
     running = pool.running_turns()
+    # With no turn running there is no grace to tell of ("0 running turns get 30 s").
+    grace = {"graceSeconds": grace_s} if running else {}
+    pool.tell_every_client(jsonrpc.notification(acp.HOST_STOPPING, {"signal": why, **grace}))
     if running:
         log.info(
             "session host: stopping on %s; %d running turn(s) get %g s to finish",
