@@ -306,6 +306,8 @@ def remote_from_table(path: Path | None, name: str, table: dict[str, Any]) -> Re
     ssh = strings["ssh"]
     if ssh is not None and ssh.startswith("-"):
         raise fail("ssh", "is a destination ([USER@]HOST), not an option")
+    if ssh is not None and any(c.isspace() for c in ssh):  # "me@gpu -p 2222"
+        raise fail("ssh", "is one destination ([USER@]HOST): ssh's options go in ssh_args")
     ssh_args = table.get("ssh_args", [])
     if not isinstance(ssh_args, list) or not all(isinstance(a, str) for a in ssh_args):
         raise fail("ssh_args", "must be a list of strings")

@@ -565,3 +565,16 @@ def test_a_peer_that_fails_at_once_each_time_is_dialled_with_a_back_off(
     # double from 5 ms here, jittered by half either way, so the fifth is 40 ms at least
     # (without the back-off, every dial came at once, within a millisecond).
     assert dials[8] - dials[7] >= 0.04, [b - a for a, b in itertools.pairwise(dials)]
+
+
+def test_an_ssh_destination_with_options_in_it_is_refused_before_anything_is_written(
+    home: Path,
+) -> None:
+    """`--ssh "me@gpu -p 2222"` was stored, and every run then failed in ssh ("hostname
+    contains invalid characters"): the destination is one word, ssh's options go in
+    ssh_args."""
+
+    added = cli("agents", "add", "far", "--ssh", "me@gpu -p 2222")
+    assert added.returncode == 2
+    assert "ssh's options go in ssh_args" in added.stderr
+    assert not (home / "config" / "config.toml").exists()
