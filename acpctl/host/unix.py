@@ -207,36 +207,25 @@ async def _resume(
 
 
 class UnixSender:
-    """What the connection sends, written to the socket by the end of the loop's turn: the
-    lines pushed in one turn (the agent's read, a replay) go out in one write, where each
-    was a system call of its own. The socket's own buffer is the outbox (no task between
-    the agent's line and the client). Past Outbox.HIGH_WATER the server's drain waits (the
-    agent is read no faster than the client takes it); past Outbox.MAX_BEHIND the socket is
-    cut off (its connection can resume) rather than buffered without bound."""
+    """What the connection sends, written to the socket as it is sent: the socket's own
+    buffer is the outbox (no task between the agent's line and the client, a wait a turn
+    less). Past Outbox.HIGH_WATER the server's drain waits (the agent is read no faster
+    than the client takes it); past Outbox.MAX_BEHIND the socket is cut off (its
+    connection can resume) rather than buffered without bound."""
 
     def __init__(self, writer: asyncio.StreamWriter, log: logging.Logger) -> None:
         self._writer = writer
         self._log = log
-        self._pending: list[bytes] = []
         writer.transport.set_write_buffer_limits(high=Outbox.HIGH_WATER)
 
     def reader(self) -> Reader:
         return Reader(ALL_STREAMS, self.push, self.drain)
 
     def push(self, cursor: int, text: str) -> None:
-        if self._writer.transport.is_closing():
-            return
-        if not self._pending:
-            asyncio.get_running_loop().call_soon(self._write)
-        self._pending.append(text.encode() + b"\n")
-
-    def _write(self) -> None:
-        data = b"".join(self._pending)
-        self._pending.clear()
         transport = self._writer.transport
         if transport.is_closing():
             return
-        transport.write(data)
+        transport.write(text.encode() + b"\n")
         if transport.get_write_buffer_size() > Outbox.MAX_BEHIND:
             self._log.warning(
                 "a client fell %d MiB behind; cutting its socket off", Outbox.MAX_BEHIND >> 20
@@ -244,8 +233,6 @@ class UnixSender:
             transport.abort()
 
     async def drain(self) -> None:
-        if self._pending:
-            self._write()
         with contextlib.suppress(ConnectionError):
             await self._writer.drain()
 
