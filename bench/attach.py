@@ -18,41 +18,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from host import host as session_host  # `acpctl serve`: the older name works in every revision
 from rawpeer import ACPCTL_COMMAND, DEMO, Peer, agents_add, now, private_home
 
 HISTORY_TURNS = 20
 TURNS = 20
-
-
-@contextlib.contextmanager
-def session_host() -> Iterator[None]:
-    """`acpctl serve` (the older name works in every revision), until its socket answers."""
-    process = subprocess.Popen(
-        [*ACPCTL_COMMAND, "serve"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    while b"listening on" not in process.stderr.readline():
-        assert process.poll() is None, "acpctl serve ended"
-    try:
-        yield
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
 
 
 async def editor() -> Peer:
