@@ -110,7 +110,7 @@ def cell(values: list[float]) -> str:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
     return (
-        f"{min(values) * 1000:.1f} / {statistics.median(values) * 1000:.1f} / {p95 * 1000:.1f} ms"
+        f"{min(values) * 1000:.2f} / {statistics.median(values) * 1000:.2f} / {p95 * 1000:.2f} ms"
     )
 
 
