@@ -78,9 +78,10 @@ export async function offerPush(main) {
     return;
   }
   const { publicKey, subscribed } = await main.request("_acpctl/push_key", {});
-  button.hidden = false;
   button.textContent = subscribed ? "Stop telling me" : "Tell me when something waits";
   said(subscribed ? "This device is told when something waits, page closed or not." : "");
+  // Shown once it does something: a tap before the host has answered went nowhere.
+  button.hidden = false;
   button.onclick = async () => {
     button.disabled = true;
     try {
