@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -555,6 +556,14 @@ def test_an_observer_device_sees_what_waits_and_is_offered_nothing_to_do(
     assert turn.seen["stop"] == "end_turn"
 
 
+async def _a_session_elsewhere() -> None:
+    from tests.test_host import unix_client
+
+    async with unix_client("demo") as client:
+        await client.request(acp.INITIALIZE, {"protocolVersion": 1})
+        await client.request(acp.SESSION_NEW, {"cwd": "/tmp", "mcpServers": []})
+
+
 def test_a_question_an_editors_turn_waits_on_is_answered_in_a_form_on_the_page(
     page: Page,
 ) -> None:
@@ -573,6 +582,15 @@ def test_a_question_an_editors_turn_waits_on_is_answered_in_a_form_on_the_page(
         )
         tab.fill("#waiting input[name=name]", "Ada")
         tab.check("#waiting input[name=excited]")
+        # Something changes elsewhere while the form is being filled in (a new session):
+        # the page redraws its lists, and what was typed stays (it was emptied, and the
+        # answer then went nowhere: the browser refused the empty required field).
+        elsewhere = threading.Thread(target=lambda: run(_a_session_elsewhere()))
+        elsewhere.start()  # Playwright's loop runs in this thread
+        elsewhere.join(60)
+        tab.wait_for_selector("#sessions li:nth-child(2)")
+        assert tab.input_value("#waiting input[name=name]") == "Ada"
+        assert tab.is_checked("#waiting input[name=excited]")
         ARTIFACTS.mkdir(exist_ok=True)
         tab.screenshot(path=str(ARTIFACTS / "question-390x844.png"))
         tab.click("#waiting form.question button.allow")

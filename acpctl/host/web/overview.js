@@ -13,7 +13,7 @@ export function waitingNow() {
   const listed = page.latest.waiting;
   const known = new Set(listed.map((entry) => entry.sessionId));
   const asked = [];
-  for (const [sessionId, { request }] of page.asked) {
+  for (const [sessionId, { request, at }] of page.asked) {
     if (known.has(sessionId)) continue;
     const params = request.params || {};
     const tool = params.toolCall || {};
@@ -24,7 +24,7 @@ export function waitingNow() {
       title: session.title || null,
       cwd: session.cwd || "",
       asked: params.message || tool.title || "The agent asks",
-      waitingSince: Date.now() / 1000,
+      waitingSince: at,
     });
   }
   return [...listed, ...asked];
@@ -33,27 +33,51 @@ export function waitingNow() {
 export function renderWaiting() {
   const waiting = byId("waiting");
   const entries = waitingNow();
-  waiting.replaceChildren();
-  for (const entry of entries) {
-    const card = element("li");
-    card.dataset.session = entry.sessionId;
-    const head = element("div", "where", `${entry.agent} · ${sessionTitle(entry)}`);
-    head.append(element("span", "waited", ` · ${waited(entry.waitingSince)}`));
-    card.append(head);
-    card.append(element("div", "where", entry.cwd));
-    card.append(element("div", "asked", visible(entry.asked)));
-    const asked = page.asked.get(entry.sessionId);
-    if (asked && asked.request.method === PERMISSION) {
-      card.append(wanted(asked.request.params.toolCall || {}));
-    }
-    if (asked) {
-      card.append(answering(asked.request, (result) => answer(entry.sessionId, result)));
-    } else if (page.role.get(entry.sessionId) === "observer") {
-      card.append(element("div", "muted", "This device watches only: it cannot answer."));
-    }
-    waiting.append(card);
-  }
+  // A card whose question has not changed is kept, form and all: a person may be filling
+  // it in, which a redraw for another change (a session elsewhere) would empty. Its words
+  // are written again.
+  const kept = new Map([...waiting.children].map((card) => [card.dataset.key, card]));
+  const cards = entries.map((entry) => kept.get(cardKey(entry)) || waitingCard(entry));
+  const unchanged =
+    cards.length === waiting.children.length && cards.every((c, i) => c === waiting.children[i]);
+  if (!unchanged) waiting.replaceChildren(...cards);
+  entries.forEach((entry, i) => describe(cards[i], entry));
   byId("nothing-waits").hidden = entries.length > 0;
+}
+
+// Which question a card answers: the one this device was asked (its request), else the
+// session's waiting since then, as this device may see it.
+function cardKey(entry) {
+  const asked = page.asked.get(entry.sessionId);
+  if (asked) return JSON.stringify([entry.sessionId, "asked", asked.request.id]);
+  const role = page.role.get(entry.sessionId) || "";
+  return JSON.stringify([entry.sessionId, entry.waitingSince, role]);
+}
+
+function waitingCard(entry) {
+  const card = element("li");
+  card.dataset.session = entry.sessionId;
+  card.dataset.key = cardKey(entry);
+  const head = element("div", "where");
+  head.append(element("span", "title"), element("span", "waited"));
+  card.append(head, element("div", "where cwd"), element("div", "asked"));
+  const asked = page.asked.get(entry.sessionId);
+  if (asked && asked.request.method === PERMISSION) {
+    card.append(wanted(asked.request.params.toolCall || {}));
+  }
+  if (asked) {
+    card.append(answering(asked.request, (result) => answer(entry.sessionId, result)));
+  } else if (page.role.get(entry.sessionId) === "observer") {
+    card.append(element("div", "muted", "This device watches only: it cannot answer."));
+  }
+  return card;
+}
+
+function describe(card, entry) {
+  card.querySelector(".title").textContent = `${entry.agent} · ${sessionTitle(entry)}`;
+  card.querySelector(".waited").textContent = ` · ${waited(entry.waitingSince)}`;
+  card.querySelector(".cwd").textContent = entry.cwd;
+  card.querySelector(".asked").textContent = visible(entry.asked);
 }
 
 // The waiting cards' ages, kept current between changes.

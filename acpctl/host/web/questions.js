@@ -17,7 +17,7 @@ export function askedHere(connection) {
   return (request) => {
     const session = request.params && request.params.sessionId;
     if ((request.method === PERMISSION || request.method === ELICITATION) && session) {
-      page.asked.set(session, { connection, request });
+      page.asked.set(session, { connection, request, at: Date.now() / 1000 });
       page.render();
     } else {
       connection.refuse(request.id, "the page answers the agent's questions only");

@@ -3,7 +3,7 @@
 export const page = {
   main: null, // the connection to the host's default agent: the lists, the devices
   agents: new Map(), // agent name -> { connection, joined: Set of session ids }
-  asked: new Map(), // session id -> { connection, request }: what this device was asked
+  asked: new Map(), // session id -> { connection, request, at }: what this device was asked, when
   role: new Map(), // session id -> this device's role there
   latest: { waiting: [], sessions: [] },
   render: () => {}, // draws what changed (app.js)
