@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import signal
+import sys
 import time
 
 
@@ -31,11 +33,17 @@ def main() -> None:
     ]
     for burner in burners:
         burner.start()
+    # `kill %1` (SIGTERM) ends the burners too: by default it ended this process alone,
+    # and its burners spun on, orphaned, until --for ran out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         for burner in burners:
             burner.join()
     except KeyboardInterrupt:
         pass
+    finally:
+        for burner in burners:
+            burner.terminate()
 
 
 if __name__ == "__main__":
