@@ -594,3 +594,33 @@ def test_the_listener_is_kept_in_serve_and_read_back(home: Path) -> None:
         path.write_text(f"[serve]\n{bad}\n")
         with pytest.raises(AcpctlError, match=said):
             config.load()
+
+
+def test_a_connection_has_a_holder_only_for_the_pid_the_kernel_names_as_its_peer() -> None:
+    """Attack on issue 53's killed-client rule: a client that says another process's pid
+    (one about to exit, to have the host end a connection early, or one it wants watched)
+    gets no holder; nor does a word that is no pid. Only the socket's own peer, by
+    SO_PEERCRED, is held, and by a pidfd taken then (a pid reused later is not it)."""
+    import os
+
+    from acpctl.host.unix import Holder
+
+    class Writer:
+        def __init__(self, end: socket.socket) -> None:
+            self.end = end
+
+        def get_extra_info(self, name: str) -> Any:
+            return self.end if name == "socket" else None
+
+    ours, theirs = socket.socketpair()
+    try:
+        writer: Any = Writer(ours)
+        for said in (os.getpid() + 1, 1, "1", None, True):
+            assert Holder.of({"pid": said}, writer) is None, said
+        assert Holder.of({}, writer) is None and Holder.of("x", writer) is None
+        held = Holder.of({"pid": os.getpid()}, writer)  # the peer of a socketpair is us
+        assert held is not None
+        held.close()
+    finally:
+        ours.close()
+        theirs.close()
