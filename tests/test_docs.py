@@ -16,7 +16,7 @@ import typer
 
 from acpctl import __version__
 from acpctl.agents.signatures import SIGNATURES
-from acpctl.cli import app
+from acpctl.cli import application
 from acpctl.cli.completions import SHELLS, script
 from tests.conftest import ROOT
 
@@ -37,7 +37,7 @@ def command_paths(command: click.Command, prefix: str = "acpctl") -> list[str]:
 
 def test_every_command_is_documented() -> None:
     text = all_docs()
-    missing = [p for p in command_paths(typer.main.get_command(app)) if p not in text]
+    missing = [p for p in command_paths(typer.main.get_command(application())) if p not in text]
     assert missing == []
 
 
@@ -63,9 +63,9 @@ def completed(words: list[str], incomplete: str) -> list[str]:
     import typer.main
     from click.shell_completion import ShellComplete
 
-    from acpctl.cli import app
+    from acpctl.cli import application
 
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(application())
     complete = ShellComplete(command, {}, "acpctl", "_ACPCTL_COMPLETE")
     return [item.value for item in complete.get_completions(words, incomplete)]
 

@@ -16,7 +16,7 @@ import pytest
 import typer.main
 
 from acpctl import protocol as acp
-from acpctl.cli import app
+from acpctl.cli import application
 from acpctl.files import read_json_state
 from acpctl.runner.main import fast_main
 from acpctl.runner.options import FLAG, RUN_OPTIONS, RunOption, parse_serve_args
@@ -83,7 +83,7 @@ def test_a_value_option_without_its_value_is_a_usage_error(
 
 
 def test_the_typer_command_has_exactly_the_tables_options() -> None:
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(application())
     run = command.commands["run"]  # type: ignore[attr-defined]
     options = {tuple(p.opts) for p in run.params if p.name != "prompt"}
     assert options == {option.flags for option in RUN_OPTIONS}

@@ -15,10 +15,10 @@ import click
 import pytest
 import typer
 
-from acpctl.cli import app
+from acpctl.cli import application
 from tests.conftest import ROOT, cli
 
-COMMANDS = list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+COMMANDS = list(typer.main.get_command(application()).commands)  # type: ignore[attr-defined]
 SUGGESTION = re.compile(rf"acpctl ((?:{'|'.join(COMMANDS)})(?=\s|$)[^\n`'\"();,]*)")
 # What a placeholder in a message stands for.
 SAMPLES = {
@@ -83,7 +83,7 @@ def parse(line: str) -> None:
         if word not in ("...", "[ARGS...]") and not word.startswith("=")
     ]
     words = [re.sub(r"\{X\}", "x", word) for word in words]
-    command: click.Command = typer.main.get_command(app)
+    command: click.Command = typer.main.get_command(application())
     context = click.Context(command, info_name="acpctl")
     while isinstance(command, click.Group):
         name, *words = words or [""]

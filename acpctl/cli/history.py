@@ -12,7 +12,7 @@ import click
 import typer
 
 from acpctl.cli.completions import agent_option, session_argument
-from acpctl.cli.sessions import parse_since
+from acpctl.cli.moments import parse_since
 from acpctl.errors import UsageError
 
 USAGE_GROUPS = ("agent", "day", "session", "model")

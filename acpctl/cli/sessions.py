@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,12 +11,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 import typer
 
+from acpctl.cli import history
 from acpctl.cli.completions import agent_option, session_argument
+from acpctl.cli.moments import parse_since
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from acpctl.store.sessions import SessionMeta, SessionStore
 
 DEFAULT_LIMIT = 20
@@ -26,36 +25,6 @@ EXPORT_FORMATS = ("markdown", "html", "json", "jsonl")
 app = typer.Typer(
     help="Browse and manage the session history.", no_args_is_help=True, rich_markup_mode=None
 )
-
-_DURATION = re.compile(r"^(\d+)([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_duration(text: str) -> timedelta:
-    from datetime import timedelta  # here, as every import below: `acpctl --help` is timed
-
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise UsageError(f"{text!r} is not a duration like 90m, 12h, 7d or 2w")
-    return timedelta(**{_UNITS[match[2]]: int(match[1])})
-
-
-def parse_since(text: str, option: str = "--since") -> float:
-    """A moment (`--since`, `--older-than`): a duration back from now (90m, 12h, 7d, 2w)
-    or a local date (2026-11-01)."""
-    import time
-    from datetime import datetime
-
-    try:
-        return datetime.strptime(text.strip(), "%Y-%m-%d").timestamp()
-    except ValueError:
-        pass
-    try:
-        return time.time() - parse_duration(text).total_seconds()
-    except UsageError:
-        raise UsageError(
-            f"{option} {text!r} is neither a date (2026-11-01) nor a duration (12h, 7d)"
-        ) from None
 
 
 def _cutoff(text: str, option: str) -> str:
@@ -520,3 +489,8 @@ def verify(
     )
     if unrepaired:
         raise typer.Exit(1)
+
+
+# `search` and `watch` read the history as `usage` does: history.py holds all three.
+app.command("search")(history.search)
+app.command("watch")(history.watch)
