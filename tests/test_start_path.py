@@ -11,12 +11,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
 
 from acpctl import protocol as acp
-from acpctl.cli import application
+from acpctl.cli import COMMANDS, application
 from acpctl.files import read_json_state
 from acpctl.runner.main import fast_main
 from acpctl.runner.options import FLAG, RUN_OPTIONS, RunOption, parse_serve_args
@@ -90,6 +91,21 @@ def test_the_typer_command_has_exactly_the_tables_options() -> None:
     help_text = cli("run", "--help").stdout
     for option in RUN_OPTIONS:
         assert option.flags[0] in help_text
+
+
+def test_a_start_builds_only_the_command_it_runs() -> None:
+    def built(argv: list[str] | None) -> dict[str, Any]:
+        return typer.main.get_command(application(argv)).commands  # type: ignore[attr-defined,no-any-return]
+
+    assert set(built(["sessions", "attach", "s-1"])) == {"sessions"}
+    assert set(built(["run", "--agent", "demo"])) == {"run"}
+    # The root's help, a mistyped name (click's "Did you mean") and completion see them all.
+    for argv in (None, [], ["--help"], ["sesions"]):
+        assert set(built(argv)) == set(COMMANDS)
+    sessions = built(["sessions"])["sessions"].commands
+    assert {"list", "attach", "search", "watch"} <= set(sessions)
+    typo = cli("sesions")
+    assert typo.returncode == 2 and "Did you mean 'sessions'?" in typo.stderr
 
 
 # -- state on the start path -------------------------------------------------------------
