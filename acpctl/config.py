@@ -163,6 +163,7 @@ class Config:
         sandbox: dict[str, SandboxSettings | None] | None = None,
         sandbox_default: SandboxSettings | None = None,
         serve: ServeSettings | None = None,
+        plain: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
         self.text = text
@@ -179,6 +180,7 @@ class Config:
         self.sandbox = sandbox or {}
         self.sandbox_default = sandbox_default
         self.serve = serve or ServeSettings()
+        self.plain = plain or {}  # the file as read, for the tables read elsewhere ([links])
         self._document: TOMLDocument | None = None
 
     def through_host(self, agent: str) -> bool:
@@ -283,14 +285,17 @@ def _agent_from_table(path: Path, name: str, table: object) -> AgentSpec:
     )
 
 
-def remote_from_table(path: Path | None, name: str, table: dict[str, Any]) -> Remote:
-    """A remote agent's table read and checked. `path` None: the table is `agents add`'s
-    options, and a problem names the option (nothing is written yet, so no file to fix)."""
+def remote_from_table(
+    path: Path | None, name: str, table: dict[str, Any], section: str = "agents"
+) -> Remote:
+    """A remote agent's table (or a linked host's: `section` links) read and checked.
+    `path` None: the table is `agents add`'s options, and a problem names the option
+    (nothing is written yet, so no file to fix)."""
 
     def fail(key: str, problem: str) -> UsageError:
         if path is None:
             return UsageError(f"--{key.replace('_', '-')} {problem}")
-        return _fail(path, f"[agents.{name}] {key} {problem}")
+        return _fail(path, f"[{section}.{name}] {key} {problem}")
 
     if "command" in table or ("url" in table and "ssh" in table):
         raise fail("url", "goes alone: a remote agent takes one of command, url and ssh")
@@ -392,6 +397,7 @@ def load(path: Path | None = None) -> Config:
         sandbox,
         base if _flag(path, sandbox_table, "default", "[sandbox] ") else None,
         serve_settings(path, plain.get("serve", {})),
+        plain,
     )
 
 

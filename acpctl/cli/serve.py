@@ -77,6 +77,9 @@ def serve(
         help="Join stdio to the host's unix socket, starting a host if none runs "
         "(what a remote acpctl runs over ssh).",
     ),
+    no_start: bool = typer.Option(
+        False, "--no-start", help="With --bridge: none started (a linked host's list asks)."
+    ),
 ) -> None:
     """The session host, as `acpctl host` has it now: `serve` is `host start`, and its
     flags are `host show-token`, `pair`, `status`... (serve keeps working)."""
@@ -106,10 +109,12 @@ def serve(
         raise typer.Exit(
             _devices(pair, name, public_url, qr_png, devices, revoke, observer, as_json)
         )
+    if no_start and not bridge:
+        raise UsageError("--no-start goes with --bridge")
     if bridge:
         from acpctl.host.bridge import bridge as run_bridge
 
-        raise typer.Exit(run_bridge())
+        raise typer.Exit(run_bridge(start=not no_start))
     host = options.host_options(
         listen,
         tls_cert,

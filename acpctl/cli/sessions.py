@@ -17,6 +17,7 @@ from acpctl.cli.moments import parse_since
 from acpctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from acpctl.remote.fleet import Answer
     from acpctl.store.sessions import SessionMeta, SessionStore
 
 DEFAULT_LIMIT = 20
@@ -53,11 +54,12 @@ FIXED_COLUMNS = 14 + 1 + 10 + 1 + 1 + 1 + 5 + 2 + 10
 MOST_TITLE, MOST_CWD = 40, 28
 
 
-def _list_widths() -> tuple[int, int]:
-    """TITLE's and CWD's widths for the terminal the list goes to (120 off a terminal)."""
+def _list_widths(host_width: int = 0) -> tuple[int, int]:
+    """TITLE's and CWD's widths for the terminal the list goes to (120 off a terminal),
+    after a HOST column of `host_width`."""
     import shutil
 
-    room = max(shutil.get_terminal_size((120, 24)).columns - FIXED_COLUMNS, 16)
+    room = max(shutil.get_terminal_size((120, 24)).columns - FIXED_COLUMNS - host_width, 16)
     title = min(max(room * 3 // 5, 8), MOST_TITLE)
     return title, min(max(room - title, 8), MOST_CWD)
 
@@ -123,10 +125,9 @@ def list_sessions(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
-    """Sessions, newest first."""
-
-    import json
-
+    """Sessions, newest first; with linked hosts (`acpctl host link`), their live ones
+    too."""
+    from acpctl.cli import linked
     from acpctl.remote.host_socket import held_sessions
     from acpctl.store.index import SessionIndex
 
@@ -141,47 +142,73 @@ def list_sessions(
         limit=limit or None,
     )
     held = held_sessions() if found else {}
+    answers = linked.asked()
     if as_json:
-        typer.echo(
-            json.dumps(
-                [
-                    {
-                        "id": s.meta.id,
-                        "agent": s.meta.agent,
-                        "name": s.meta.name,
-                        "title": s.meta.title,
-                        "cwd": s.meta.cwd,
-                        "created": s.meta.created,
-                        "updated": s.meta.updated,
-                        "turns": s.meta.turns,
-                        "lastStopReason": s.meta.last_stop_reason,
-                        "parentId": s.meta.parent_id,
-                        "subagentOf": s.meta.subagent_of,
-                        "problem": s.problem,
-                        "live": _live(held.get(s.meta.id)),
-                    }
-                    for s in found
-                ],
-                indent=2,
-            )
-        )
-        return
-    if not found:
+        _list_json(found, held, answers)
+    elif not found and not answers:
         typer.echo("no sessions yet: they appear here once an editor or `acpctl run` starts one")
-        return
-    home = os.path.expanduser("~")
-    title_width, cwd_width = _list_widths()
-    lines = [
-        f"{'ID':<14} {'AGENT':<10} {'TITLE':<{title_width}} {'CWD':<{cwd_width}} "
-        f"{'TURNS':>5}  UPDATED"
+    else:
+        _list_table(found, total, held, answers)
+
+
+def _list_json(found: list[Any], held: dict[str, Any], answers: list[Answer]) -> None:
+    import json
+
+    from acpctl.cli import linked
+
+    here = [
+        {
+            **({"host": None} if answers else {}),
+            "id": s.meta.id,
+            "agent": s.meta.agent,
+            "name": s.meta.name,
+            "title": s.meta.title,
+            "cwd": s.meta.cwd,
+            "created": s.meta.created,
+            "updated": s.meta.updated,
+            "turns": s.meta.turns,
+            "lastStopReason": s.meta.last_stop_reason,
+            "parentId": s.meta.parent_id,
+            "subagentOf": s.meta.subagent_of,
+            "problem": s.problem,
+            "live": _live(held.get(s.meta.id)),
+        }
+        for s in found
     ]
+    there = [entry for answer in answers for entry in linked.as_json(answer)]
+    typer.echo(json.dumps(here + there, indent=2))
+    for answer in answers:
+        if answer.result is None:
+            typer.echo(f"acpctl: {linked.unreachable_said(answer)}", err=True)
+
+
+def _list_table(found: list[Any], total: int, held: dict[str, Any], answers: list[Answer]) -> None:
+    from acpctl.cli import linked
+    from acpctl.terminal.screen import printable
+
+    home = os.path.expanduser("~")
+    here = linked.this_machine()
+    names = [here, "HOST", *(a.link.name for a in answers)]
+    host_width = max(map(len, names)) + 1 if answers else 0
+    title_width, cwd_width = _list_widths(host_width)
+
+    def cells(
+        host: str, sid: str, agent: str, title: str, where: str, turns: str, updated: str, at: str
+    ) -> str:
+        column = f"{host[: host_width - 1]:<{host_width}}" if answers else ""
+        return (
+            f"{column}{sid[:14]:<14} {agent[:10]:<10} {_cut(title, title_width)} "
+            f"{_cut(where, cwd_width, keep_end=True)} {turns:>5}  {updated}{at}"
+        )
+
+    lines = [cells("HOST", "ID", "AGENT", "TITLE", "CWD", "TURNS", "UPDATED", "")]
     for session in found:
         meta = session.meta
         if session.problem:
             lines.append(f"{meta.id[:14]:<14} ! unreadable: {session.problem}")
             continue
         where = "~" + meta.cwd[len(home) :] if meta.cwd.startswith(home + os.sep) else meta.cwd
-        title = (f"[{meta.name}] " if meta.name else "") + (meta.title or "").replace("\n", " ")
+        title = (f"[{meta.name}] " if meta.name else "") + (meta.title or "")
         if meta.parent_id:
             title = f"(fork of {meta.parent_id[:8]}) {title}"
         elif meta.subagent_of:
@@ -193,11 +220,10 @@ def list_sessions(
             at_host = f"  {state} at the host" + (
                 f": {', '.join(live['clients'])}" if live["clients"] else ""
             )
-        lines.append(
-            f"{meta.id[:14]:<14} {meta.agent[:10]:<10} {_cut(title, title_width)} "
-            f"{_cut(where, cwd_width, keep_end=True)} {meta.turns:>5}  "
-            f"{_relative(meta.updated)}{at_host}"
-        )
+        title, where = (printable(text).replace("\n", " ") for text in (title, where))
+        turns, updated = str(meta.turns), _relative(meta.updated)
+        lines.append(cells(here, meta.id, meta.agent, title, where, turns, updated, at_host))
+    lines += linked.rows(answers, cells, _relative)
     if total > len(found):
         lines.append(f"... and {total - len(found):,} more (--limit 0 lists them all)")
     typer.echo("\n".join(lines))

@@ -61,7 +61,7 @@ def host_methods(
         acp.HOST_REVOKE: HostMethod(lambda c, params: tcp.revoke(params), local),
         acp.HOST_DEVICES: HostMethod(lambda c, params: tcp.listed(), both),
         acp.HOST_WAITING: HostMethod(lambda c, params: pool.waiting(), clients),
-        acp.HOST_SESSIONS: HostMethod(lambda c, params: pool.sessions(), clients),
+        acp.HOST_SESSIONS: HostMethod(lambda c, params: pool.sessions(), both),
         acp.HOST_PROJECTS: HostMethod(lambda c, params: pool.projects(), clients),
         acp.HOST_PUSH_KEY: HostMethod(pusher.push_key, clients),
         acp.HOST_PUSH_SUBSCRIBE: HostMethod(pusher.push_subscribe, clients),

@@ -246,7 +246,7 @@ async def open_local(
 # -- another machine's host, over ssh -----------------------------------------------------
 
 
-def ssh_argv(remote: Remote) -> list[str]:
+def ssh_argv(remote: Remote, *bridge_args: str) -> list[str]:
     """ssh with the user's own configuration (keys, agent, jump hosts, ControlMaster),
     never asking for a password on the editor's pipe, and with keepalives that tell a dead
     link within about 15 s. The remote command is one word list, quoted for the remote
@@ -254,7 +254,7 @@ def ssh_argv(remote: Remote) -> list[str]:
     import shlex  # here: the thin client to this machine's host never needs it
 
     assert remote.ssh is not None
-    remote_command = [*shlex.split(remote.remote_acpctl), "serve", "--bridge"]
+    remote_command = [*shlex.split(remote.remote_acpctl), "serve", "--bridge", *bridge_args]
     return [
         "ssh",
         "-T",

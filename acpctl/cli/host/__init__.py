@@ -1,5 +1,5 @@
 """`acpctl host`: the session host's controls in one group, a module a verb (start, stop,
-status, pair, devices, revoke, rotate-token, show-token, systemd)."""
+status, pair, devices, revoke, rotate-token, show-token, systemd, and the link group)."""
 
 from acpctl.cli.host.app import app
 
@@ -15,6 +15,7 @@ from acpctl.cli.host import revoke  # noqa: F401
 from acpctl.cli.host import rotate_token  # noqa: F401
 from acpctl.cli.host import show_token  # noqa: F401
 from acpctl.cli.host import systemd  # noqa: F401
+from acpctl.cli.host import link  # noqa: F401
 
 # isort: on
 

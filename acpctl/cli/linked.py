@@ -1,0 +1,100 @@
+"""The linked hosts' live sessions in `acpctl sessions list` (remote/fleet.py asks them): a
+HOST column, their rows after this machine's, and a line for each host that did not
+answer. What a host sends is shown as agent text is: printable only."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from acpctl.remote.fleet import Answer, unreachable_said
+from acpctl.terminal.screen import printable
+
+__all__ = ["Answer", "as_json", "asked", "rows", "this_machine", "unreachable_said"]
+
+
+def asked() -> list[Answer]:
+    """Every linked host's live sessions, asked at once; nothing when none is linked, or
+    when config.toml does not parse (this machine's list goes on: said on stderr)."""
+    import sys
+
+    from acpctl import config
+    from acpctl.errors import UsageError
+    from acpctl.host_links import links_of
+
+    try:
+        links = list(links_of(config.load()).values())
+    except UsageError as exc:
+        sys.stderr.write(f"acpctl: linked hosts not asked: {exc.message}\n")
+        return []
+    if not links:
+        return []
+    import asyncio
+
+    from acpctl import protocol as acp
+    from acpctl.remote.fleet import ask_all
+
+    return asyncio.run(ask_all(links, acp.HOST_SESSIONS, {}))
+
+
+def this_machine() -> str:
+    return socket.gethostname().split(".")[0] or "here"
+
+
+def live_sessions(answer: Answer) -> list[dict[str, Any]]:
+    """The host's live sessions, each checked enough to show (a host's list is data from
+    the network: an entry that is not one is left out)."""
+    listed = answer.result.get("sessions") if isinstance(answer.result, dict) else None
+    return [
+        s
+        for s in (listed if isinstance(listed, list) else [])
+        if isinstance(s, dict) and s.get("live") is True and isinstance(s.get("sessionId"), str)
+    ]
+
+
+def as_json(answer: Answer) -> list[dict[str, Any]]:
+    """The host's live sessions as `sessions list --json` gives this machine's."""
+    return [
+        {
+            "host": answer.link.name,
+            "id": s["sessionId"],
+            "agent": s.get("agent"),
+            "title": s.get("title"),
+            "cwd": s.get("cwd"),
+            "updated": s.get("updatedAt"),
+            "live": {"state": s.get("state"), "clients": s.get("clients")},
+        }
+        for s in live_sessions(answer)
+    ]
+
+
+def rows(answers: list[Answer], cells: Any, relative: Any) -> list[str]:
+    """The table's rows for the linked hosts: `cells(host, id, agent, title, cwd, turns,
+    updated, at_host)` lays one out as this machine's are; `relative` says a time stamp
+    as "5m ago"."""
+    lines = []
+    for answer in answers:
+        if answer.result is None:
+            lines.append(printable(unreachable_said(answer)).replace("\n", " "))
+            continue
+        for s in live_sessions(answer):
+            state = str(s.get("state") or "open")
+            clients = s.get("clients")
+            lines.append(
+                cells(
+                    answer.link.name,
+                    s["sessionId"],
+                    _text(s.get("agent")),
+                    _text(s.get("title")),
+                    _text(s.get("cwd")),
+                    "-",
+                    relative(str(s.get("updatedAt") or "")),
+                    f"  {_text(state)} at {answer.link.name}"
+                    + (f" ({clients} client(s))" if isinstance(clients, int) and clients else ""),
+                )
+            )
+    return lines
+
+
+def _text(value: Any) -> str:
+    return printable(str(value or "")).replace("\n", " ").replace("\t", " ")

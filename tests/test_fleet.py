@@ -1,0 +1,315 @@
+"""Issue 55: linked hosts. `acpctl host link add|list|remove|show` keep them in config.toml;
+`sessions list` asks each at once, within its own deadline, for its own live sessions (not
+transitive: a loop never recurses), and says since when one does not answer.
+
+The end-to-end tests run three hosts on this machine, each with directories of its own: A
+(the test's), B over WebSocket with TLS and B's token, C over a real sshd on loopback
+through `acpctl serve --bridge` there."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acpctl.host_links import HostLink, link_from_table
+from acpctl.remote.fleet import Answer, _remembered
+from tests.conftest import cli, run_cli
+from tests.test_host import self_signed
+from tests.test_remote import Sshd, sshd  # noqa: F401 (the fixture)
+
+DEMO = [sys.executable, "-m", "acpctl.demo_agent"]
+
+
+# -- the links, in config.toml ------------------------------------------------------------
+
+
+def test_a_link_is_added_listed_shown_and_removed_keeping_the_rest_of_config_toml(
+    home: Path, tmp_path: Path
+) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('# my settings\ndefault_agent = "demo"  # kept\n')
+    added = cli("host", "link", "add", "build", "--ssh", "me@build", "--remote-state", "/srv/s")
+    assert added.returncode == 0, added
+    token = tmp_path / "cloud.token"
+    token.write_text("secret\n")
+    token.chmod(0o600)
+    url = ["--url", "wss://cloud.example:8765", "--token-file", str(token)]
+    assert cli("host", "link", "add", "cloud", *url).returncode == 0
+    text = config.read_text()
+    assert text.startswith('# my settings\ndefault_agent = "demo"  # kept\n'), text
+    assert "secret" not in text  # the token stays in its own file
+    listed = json.loads(cli("host", "link", "list", "--json").stdout)
+    assert listed == [
+        {"name": "build", "ssh": "me@build", "remote_state": "/srv/s"},
+        {"name": "cloud", "url": "wss://cloud.example:8765", "token_file": str(token)},
+    ]
+    assert "cloud  wss://cloud.example:8765" in cli("host", "link", "list").stdout
+    assert cli("host", "link", "remove", "build").returncode == 0
+    assert [e["name"] for e in json.loads(cli("host", "link", "list", "--json").stdout)] == [
+        "cloud"
+    ]
+    gone = cli("host", "link", "remove", "build")
+    assert gone.returncode == 2 and "no linked host 'build'" in gone.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["Desk", "--ssh", "x"], "must be lowercase letters"),
+        (["desk"], "one of --ssh and --url"),
+        (["desk", "--ssh", "x", "--url", "wss://a"], "one of --ssh and --url"),
+        (["desk", "--url", "ws://build.example:8765"], "is not encrypted"),
+        (["desk", "--url", "ftp://x"], "must start with ws://"),
+        (["desk", "--ssh", "me@gpu -p 2222"], "is one destination"),
+        (["desk", "--ssh", "-oProxyCommand=x"], "not an option"),
+        (["desk", "--url", "wss://a", "--remote-state", "/s"], "go with ssh"),
+        (["desk", "--token-file", "/nonexistent", "--url", "wss://a"], "is not a file"),
+    ],
+)
+def test_a_bad_link_is_refused_with_what_is_wrong_and_nothing_written(
+    home: Path, args: list[str], said: str
+) -> None:
+    refused = cli("host", "link", "add", *args)
+    assert refused.returncode == 2 and said in refused.stderr, refused
+    assert not (home / "config" / "config.toml").exists()
+
+
+def test_a_token_file_others_can_read_is_refused(home: Path, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("secret\n")
+    token.chmod(0o644)
+    refused = cli("host", "link", "add", "cloud", "--url", "wss://a:1", "--token-file", str(token))
+    assert refused.returncode == 2 and "chmod 600" in refused.stderr
+
+
+def test_a_broken_links_table_is_said_with_its_file(home: Path) -> None:
+    config = home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[links.build]\nssh = "x"\nurl = "wss://y"\n')
+    said = cli("host", "link", "list")
+    assert said.returncode == 2 and "[links.build]" in said.stderr and str(config) in said.stderr
+
+
+def test_a_remote_state_reaches_ssh_as_one_quoted_word() -> None:
+    link = link_from_table(None, "c", {"ssh": "me@box", "remote_state": "/tmp/a b;x"})
+    from acpctl.remote.lines import ssh_argv
+
+    argv = ssh_argv(link.remote)
+    assert argv[-2:] == ["me@box", "env 'ACPCTL_STATE_DIR=/tmp/a b;x' acpctl serve --bridge"]
+    assert link_from_table(None, "u", {"url": "wss://h:1"}).endpoint == "wss://h:1/acp"
+    assert link_from_table(None, "u", {"url": "wss://h:1/acp/x"}).endpoint == "wss://h:1/acp/x"
+
+
+def test_unreachable_since_is_the_first_failure_in_a_row(home: Path) -> None:
+    build = HostLink("build", ssh="b")
+    first = _remembered([Answer(build, None, "refused")])[0]
+    assert first.unreachable_since is not None
+    again = _remembered([Answer(build, None, "refused")])[0]
+    assert again.unreachable_since == first.unreachable_since
+    assert _remembered([Answer(build, {"sessions": []})])[0].unreachable_since is None
+    later = _remembered([Answer(build, None, "refused")])[0]
+    assert (
+        later.unreachable_since is not None and later.unreachable_since >= first.unreachable_since
+    )
+    state = home / "state" / "links-state.json"
+    assert state.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_linked_hosts_rows_are_agent_text_and_what_is_no_session_is_left_out() -> None:
+    from acpctl.cli import linked
+
+    hostile = {
+        "sessionId": "s-1",
+        "live": True,
+        "agent": "demo",
+        "title": "\x1b]0;owned\x07\x1b[2Jtitle",
+        "cwd": "/w",
+        "state": "running",
+        "clients": 1,
+    }
+    answer = Answer(HostLink("b", ssh="b"), {"sessions": [hostile, "junk", {"live": True}]})
+    rows = linked.rows([answer], lambda *cells: "|".join(cells), lambda stamp: stamp)
+    assert len(rows) == 1 and "\x1b" not in rows[0] and "\x07" not in rows[0]
+    assert "running at b (1 client(s))" in rows[0]
+    assert [e["id"] for e in linked.as_json(answer)] == ["s-1"]
+
+
+# -- three hosts ----------------------------------------------------------------------------
+
+
+def host_env(root: Path) -> dict[str, str]:
+    """A host's own directories (its state directory short: a socket lives there)."""
+    state = Path(tempfile.mkdtemp(prefix="acpf", dir="/tmp"))
+    return {
+        **os.environ,
+        "ACPCTL_CONFIG_DIR": str(root / "config"),
+        "ACPCTL_DATA_DIR": str(root / "data"),
+        "ACPCTL_STATE_DIR": str(state),
+    }
+
+
+@contextlib.contextmanager
+def a_host(env: dict[str, str], *args: str, until: bytes = rb"listening on (\S+)") -> Iterator[str]:
+    """`acpctl host start ARGS` with `env`'s directories, once it says `until` (what it
+    matched); stopped after."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "acpctl", "host", "start", "--idle-stop", "0", *args],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stderr is not None
+    seen = b""
+    try:
+        while (found := re.search(until, seen)) is None:
+            line = process.stderr.readline()
+            assert line, f"the host ended: {seen.decode(errors='replace')}"
+            seen += line
+        yield found.group(1).decode()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(30)
+        shutil.rmtree(env["ACPCTL_STATE_DIR"], ignore_errors=True)
+
+
+def a_session(env: dict[str, str], text: str, through_host: bool = True) -> str:
+    """A session left live at the host of `env` (a run through it), or only in its history
+    (a direct run); its id."""
+    host = ["--through-host"] if through_host else []
+    ran = run_cli("run", *host, "--agent", "demo", text, env=env, timeout=60)
+    assert ran.returncode == 0, ran
+    listed = json.loads(run_cli("sessions", "list", "--json", env=env).stdout)
+    return str(listed[0]["id"])  # the newest
+
+
+@pytest.mark.e2e
+def test_three_hosts_one_list_and_a_host_gone_is_said_while_the_others_come(
+    home: Path,
+    tmp_path: Path,
+    sshd: Sshd,  # noqa: F811
+) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    here = dict(os.environ)
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    b_env = host_env(tmp_path / "b")
+    c_env = host_env(tmp_path / "c")  # ssh's own directories there are not C's
+    for env in (b_env, c_env):
+        assert run_cli("agents", "add", "demo", "--", *DEMO, env=env).returncode == 0
+    cert, key = self_signed(tmp_path)
+    tls = ("--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key))
+    with (
+        a_host(b_env, *tls, until=rb"listening on (wss://127\.0\.0\.1:\d+)/acp") as b_url,
+        a_host(c_env),
+    ):
+        token = tmp_path / "b.token"
+        token.write_text(run_cli("host", "show-token", env=b_env).stdout)
+        token.chmod(0o600)
+        b_session, c_session = a_session(b_env, "on b"), a_session(c_env, "on c")
+        mine = a_session(here, "on a", through_host=False)
+        url = ["--url", b_url, "--token-file", str(token), "--ca-file", str(cert)]
+        assert cli("host", "link", "add", "b", *url).returncode == 0
+        ssh = ["--ssh", "remote", "--remote-state", c_env["ACPCTL_STATE_DIR"]]
+        ssh += ["--ssh-arg=-F", f"--ssh-arg={sshd.config}"]
+        ssh += ["--remote-acpctl", f"{sys.executable} -m acpctl"]
+        assert cli("host", "link", "add", "c", *ssh).returncode == 0
+
+        listed = json.loads(run_cli("sessions", "list", "--json").stdout)
+        where = {entry["id"]: entry["host"] for entry in listed}
+        assert where == {mine: None, b_session: "b", c_session: "c"}, listed
+        table = run_cli("sessions", "list").stdout
+        assert re.search(rf"^b +{b_session[:14]} +demo +on b .* idle at b", table, re.M), table
+        assert re.search(rf"^c +{c_session[:14]} +demo +on c ", table, re.M), table
+        shown = run_cli("host", "link", "show", "c")
+        assert shown.returncode == 0 and "c: answers; 1 live session(s)" in shown.stdout
+
+    # B and C gone: each is said unreachable, and this machine's rows still come.
+    gone = run_cli("sessions", "list")
+    assert re.search(rf"^\S+ +{mine[:14]} +demo +on a", gone.stdout, re.M), gone.stdout
+    stamp = time.strftime("%H:")
+    assert re.search(rf"^b: unreachable since {stamp}\d\d \(", gone.stdout, re.M), gone.stdout
+    # Over ssh, no host is started there to answer a list: C is gone.
+    assert re.search(r"^c: unreachable since .*no session host runs", gone.stdout, re.M)
+    failed = run_cli("host", "link", "show", "b", "--json")
+    assert failed.returncode == 0 and json.loads(failed.stdout)["reachable"] is False
+
+
+@pytest.mark.e2e
+def test_a_slow_host_does_not_hold_the_list_and_a_loop_lists_each_session_once(
+    home: Path, tmp_path: Path
+) -> None:
+    """A stand-in that takes the connection and never answers is said as such after its
+    deadline, while B's row comes; B links back to A, and A's list still shows B's own
+    session once (links are not transitive)."""
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    b_env = host_env(tmp_path / "b")
+    assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # takes what comes, says nothing
+
+    async def scenario(a_url: str, b_url: str) -> None:
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            assert (
+                cli("host", "link", "add", "slow", "--url", f"ws://127.0.0.1:{port}").returncode
+                == 0
+            )
+            listing = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "acpctl",
+                "sessions",
+                "list",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            out, _ = await listing.communicate()
+        finally:
+            server.close()
+        text = out.decode()
+        assert re.search(r"^slow: unreachable since \d\d:\d\d \(.*no answer", text, re.M), text
+        assert re.search(rf"^b +{b_session[:14]} ", text, re.M), text
+        assert text.count(b_session[:14]) == 1, text
+
+    b_token = tmp_path / "b.token"
+    a_token = tmp_path / "a.token"
+    with (
+        a_host(
+            b_env, "--listen", "127.0.0.1:0", until=rb"listening on (ws://127\.0\.0\.1:\d+)/acp"
+        ) as b_url,
+        a_host(
+            dict(os.environ),
+            "--listen",
+            "127.0.0.1:0",
+            until=rb"listening on (ws://127\.0\.0\.1:\d+)/acp",
+        ) as a_url,
+    ):
+        b_token.write_text(run_cli("host", "show-token", env=b_env).stdout)
+        a_token.write_text(run_cli("host", "show-token").stdout)
+        for token in (a_token, b_token):
+            token.chmod(0o600)
+        b_session = a_session(b_env, "on b")
+        assert (
+            cli("host", "link", "add", "b", "--url", b_url, "--token-file", str(b_token)).returncode
+            == 0
+        )
+        back = run_cli(
+            "host", "link", "add", "a", "--url", a_url, "--token-file", str(a_token), env=b_env
+        )
+        assert back.returncode == 0, back
+        asyncio.run(scenario(a_url, b_url))
