@@ -55,6 +55,15 @@ class HostLink:
             ssh_args=self.ssh_args,
         )
 
+    def agent_remote(self, agent: str) -> Remote:
+        """The link to `agent` there, as a remote agent of this machine would be."""
+        remote = self.remote
+        if remote.url is not None:
+            from urllib.parse import quote
+
+            return remote._replace(url=f"{remote.url.rstrip('/')}/{quote(agent, safe='')}")
+        return remote._replace(remote_agent=agent)
+
     @property
     def endpoint(self) -> str | None:
         """The URL with the host's endpoint path when it names none."""

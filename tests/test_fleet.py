@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -196,6 +197,34 @@ def a_session(env: dict[str, str], text: str, through_host: bool = True) -> str:
     return str(listed[0]["id"])  # the newest
 
 
+async def attached_sees(address: str, history: str, env: dict[str, str], session: str) -> None:
+    """`sessions attach ADDRESS --observe` shows the session's history, then a turn that a
+    client of the session's own host runs in it."""
+    watching = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "acpctl", "sessions", "attach", address, "--observe",
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert watching.stdout is not None
+    seen = b""
+
+    async def until(text: str) -> None:
+        nonlocal seen
+        while text.encode() not in seen:
+            chunk = await asyncio.wait_for(watching.stdout.read(4096), 60)  # type: ignore[union-attr]
+            assert chunk, seen
+            seen += chunk
+
+    try:
+        await until(f"You said: {history}")
+        prompt = ["run", "--through-host", "--agent", "demo", "--session", session, "later"]
+        ran = await asyncio.to_thread(run_cli, *prompt, env=env, timeout=60)
+        assert ran.returncode == 0, ran
+        await until("You said: later")
+    finally:
+        watching.send_signal(signal.SIGINT)
+        await watching.wait()
+
+
 @pytest.mark.e2e
 def test_three_hosts_one_list_and_a_host_gone_is_said_while_the_others_come(
     home: Path,
@@ -236,6 +265,10 @@ def test_three_hosts_one_list_and_a_host_gone_is_said_while_the_others_come(
         assert re.search(rf"^c +{c_session[:14]} +demo +on c ", table, re.M), table
         shown = run_cli("host", "link", "show", "c")
         assert shown.returncode == 0 and "c: answers; 1 live session(s)" in shown.stdout
+        # Attached from A to B's session (wss) and to C's (ssh), by HOST:ID-prefix: the
+        # history, then a turn B's (C's) own client runs in it.
+        for env, session, name in ((b_env, b_session, "b"), (c_env, c_session, "c")):
+            asyncio.run(attached_sees(f"{name}:{session[:12]}", f"on {name}", env, session))
 
     # B and C gone: each is said unreachable, and this machine's rows still come.
     gone = run_cli("sessions", "list")

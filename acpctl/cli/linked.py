@@ -5,12 +5,16 @@ answer. What a host sends is shown as agent text is: printable only."""
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acpctl.remote.fleet import Answer, unreachable_said
 from acpctl.terminal.screen import printable
 
-__all__ = ["Answer", "as_json", "asked", "rows", "this_machine", "unreachable_said"]
+if TYPE_CHECKING:
+    from acpctl.config import Remote
+    from acpctl.store.sessions import SessionMeta
+
+__all__ = ["Answer", "as_json", "asked", "rows", "session_at", "this_machine", "unreachable_said"]
 
 
 def asked() -> list[Answer]:
@@ -98,3 +102,48 @@ def rows(answers: list[Answer], cells: Any, relative: Any) -> list[str]:
 
 def _text(value: Any) -> str:
     return printable(str(value or "")).replace("\n", " ").replace("\t", " ")
+
+
+def session_at(text: str) -> tuple[SessionMeta, Remote] | None:
+    """`HOST:ID` (or a unique prefix of the id) where HOST is a linked host: its live
+    session, and the link to the session's agent there; None when `text` names no linked
+    host (a session of this machine's)."""
+    name, sep, wanted = text.partition(":")
+    if not sep or not wanted:
+        return None
+    from acpctl import config
+    from acpctl.host_links import links_of
+
+    link = links_of(config.load()).get(name)
+    if link is None:
+        return None
+    import asyncio
+
+    from acpctl import protocol as acp
+    from acpctl.errors import UsageError
+    from acpctl.remote.fleet import ask_all
+    from acpctl.store.sessions import SessionMeta
+
+    [answer] = asyncio.run(ask_all([link], acp.HOST_SESSIONS, {}))
+    if answer.result is None:
+        raise UsageError(unreachable_said(answer))
+    live = live_sessions(answer)
+    found = [s for s in live if s["sessionId"] == wanted] or [
+        s for s in live if s["sessionId"].startswith(wanted)
+    ]
+    if len(found) != 1:
+        said = "no live session" if not found else f"{len(found)} live sessions match"
+        raise UsageError(f"{said} {wanted!r} at {name} (`acpctl sessions list` lists them)")
+    session = found[0]
+    agent = session.get("agent")
+    if not isinstance(agent, str) or not agent:
+        raise UsageError(f"{name} did not say which agent runs session {wanted!r}")
+    cwd = session.get("cwd")
+    meta = SessionMeta(
+        id=session["sessionId"],
+        agent=agent,
+        command=[],
+        cwd=cwd if isinstance(cwd, str) and cwd else "/",
+        title=_text(session.get("title")) or None,
+    )
+    return meta, link.agent_remote(agent)

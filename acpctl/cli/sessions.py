@@ -292,13 +292,20 @@ def attach(
         "text", "--format", help="text (default) or json (one update a line)."
     ),
 ) -> None:
-    """Join a session the session host (acpctl host start) holds: its history, then everything
-    that happens in it; as a controller you prompt and answer the agent's permission
-    requests beside the other clients."""
+    """Join a session the session host (acpctl host start) holds, or a linked host's
+    (HOST:ID): its history, then everything that happens in it; as a controller you prompt
+    and answer the agent's permission requests beside the other clients."""
     from acpctl.terminal import attach as attaching
 
     if output_format not in ("text", "json"):
         raise typer.BadParameter("text or json", param_hint="--format")
+    linked = None
+    if session and ":" in session and not latest:  # HOST:ID, a linked host's
+        from acpctl.cli.linked import session_at
+
+        linked = session_at(session)
+    if linked is not None:
+        raise typer.Exit(attaching.attach(linked[0], observe, output_format, remote=linked[1]))
     meta = _named_or_latest(_store(), session, latest, agent)
     raise typer.Exit(attaching.attach(meta, observe, output_format))
 

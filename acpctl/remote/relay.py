@@ -79,6 +79,20 @@ async def link_local(
         output.close()
 
 
+async def link_remote(remote: Remote, log: logging.Logger, editor: EditorEnds) -> int:
+    """The link to `remote` (a linked host's agent: `sessions attach HOST:ID`), said on
+    `log`, the editor's ends from `editor()`."""
+    http = await open_http(remote)
+    reader, output = await editor()
+    link = Link(remote.address, make_dial(remote, http), output, log, remote.outage_limit_s)
+    try:
+        return await link.run(reader)
+    finally:
+        if http is not None:
+            await http.close()
+        output.close()
+
+
 def _stderr_log() -> logging.Logger:
     """The link's log, on stderr: an editor's agent log shows it, as it shows a direct
     run's (the host keeps the agent's own run log)."""

@@ -13,6 +13,7 @@ from typing import Any
 from acpctl import __version__, config
 from acpctl import protocol as acp
 from acpctl.agents import discovery
+from acpctl.config import Remote
 from acpctl.jsonrpc import RpcError
 from acpctl.store.sessions import SessionMeta, SessionStore
 from acpctl.terminal.client import (
@@ -57,10 +58,11 @@ def fork(text: str, name: str | None) -> str:
     return session_id
 
 
-def attach(meta: SessionMeta, observe: bool, format: str) -> int:
-    """`acpctl sessions attach`: this terminal joined to a session the session host holds,
-    as a controller (prompts, cancels, answers the agent's permission requests) or an
-    observer: its history, then everything that happens in it, whoever asks."""
+def attach(meta: SessionMeta, observe: bool, format: str, remote: Remote | None = None) -> int:
+    """`acpctl sessions attach`: this terminal joined to a session the session host holds
+    (this machine's, or with `remote`, a linked host's), as a controller (prompts, cancels,
+    answers the agent's permission requests) or an observer: its history, then everything
+    that happens in it, whoever asks."""
     cfg = config.load()
     if not observe and not sys.stdin.isatty():
         print(
@@ -68,17 +70,19 @@ def attach(meta: SessionMeta, observe: bool, format: str) -> int:
             file=sys.stderr,
         )
         observe = True
-    return asyncio.run(_attached(meta, observe, format, cfg.silence_warning_s))
+    return asyncio.run(_attached(meta, observe, format, cfg.silence_warning_s, remote))
 
 
-async def _attached(meta: SessionMeta, observe: bool, format: str, silence_s: float) -> int:
+async def _attached(
+    meta: SessionMeta, observe: bool, format: str, silence_s: float, remote: Remote | None
+) -> int:
     renderer = RENDERERS[format]()
     host = ClientHost([meta.cwd], "ask", ask_on_terminal, elicit=elicit_on_terminal)
     conn = RelayConnection(host, renderer)
     conn.session_id = meta.id  # the replay that answers the attach is ours to show
     # Through the host as an editor's `run --acp` goes (one started when none runs, which
     # takes the session up from the store): the link says when the host goes and comes back.
-    await conn.start(meta.agent, through_host=True, cwd=meta.cwd)
+    await conn.start(meta.agent, through_host=True, cwd=meta.cwd, remote=remote)
     try:
         await initialize(conn, host)
         role = acp.OBSERVER if observe else acp.CONTROLLER

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from acpctl import __version__, config, jsonrpc
 from acpctl import protocol as acp
+from acpctl.config import Remote
 from acpctl.errors import AcpctlError
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.peer import Peer
@@ -94,14 +95,16 @@ class RelayConnection:
         history: bool = True,
         through_host: bool = False,
         cwd: str | None = None,
+        remote: Remote | None = None,
     ) -> None:
         """`run --acp` for `agent`, started in `cwd` (the session's directory: where an
         editor starts it, the first root of a sandboxed agent). Through the host, the link
-        runs here: no second interpreter to start, no process between us and the host."""
-        if through_host:
+        runs here: no second interpreter to start, no process between us and the host; to
+        `remote` (a linked host's agent), likewise."""
+        if through_host or remote is not None:
             if not history:
                 raise AcpctlError("--no-history is not served through the session host")
-            await self._start_link(agent, cwd)
+            await self._start_link(agent, cwd, remote)
             return
         argv = [sys.executable, "-m", "acpctl", "run", "--acp", "--agent", agent]
         if not history:
@@ -133,11 +136,11 @@ class RelayConnection:
             os.close(writing)
         self._spawn(self._read())
 
-    async def _start_link(self, agent: str, cwd: str | None) -> None:
+    async def _start_link(self, agent: str, cwd: str | None, remote: Remote | None) -> None:
         """The link to this machine's session host (one started when none runs) as `run
-        --acp --through-host` runs it, in this process over two in-memory pipes; what it
-        logs is kept as a child's stderr is (its notes shown)."""
-        from acpctl.remote.relay import link_local
+        --acp --through-host` runs it, or to `remote`, in this process over two in-memory
+        pipes; what it logs is kept as a child's stderr is (its notes shown)."""
+        from acpctl.remote.relay import link_local, link_remote
 
         to_link, from_link = MemoryPipe(), MemoryPipe()
         log = logging.Logger("acpctl.link")
@@ -146,7 +149,11 @@ class RelayConnection:
         async def ends() -> tuple[asyncio.StreamReader, Lines]:
             return to_link.reader, from_link
 
-        linking = link_local(agent, config.load().outage_limit_s, False, log, ends, cwd)
+        linking = (
+            link_local(agent, config.load().outage_limit_s, False, log, ends, cwd)
+            if remote is None
+            else link_remote(remote, log, ends)
+        )
         self.link = asyncio.ensure_future(linking)
         self.link.add_done_callback(lambda _: from_link.close())  # failed before the ends
         self._in, self._out = from_link.reader, to_link
