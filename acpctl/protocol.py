@@ -183,6 +183,16 @@ SESSIONS_CHANGED = "_acpctl/sessions_changed"
 # The page's Web Push subscription (host/push.py): the host's VAPID public key, and the
 # device's subscription set ({"subscription": PushSubscription.toJSON()}) or dropped (null).
 HOST_PUSH_KEY = "_acpctl/push_key"
+# A linked host's connection (host/fleet_watch.py) says so in its initialize
+# (clientCapabilities._meta["acpctl/linked"]): what it is told of waiting questions and
+# sessions is the host's own, never what the host sees through its own links (links are
+# not transitive). Its asks of HOST_WAITING and HOST_SESSIONS say {"own": true} too.
+LINKED_META = "acpctl/linked"
+# {"question", "optionId", "by"?, "device"?, "host"?}: a waiting question
+# answered (a permission's option) by a client that is not asked it on a connection: a
+# linked host's page. With "host", the host forwards it to that linked host, which
+# records it "by DEVICE, through THIS HOST". A controller's only.
+HOST_ANSWER = "_acpctl/answer"
 HOST_PUSH_SUBSCRIBE = "_acpctl/push_subscribe"
 # In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
 ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -346,3 +347,93 @@ def test_a_slow_host_does_not_hold_the_list_and_a_loop_lists_each_session_once(
         )
         assert back.returncode == 0, back
         asyncio.run(scenario(a_url, b_url))
+
+
+@pytest.mark.e2e
+def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's host watches B (linked over WebSocket): B's editor's permission question is in
+    A's waiting list, marked b, with its choices, once it is asked (a change told); an
+    observer at A cannot answer it; A's controller answers it through A, B's editor's turn
+    goes on, and B's history says who answered, through which host."""
+    from acpctl import protocol as acp
+    from tests.test_host import Host, raw_client, unix_client
+
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    b_env, a_env = host_env(tmp_path / "b"), host_env(home)
+    assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
+    listen = ("--listen", "127.0.0.1:0")
+    ws = rb"listening on (ws://127\.0\.0\.1:\d+/acp)"
+    with a_host(b_env, *listen, until=ws) as b_url:
+        b_token = tmp_path / "b.token"
+        b_token.write_text(run_cli("host", "show-token", env=b_env).stdout)
+        b_token.chmod(0o600)
+        link = ["host", "link", "add", "b", "--url", b_url, "--token-file", str(b_token)]
+        assert cli(*link).returncode == 0
+        watching = ws + rb"[\s\S]*watching linked hosts b"
+        with a_host(a_env, *listen, until=watching) as a_url:
+            tokens = [
+                run_cli("host", "show-token", *o, env=a_env).stdout.strip()
+                for o in ([], ["--observer"])
+            ]
+            a_host_ws = Host(f"{a_url}/demo", tokens[0], tokens[1], None)  # type: ignore[arg-type]
+
+            async def scenario() -> str:
+                monkeypatch.setenv("ACPCTL_STATE_DIR", b_env["ACPCTL_STATE_DIR"])
+                async with unix_client("demo") as editor:
+                    await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+                    new = await editor.request(
+                        acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []}
+                    )
+                    session = new["result"]["sessionId"]
+                    await editor.send_prompt(session, "edit", msg_id=7)
+                    await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+                    monkeypatch.setenv("ACPCTL_STATE_DIR", a_env["ACPCTL_STATE_DIR"])
+                    async with unix_client("demo") as viewer:
+                        changes = {"_meta": {acp.CHANGES_META: True}}
+                        hello = {"protocolVersion": 1, "clientCapabilities": changes}
+                        await viewer.request(acp.INITIALIZE, hello)
+                        entry = await waiting_at(viewer, "b")
+                        assert entry["sessionId"] == session and entry["agent"] == "demo"
+                        allow = next(c for c in entry["choices"] if c["kind"] == "allow_once")
+                        answer = {
+                            "host": "b",
+                            "question": entry["question"],
+                            "optionId": allow["optionId"],
+                        }
+                        async with raw_client(a_host_ws, a_host_ws.observer) as observer:
+                            refused = await observer.request(acp.HOST_ANSWER, answer)
+                            assert refused["error"]["code"] == acp.NOT_AUTHORISED, refused
+                        forwarded = await viewer.request(acp.HOST_ANSWER, answer)
+                        assert forwarded["result"]["forwarded"] == "b", forwarded
+                        done = await editor.until(lambda m: m.get("id") == 7 and "method" not in m)
+                        assert done["result"]["stopReason"] == "end_turn", done
+                        await viewer.until(
+                            lambda m: (
+                                m.get("method") == acp.WAITING_CHANGED
+                                and not m["params"]["waiting"]
+                            )
+                        )
+                return str(session)
+
+            session = asyncio.run(scenario())
+        shown = run_cli("sessions", "show", session, env=b_env).stdout
+        assert re.search(r"answered: allow, by a client, through \S+", shown), shown
+
+
+async def waiting_at(viewer: Any, host: str) -> dict[str, Any]:
+    """The first question `host` has waiting, as this host lists it (asked, or told)."""
+    from acpctl import protocol as acp
+
+    def linked(waiting: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((e for e in waiting if e.get("host") == host), None)
+
+    listed = await viewer.request(acp.HOST_WAITING, {})
+    found = linked(listed["result"]["waiting"])
+    while found is None:
+        told = await viewer.until(
+            lambda m: m.get("method") == acp.WAITING_CHANGED and linked(m["params"]["waiting"])
+        )
+        found = linked(told["params"]["waiting"])
+    return found

@@ -18,13 +18,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.errors import AcpctlError
 from acpctl.host.devices import Devices
-from acpctl.host.notify import Notifier, waiting_summary
+from acpctl.host.notify import Notifier, question_id, waiting_summary
 from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.processes import is_stopped, tree_rss
 from acpctl.runner.clients import Client, tell
@@ -36,6 +36,9 @@ from acpctl.runner.runlog import open_log
 from acpctl.runner.server import AcpServer
 from acpctl.sandbox import Policy, home_in_tmp
 from acpctl.store.sessions import SessionMeta, SessionStore
+
+if TYPE_CHECKING:
+    from acpctl.host.linked_hosts import LinkedHosts
 
 DEFAULT_IDLE_S = 600.0
 DEFAULT_SPARE_S = 3600.0
@@ -147,6 +150,8 @@ class AgentPool:
         # The host's methods any client may ask (host/control.py's CLIENTS), on every
         # agent's connection.
         self.client_methods: dict[str, Callable[[Client, Any], JsonObject]] = {}
+        # The linked hosts' questions and sessions (host/fleet_watch.py), when any is linked.
+        self.linked: LinkedHosts | None = None
         self._changes_due: set[str] = set()  # the changes the clients are yet to be told
         self._sessions_told = 0.0  # when SESSIONS_CHANGED was last told (monotonic)
         # The history's recent sessions as HOST_SESSIONS lists them, when they were read,
@@ -198,22 +203,28 @@ class AgentPool:
         )
         if self.notifier is not None:
             self.notifier.watch(conn, name)
-        conn.on_waiting_changed = lambda: self._changed(acp.WAITING_CHANGED)
-        conn.on_sessions_changed = lambda: self._changed(acp.SESSIONS_CHANGED)
+        conn.on_waiting_changed = lambda: self.changed(acp.WAITING_CHANGED)
+        conn.on_sessions_changed = lambda: self.changed(acp.SESSIONS_CHANGED)
         conn.host_methods = self.client_methods
         return HostedAgent(name, _command(resolved), AcpServer(conn), log, start_dir)
 
     def status(self) -> list[JsonObject]:
         return [hosted.status() for hosted in self.agents.values()]
 
-    def waiting(self) -> JsonObject:
+    def waiting(self, own: bool = False) -> JsonObject:
         """HOST_WAITING: every question for a person unanswered, across the agents, the
         oldest first (what a client attaches to a session to answer)."""
         found = [
-            waiting_summary(hosted.name, request.session, request.message, request.asked_at)
+            {
+                **waiting_summary(hosted.name, request.session, request.message, request.asked_at),
+                "question": question_id(hosted.name, editor_id),
+                **choices(request.message),
+            }
             for hosted in self.agents.values()
-            for request in _questions(hosted.conn)
+            for editor_id, request in _questions(hosted.conn)
         ]
+        if not own and self.linked is not None:
+            found += self.linked.waiting()
         return {"waiting": sorted(found, key=lambda entry: float(entry["waitingSince"]))}
 
     def projects(self) -> JsonObject:
@@ -238,7 +249,7 @@ class AgentPool:
             "projects": list(dict.fromkeys(projects))[:MAX_PROJECTS],
         }
 
-    def sessions(self) -> JsonObject:
+    def sessions(self, own: bool = False) -> JsonObject:
         """HOST_SESSIONS: the sessions the host holds, across the agents: running (a turn
         at the agent), waiting (a question for a person), or idle; then the history's
         most recent others (`live`: false), which joining opens again."""
@@ -246,7 +257,7 @@ class AgentPool:
 
         listed = []
         for hosted in self.agents.values():
-            asking = {id(request.session) for request in _questions(hosted.conn)}
+            asking = {id(request.session) for _, request in _questions(hosted.conn)}
             running = {id(record) for record in hosted.server.turns.running.values()}
             silent_since = hosted.not_responding_since()
             for record in hosted.conn.sessions:
@@ -276,12 +287,13 @@ class AgentPool:
             and session.meta.id not in live
             and session.meta.subagent_of is None  # reached through the session that ran it
         ]
-        return {"sessions": listed + recent[:MAX_LISTED_RECENT]}
+        linked = self.linked.sessions() if self.linked is not None and not own else []
+        return {"sessions": listed + linked + recent[:MAX_LISTED_RECENT]}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())
 
-    def _changed(self, what: str) -> None:
+    def changed(self, what: str) -> None:
         """A question was asked or settled somewhere (WAITING_CHANGED: told at the end of
         this turn of the event loop), or a session opened, closed, began or ended a turn
         (SESSIONS_CHANGED: told at most every SESSIONS_TOLD_EVERY_S, so that a stream of
@@ -301,9 +313,11 @@ class AgentPool:
         if what == acp.SESSIONS_CHANGED:
             self._sessions_told = time.monotonic()
         told = [c for h in self.agents.values() for c in h.conn.clients if c.wants_changes]
-        if told:
-            now = self.sessions() if what == acp.SESSIONS_CHANGED else self.waiting()
-            tell(told, jsonrpc.notification(what, now))
+        for own in (False, True):  # a linked host is told this host's own (not transitive)
+            these = [c for c in told if c.linked is own]
+            if these:
+                now = self.sessions(own) if what == acp.SESSIONS_CHANGED else self.waiting(own)
+                tell(these, jsonrpc.notification(what, now))
 
     def tell_every_client(self, message: JsonObject) -> None:
         for hosted in self.agents.values():
@@ -410,12 +424,22 @@ def _listed(
     }
 
 
-def _questions(conn: Connection) -> list[ReverseRequest]:
-    """The agent's questions for a person still unanswered in its sessions."""
+def _questions(conn: Connection) -> list[tuple[int, ReverseRequest]]:
+    """The agent's questions for a person still unanswered in its sessions, by their ids."""
     asking = conn.ids.waiting(
         lambda request: request.session is not None and request.method in acp.QUESTIONS
     )
-    return [request for editor_id in asking if (request := conn.ids.pending(editor_id))]
+    return [(i, request) for i in asking if (request := conn.ids.pending(i))]
+
+
+def choices(message: JsonObject) -> JsonObject:
+    """A permission's options, as another host's page answers them (HOST_ANSWER)."""
+    params = message.get("params")
+    options = params.get("options") if isinstance(params, dict) else None
+    if message.get("method") != acp.REQUEST_PERMISSION or not isinstance(options, list):
+        return {}
+    keys = ("optionId", "name", "kind")
+    return {"choices": [{k: o.get(k) for k in keys} for o in options if isinstance(o, dict)]}
 
 
 def _key(name: str, sandbox: Policy | None) -> str:

@@ -3,7 +3,8 @@ it is asked. LOCAL methods are asked on the unix socket, as its first line (the 
 permissions are their check: `acpctl host status`, `pair`, `stop`...); CLIENTS methods are
 asked by any client of an agent's connection, on the unix socket, WebSocket or Streamable
 HTTP alike (the page's lists, its push subscription). A method may be both
-(`_acpctl/devices`). docs/web.md and docs/remote.md say what each returns."""
+(`_acpctl/devices`; `_acpctl/sessions` and `_acpctl/answer`, which a linked host asks
+over ssh as the socket's first line). docs/web.md and docs/remote.md say what each returns."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 from acpctl import __version__, paths
 from acpctl import protocol as acp
 from acpctl.host.agents import AgentPool
+from acpctl.host.answers import answered_here
 from acpctl.host.push import Pusher
 from acpctl.host.tcp_controls import TcpDoor
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.runner.clients import Client
 
 LOCAL, CLIENTS = "local", "clients"
@@ -60,12 +62,29 @@ def host_methods(
         acp.HOST_PAIR: HostMethod(lambda c, params: tcp.pair(params), local),
         acp.HOST_REVOKE: HostMethod(lambda c, params: tcp.revoke(params), local),
         acp.HOST_DEVICES: HostMethod(lambda c, params: tcp.listed(), both),
-        acp.HOST_WAITING: HostMethod(lambda c, params: pool.waiting(), clients),
-        acp.HOST_SESSIONS: HostMethod(lambda c, params: pool.sessions(), both),
+        acp.HOST_WAITING: HostMethod(lambda c, p: pool.waiting(_own(c, p)), clients),
+        acp.HOST_SESSIONS: HostMethod(lambda c, p: pool.sessions(_own(c, p)), both),
+        acp.HOST_ANSWER: HostMethod(lambda c, params: answered(pool, c, params), both),
         acp.HOST_PROJECTS: HostMethod(lambda c, params: pool.projects(), clients),
         acp.HOST_PUSH_KEY: HostMethod(pusher.push_key, clients),
         acp.HOST_PUSH_SUBSCRIBE: HostMethod(pusher.push_subscribe, clients),
     }
+
+
+def _own(client: Client | None, params: JsonObject) -> bool:
+    """This host's own questions and sessions only (asked by a linked host: links are not
+    transitive), or the linked hosts' too."""
+    return params.get("own") is True or (client is not None and client.linked)
+
+
+def answered(pool: AgentPool, client: Client | None, params: JsonObject) -> JsonObject:
+    """HOST_ANSWER: a question of this host's answered here; with "host", a linked host's,
+    forwarded there as answered by this client's device."""
+    if "host" not in params:
+        return answered_here(pool, client, params)
+    if client is None or not client.may_control or pool.linked is None:
+        raise RpcError(acp.NOT_AUTHORISED, "not authorised: only a controller answers")
+    return pool.linked.forward(params, client)
 
 
 def reached(table: dict[str, HostMethod], reach: str) -> dict[str, HostMethod]:

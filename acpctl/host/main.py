@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -37,6 +37,9 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.remote.host_socket import read_status
 from acpctl.runner.runlog import open_log
 from acpctl.store.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from acpctl.host.linked_hosts import LinkedHosts
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 HOST_LOCK, HOST_PID = "host.lock", "host.pid"  # beside the socket
@@ -325,6 +328,7 @@ async def _serve(options: HostOptions) -> None:
                 "(with --observer, one that can only watch)"
             )
         pool.start_reaping()
+        pool.linked = _linked_hosts(pool, log)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop_asked, sig.name)
         signalled = asyncio.ensure_future(stop.wait())
@@ -337,12 +341,34 @@ async def _serve(options: HostOptions) -> None:
     finally:
         for listener in servers:
             listener.close()
+        if pool.linked is not None:
+            await pool.linked.close()
         await pool.close()
         for runner in runners:
             await runner.cleanup()
         if created_socket:  # never another host's
             with contextlib.suppress(FileNotFoundError):
                 socket_path.unlink()
+
+
+def _linked_hosts(pool: AgentPool, log: logging.Logger) -> LinkedHosts | None:
+    """config.toml's linked hosts, watched (their questions and sessions join this host's
+    lists); None when none is linked, or the file does not parse (said in the log)."""
+    from acpctl.host_links import links_of
+
+    try:
+        links = list(links_of(config.load()).values())
+    except AcpctlError as exc:
+        log.warning("session host: linked hosts not watched: %s", exc.message)
+        return None
+    if not links:
+        return None
+    from acpctl.host.linked_hosts import LinkedHosts
+
+    linked = LinkedHosts(links, pool.changed, log)
+    linked.start()
+    log.info("session host: watching linked hosts %s", ", ".join(link.name for link in links))
+    return linked
 
 
 async def _let_turns_finish(

@@ -193,6 +193,12 @@ def session_address(page_url: str, agent: str, session_id: str) -> str:
     return f"{page_url}/#{urlencode({'agent': agent, 'session': session_id})}"
 
 
+def question_id(agent: str, editor_id: int) -> str:
+    """A waiting question's id in HOST_WAITING: its agent and its id at the host
+    (host/answers.py finds it by it)."""
+    return f"{agent}/{editor_id}"
+
+
 def waiting_summary(agent: str, record: Any, message: JsonObject, asked_at: float) -> JsonObject:
     """What a notifier gets on its stdin: the session, the agent, what is asked."""
     params = message.get("params")

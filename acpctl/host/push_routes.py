@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from acpctl import jsonrpc
 from acpctl import protocol as acp
 from acpctl.host.agents import AgentPool
+from acpctl.host.answers import answer_with, option_of
 from acpctl.host.door import Door, refuse
 from acpctl.host.notify import ONE_TIME, Notifier, push_payload
 from acpctl.host.registry import Caller
@@ -71,30 +71,17 @@ def _answer(
     if found is None:
         return refuse(409, "this question was already answered, or no longer waits")
     pushed, waiting = found
-    params = waiting.message.get("params")
-    options = params.get("options") if isinstance(params, dict) else None
-    chosen = next(
-        (
-            option
-            for option in options or []
-            if isinstance(option, dict) and option.get("optionId") == sent.get("optionId")
-        ),
-        None,
-    )
+    chosen = option_of(waiting.message, sent.get("optionId"))
     if chosen is None or chosen.get("kind") not in ONE_TIME:
         return refuse(400, "a notification answers with a one-time allow or reject only")
     hosted = next((h for h in pool.agents.values() if h.conn is pushed.conn), None)
     if hosted is None:
         return refuse(409, "the agent that asked has stopped")
-    # The answer comes as from a client of its own, asked like the others, that leaves no
-    # connection behind: what it would be told goes nowhere.
     channel, _ = memory_pair()
     channel.close()
     client = Client(channel, device=caller.device, via="notification")
     client.info = {"name": "acpctl notification"}
-    waiting.asked.append(client)
-    choice = {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
-    hosted.server.questions.answered(client, jsonrpc.result(pushed.editor_id, choice))
+    answer_with(hosted, pushed.editor_id, waiting, chosen, client)
     return None
 
 

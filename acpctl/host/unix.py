@@ -43,7 +43,7 @@ from acpctl.host.connection import (
 from acpctl.host.cursors import ALL_STREAMS, ResumeRefused
 from acpctl.host.outbox import Outbox, Reader
 from acpctl.host.registry import Caller, Connections
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.framing import MAX_LINE_BYTES, read_lines
 from acpctl.jsontext import encode_text
 
@@ -122,6 +122,8 @@ async def _client(
             _answer(writer, jsonrpc.result(msg_id, control(params)))
         except AcpctlError as exc:
             _answer(writer, jsonrpc.error(msg_id, acp.INVALID_PARAMS, exc.message))
+        except RpcError as exc:
+            _answer(writer, {"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()})
         await writer.drain()
         return
     if method == acp.STREAM_RESUME:

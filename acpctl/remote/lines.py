@@ -271,8 +271,10 @@ def ssh_argv(remote: Remote, *bridge_args: str) -> list[str]:
     ]
 
 
-async def open_ssh(remote: Remote, resume_from: ResumePoint | None) -> LinesTransport:
-    argv = ssh_argv(remote)
+async def open_ssh(
+    remote: Remote, resume_from: ResumePoint | None, *bridge_args: str
+) -> LinesTransport:
+    argv = ssh_argv(remote, *bridge_args)
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,

@@ -62,6 +62,11 @@ class Client:
     # How it came, when not as a connection: "notification" (a push's answer,
     # host/push_routes.py), named wherever the client is.
     via: str | None = None
+    # The linked host it answered through (`_acpctl/answer` from another host's page).
+    through: str | None = None
+    # Another host's connection, watching this one's questions and sessions (its own
+    # only: acp.LINKED_META).
+    linked: bool = False
 
     def can_answer(self, method: str, params: Any) -> bool:
         """Whether this client declared what answering the agent's request needs: any may
@@ -87,6 +92,8 @@ class Client:
             label["device"] = self.device
         if self.via is not None:
             label["via"] = self.via
+        if self.through is not None:
+            label["through"] = self.through
         if role is not None:
             label["role"] = role
         return label

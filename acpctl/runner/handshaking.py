@@ -27,6 +27,7 @@ class Handshaking:
         meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
         client.wants_recorded = isinstance(meta, dict) and meta.get(acp.RECORDED_META) is True
         client.wants_changes = isinstance(meta, dict) and meta.get(acp.CHANGES_META) is True
+        client.linked = isinstance(meta, dict) and meta.get(acp.LINKED_META) is True
         client.elicitation_modes = declared_elicitation(capabilities)
         handshake = self.conn.handshake
         if self.conn.shared and handshake.answer is not None:

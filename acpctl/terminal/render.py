@@ -106,11 +106,13 @@ def status(message: str) -> Iterator[None]:
 def answered_by(resolved_by: Any) -> str:
     """ ", by WHO" of an answer's resolvedBy: a paired device by its name, any other
     client by its clientInfo's ("" when it says none); and ", from a notification" when
-    it answered from a push's notification."""
+    it answered from a push's notification, ", through HOST" from a linked host's page."""
     who = resolved_by if isinstance(resolved_by, dict) else {}
     by = f"{who['device']} (a paired device)" if who.get("device") else who.get("name")
     how = ", from a notification" if by and who.get("via") == "notification" else ""
-    return f", by {printable(str(by))}{how}" if by else ""
+    if by and who.get("through"):
+        how += f", through {who['through']}"
+    return f", by {printable(str(by) + how)}" if by else ""
 
 
 Lines = Iterator[tuple[str, str | None]]  # (text, style)

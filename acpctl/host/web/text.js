@@ -65,11 +65,13 @@ export function commandOf(tool) {
   return typeof command === "string" ? command : null;
 }
 
-// ", by WHO" of an answer's resolvedBy (and how it came: from a notification).
+// ", by WHO" of an answer's resolvedBy (and how it came: from a notification, through a
+// linked host's page).
 export function who(by) {
   if (!by) return "";
   const named = by.device ? `, by ${by.device} (a paired device)` : by.name ? `, by ${by.name}` : "";
-  return by.via === "notification" && named ? `${named}, from a notification` : named;
+  const how = by.via === "notification" && named ? `${named}, from a notification` : named;
+  return by.through && how ? `${how}, through ${by.through}` : how;
 }
 
 // An option that stays granted after this question ("allow_always", "reject_always").
