@@ -152,7 +152,7 @@ class LinkedHosts:
         hello = {
             "protocolVersion": 1,
             "clientCapabilities": capabilities,
-            "clientInfo": {"name": f"acpctl host {self.name}"},
+            "clientInfo": {"name": f"the session host of {self.name}"},
         }
         try:
             for msg_id, method, params in (
