@@ -437,3 +437,53 @@ async def waiting_at(viewer: Any, host: str) -> dict[str, Any]:
         )
         found = linked(told["params"]["waiting"])
     return found
+
+
+@pytest.mark.e2e
+def test_a_permission_waiting_on_b_is_answered_from_as_page_in_a_browser(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 55's check: an editor's permission waiting on host B is answered from host
+    A's page (Debian's chromium). B's editor's turn goes on, and B's history names the
+    device and A."""
+    from tests.test_host import serving
+    from tests.test_pairing import EditorsTurn, Page, paired_tab, shows
+
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    b_env = host_env(tmp_path / "b")
+    assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
+    listen = ("--listen", "127.0.0.1:0", "--idle-stop", "0")
+    ws = rb"listening on (ws://127\.0\.0\.1:\d+/acp)"
+    with a_host(b_env, *listen[:2], until=ws) as b_url:
+        b_token = tmp_path / "b.token"
+        b_token.write_text(run_cli("host", "show-token", env=b_env).stdout)
+        b_token.chmod(0o600)
+        link = ["host", "link", "add", "b", "--url", b_url, "--token-file", str(b_token)]
+        assert cli(*link).returncode == 0
+        watching = re.compile(ws + rb"[\s\S]*watching linked hosts b")
+        with serving(monkeypatch, *listen, until=watching) as (_, found, _state):
+            page = Page(found.group(1).decode().replace("ws://", "http://").removesuffix("/acp"))
+            dirs = {k: v for k, v in b_env.items() if k.startswith("ACPCTL_")}
+            turn = EditorsTurn(page, "edit", {}, env=dirs)
+            with paired_tab(page, (390, 844)) as tab:
+                turn.thread.start()
+                assert turn.asked.wait(30)
+                tab.wait_for_selector("#waiting button.allow", timeout=15000)
+                assert "b · demo" in tab.inner_text("#waiting")
+                tab.click("#waiting button.allow")
+                turn.thread.join(60)
+                tab.wait_for_selector("#nothing-waits:not([hidden])")
+                shows(tab, "#sessions", "b · ")  # B's live session, marked, once told
+    assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
+    (told,) = turn.seen["told"]
+    assert told["resolvedBy"]["device"] == "phone" and told["resolvedBy"]["through"]
+    shown = run_cli("sessions", "show", turn.seen["session"], env=b_env).stdout
+    assert re.search(r"answered: allow, by phone \(a paired device\), through \S+", shown), shown
+
+
+def test_who_answered_through_a_linked_host_is_said() -> None:
+    from acpctl.terminal.render import answered_by
+
+    by = {"device": "phone", "via": "link", "through": "desk"}
+    assert answered_by(by) == ", by phone (a paired device), through desk"
+    assert answered_by({"name": "a client", "through": "d\x1b[2Jesk"}).count("\x1b") == 0

@@ -351,12 +351,14 @@ class EditorsTurn:
         capabilities: dict[str, Any],
         asks: bool = True,
         answers: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         import threading
 
         self.page, self.text, self.capabilities = page, text, capabilities
         self.asks = asks  # the turn asks a question, which someone answers
         self.answers = answers  # the editor answers it itself, once `go` is set
+        self.env = env or {}  # the editor's directories: another host's (tests/test_fleet.py)
         self.go = threading.Event()
         self.asked = threading.Event()
         self.seen: dict[str, Any] = {}
@@ -365,7 +367,8 @@ class EditorsTurn:
     async def _turn(self) -> None:
         from tests.raw_peer import raw_editor
 
-        async with raw_editor("--agent", "demo", "--through-host") as editor:
+        env: Any = self.env  # only ACPCTL_ variables: none is cwd or log
+        async with raw_editor("--agent", "demo", "--through-host", **env) as editor:
             hello = {
                 "protocolVersion": 1,
                 "clientInfo": {"name": "zed"},

@@ -59,6 +59,11 @@ test("who answered names a paired device, and a notification's answer says so", 
     who({ device: "phone", via: "notification" }),
     ", by phone (a paired device), from a notification",
   );
+  assert.equal(
+    who({ device: "phone", via: "link", through: "desk" }),
+    ", by phone (a paired device), through desk",
+  );
+  assert.equal(who({ name: "a client", through: "desk" }), ", by a client, through desk");
   assert.equal(who(null), "");
 });
 

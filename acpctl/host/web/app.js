@@ -50,7 +50,9 @@ async function refreshWaiting(told) {
   const { waiting } = told || (await page.main.request("_acpctl/waiting", {}));
   page.latest.waiting = waiting;
   notifyOpen(waitingNow()).catch(() => {});
-  for (const entry of waiting) join(entry).catch(() => {});
+  // This host's sessions are joined to be asked; a linked host's question is answered
+  // through this host (_acpctl/answer), never joined here.
+  for (const entry of waiting) if (!entry.host) join(entry).catch(() => {});
   page.render();
 }
 

@@ -48,6 +48,7 @@ export function renderWaiting() {
 // Which question a card answers: the one this device was asked (its request), else the
 // session's waiting since then, as this device may see it.
 function cardKey(entry) {
+  if (entry.host) return JSON.stringify([entry.host, entry.question]);
   const asked = page.asked.get(entry.sessionId);
   if (asked) return JSON.stringify([entry.sessionId, "asked", asked.request.id]);
   const role = page.role.get(entry.sessionId) || "";
@@ -61,6 +62,10 @@ function waitingCard(entry) {
   const head = element("div", "where");
   head.append(element("span", "title"), element("span", "waited"));
   card.append(head, element("div", "where cwd"), element("div", "asked"));
+  if (entry.host) {
+    card.append(linkedAnswering(entry));
+    return card;
+  }
   const asked = page.asked.get(entry.sessionId);
   if (asked && asked.request.method === PERMISSION) {
     card.append(wanted(asked.request.params.toolCall || {}));
@@ -73,8 +78,40 @@ function waitingCard(entry) {
   return card;
 }
 
+// A linked host's question (entry.host): its permission's options, answered through this
+// host, which forwards the answer there; a question of another kind is answered on that
+// host's own page.
+function linkedAnswering(entry) {
+  if (page.main.role === "observer") {
+    return element("div", "muted", "This device watches only: it cannot answer.");
+  }
+  if (!entry.choices) {
+    return element("div", "muted", `Answer it on ${entry.host}'s own page.`);
+  }
+  const request = { method: PERMISSION, params: { options: entry.choices } };
+  const box = answering(request, (result) => {
+    for (const button of box.querySelectorAll("button")) button.disabled = true;
+    page.main
+      .request("_acpctl/answer", {
+        host: entry.host,
+        question: entry.question,
+        optionId: result.outcome.optionId,
+      })
+      .catch((error) => {
+        for (const button of box.querySelectorAll("button")) button.disabled = false;
+        box.append(element("div", "problem", error.message));
+      });
+  });
+  return box;
+}
+
+// Where a card's or a session's entry is: this host's, or a linked host's ("build · ").
+function at(entry) {
+  return entry.host ? `${entry.host} · ` : "";
+}
+
 function describe(card, entry) {
-  card.querySelector(".title").textContent = `${entry.agent} · ${sessionTitle(entry)}`;
+  card.querySelector(".title").textContent = `${at(entry)}${entry.agent} · ${sessionTitle(entry)}`;
   card.querySelector(".waited").textContent = ` · ${waited(entry.waitingSince)}`;
   card.querySelector(".cwd").textContent = entry.cwd;
   card.querySelector(".asked").textContent = visible(entry.asked);
@@ -94,6 +131,10 @@ export function renderSessions(open) {
   const sessions = byId("sessions");
   sessions.replaceChildren();
   for (const entry of page.latest.sessions) {
+    if (entry.host) {
+      sessions.append(linkedSession(entry));
+      continue;
+    }
     // The whole card opens it; its button is what a keyboard or a screen reader reaches
     // (its click comes to the card).
     const card = element("li", "session");
@@ -114,6 +155,26 @@ export function renderSessions(open) {
     sessions.append(card);
   }
   byId("no-sessions").hidden = page.latest.sessions.length > 0;
+}
+
+// A linked host's live session (opened on that host's own page), or that the host does not
+// answer: since when, and why.
+function linkedSession(entry) {
+  const card = element("li", "session linked");
+  if (entry.sessionId === undefined) {
+    const since = entry.unreachableSince
+      ? new Date(entry.unreachableSince * 1000).toLocaleTimeString()
+      : "now";
+    const said = entry.problem === "stopped" ? "stopped" : `unreachable since ${since}`;
+    card.append(element("div", "title", `${entry.host}: ${said}`));
+    if (entry.problem !== "stopped") card.append(element("div", "where", entry.problem || ""));
+    return card;
+  }
+  const title = element("div", "", `${at(entry)}${sessionTitle(entry)}`);
+  title.append(element("span", `state ${entry.state}`, entry.state));
+  card.append(title);
+  card.append(element("div", "where", `${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`));
+  return card;
 }
 
 // The paired devices, this one marked; pairing and revoking are the host's terminal's.
