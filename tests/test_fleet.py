@@ -418,8 +418,32 @@ def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
                 return str(session)
 
             session = asyncio.run(scenario())
-        shown = run_cli("sessions", "show", session, env=b_env).stdout
-        assert re.search(r"answered: allow, by a client, through \S+", shown), shown
+
+            # A's host watches b: the list takes b's sessions from it (told within a
+            # second of a change: B tells its sessions at most once a second).
+            def listed_from_b() -> bool:
+                listed = json.loads(run_cli("sessions", "list", "--json", env=a_env).stdout)
+                return [e["host"] for e in listed if e["id"] == session] == ["b"]
+
+            until(listed_from_b)
+            shown = run_cli("sessions", "show", session, env=b_env).stdout
+            assert re.search(r"answered: allow, by a client, through \S+", shown), shown
+            # B stopped gracefully: A's host says so, not "unreachable", and its list too.
+            assert run_cli("host", "stop", env=b_env).returncode == 0
+
+            def said_stopped() -> bool:
+                listed = run_cli("sessions", "list", env=a_env).stdout
+                return re.search(r"^b: stopped at \d\d:\d\d", listed, re.M) is not None
+
+            until(said_stopped)
+
+
+def until(check: Any, timeout: float = 30) -> None:
+    """Until `check()` holds (asked again each tenth of a second), within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.1)
 
 
 async def waiting_at(viewer: Any, host: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from acpctl.terminal.screen import printable
 
 if TYPE_CHECKING:
     from acpctl.config import Remote
+    from acpctl.host_links import HostLink
     from acpctl.store.sessions import SessionMeta
 
 __all__ = ["Answer", "as_json", "asked", "rows", "session_at", "this_machine", "unreachable_said"]
@@ -38,7 +39,36 @@ def asked() -> list[Answer]:
     from acpctl import protocol as acp
     from acpctl.remote.fleet import ask_all
 
-    return asyncio.run(ask_all(links, acp.HOST_SESSIONS, {}))
+    return _watched(links) or asyncio.run(ask_all(links, acp.HOST_SESSIONS, {}))
+
+
+def _watched(links: list[HostLink]) -> list[Answer] | None:
+    """The linked hosts as this machine's running host sees them (it watches them: no
+    connection to each to make); None when no host runs, or it does not watch them all
+    (linked since it started)."""
+    import asyncio
+
+    from acpctl import protocol as acp
+    from acpctl.remote.host_socket import ask_host
+
+    answer = asyncio.run(ask_host(acp.HOST_SESSIONS, {}, timeout=2))
+    result = answer.get("result") if isinstance(answer, dict) else None
+    watched = result.get("linkedHosts") if isinstance(result, dict) else None
+    if not isinstance(watched, list) or any(link.name not in watched for link in links):
+        return None
+    assert isinstance(result, dict)
+    entries = [e for e in result.get("sessions") or [] if isinstance(e, dict) and e.get("host")]
+    answers = []
+    for link in links:
+        mine = [e for e in entries if e["host"] == link.name]
+        down = next((e for e in mine if "unreachableSince" in e), None)
+        if down is None:
+            answers.append(Answer(link, {"sessions": mine}))
+            continue
+        since = down["unreachableSince"]
+        since = float(since) if isinstance(since, (int, float)) else None
+        answers.append(Answer(link, None, str(down.get("problem") or "unreachable"), since))
+    return answers
 
 
 def this_machine() -> str:

@@ -287,8 +287,11 @@ class AgentPool:
             and session.meta.id not in live
             and session.meta.subagent_of is None  # reached through the session that ran it
         ]
-        linked = self.linked.sessions() if self.linked is not None and not own else []
-        return {"sessions": listed + linked + recent[:MAX_LISTED_RECENT]}
+        if self.linked is None or own:
+            return {"sessions": listed + recent[:MAX_LISTED_RECENT]}
+        linked = self.linked.sessions()
+        told = listed + linked + recent[:MAX_LISTED_RECENT]
+        return {"sessions": told, "linkedHosts": self.linked.names()}
 
     def running_turns(self) -> int:
         return sum(len(hosted.server.turns.running) for hosted in self.agents.values())

@@ -97,6 +97,10 @@ class LinkedHosts:
             listed += [{**s, "host": w.link.name} for s in w.sessions if s.get("live") is True]
         return listed
 
+    def names(self) -> list[str]:
+        """The hosts watched (`sessions list` takes them from here, not asking each)."""
+        return list(self._watched)
+
     def forward(self, params: JsonObject, client: Client) -> JsonObject:
         """HOST_ANSWER with "host": sent to that host, answered there as by `client` (its
         device, else its name) through this host. What it says back comes as its

@@ -138,6 +138,9 @@ def _remembered(answers: list[Answer]) -> list[Answer]:
 
 
 def unreachable_said(answer: Answer) -> str:
-    """`build: unreachable since 14:02 (why)`."""
+    """`build: unreachable since 14:02 (why)`, or `build: stopped (acpctl host stop
+    there) at 14:02`."""
     stamp = time.strftime("%H:%M", time.localtime(answer.unreachable_since or time.time()))
+    if answer.problem == "stopped":
+        return f"{answer.link.name}: stopped at {stamp} (its host said it stops)"
     return f"{answer.link.name}: unreachable since {stamp} ({answer.problem})"
