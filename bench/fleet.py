@@ -144,7 +144,7 @@ async def question_seen(b: dict[str, str], a: dict[str, str], reps: int) -> list
 
     for n in range(reps):
         prompt = {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": "edit"}]}
-        editor.send(n, acp.SESSION_PROMPT, prompt)
+        editor.send(f"prompt-{n}", acp.SESSION_PROMPT, prompt)
         # Both read at once: each is timed as it arrives, whichever comes first.
         (asked_at, asked), (told_at, _) = await asyncio.gather(
             when(editor, lambda m: m.get("method") == acp.REQUEST_PERMISSION),
@@ -153,7 +153,7 @@ async def question_seen(b: dict[str, str], a: dict[str, str], reps: int) -> list
         took.append(told_at - asked_at)
         allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
         editor.writer.write(jsonrpc.encode(jsonrpc.result(asked["id"], allow)))
-        await editor.until(lambda m, n=n: m.get("id") == n and "method" not in m)
+        await editor.until(lambda m, n=n: m.get("id") == f"prompt-{n}" and "method" not in m)
         await viewer.until(lambda m: m.get("method") == acp.WAITING_CHANGED and not at_b(m))
     editor.close()
     viewer.close()
@@ -235,6 +235,9 @@ def main(args: argparse.Namespace) -> None:
 
             async def measure() -> dict[str, Any]:
                 held = [await sessions_on(hosts[n], args.sessions) for n in ("a", "b", "c")]
+                # Until A lists them all (B and C tell their sessions at most once a second).
+                while (await lists_at(hosts["a"], 1))[1] < 3 * args.sessions:
+                    await asyncio.sleep(0.1)
                 seen = await question_seen(hosts["b"], hosts["a"], args.reps)
                 listed, count = await lists_at(hosts["a"], args.reps)
                 for client in held:
