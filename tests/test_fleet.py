@@ -361,6 +361,15 @@ def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
     from tests.test_host import Host, raw_client, unix_client
 
     assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    told = tmp_path / "told.jsonl"
+    notifier = tmp_path / "notifier.py"
+    notifier.write_text(f"import sys\nopen({str(told)!r}, 'a').write(sys.stdin.read())\n")
+    config = home / "config" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f"\n[serve]\non_waiting = [{sys.executable!r}, {str(notifier)!r}]\n"
+        + "on_waiting_after_s = 0\n"
+    )
     b_env, a_env = host_env(tmp_path / "b"), host_env(home)
     assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
     listen = ("--listen", "127.0.0.1:0")
@@ -418,6 +427,11 @@ def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
                 return str(session)
 
             session = asyncio.run(scenario())
+            # A's on_waiting was told of b's question, as of its own (pushes likewise).
+            until(lambda: told.exists() and told.read_text().strip() != "")
+            summary = json.loads(told.read_text().splitlines()[0])
+            assert summary["host"] == "b" and summary["sessionId"] == session, summary
+            assert summary["asked"] == "Edit /tmp/demo.txt", summary
 
             # A's host watches b: the list takes b's sessions from it (told within a
             # second of a change: B tells its sessions at most once a second).
@@ -511,3 +525,62 @@ def test_who_answered_through_a_linked_host_is_said() -> None:
     by = {"device": "phone", "via": "link", "through": "desk"}
     assert answered_by(by) == ", by phone (a paired device), through desk"
     assert answered_by({"name": "a client", "through": "d\x1b[2Jesk"}).count("\x1b") == 0
+
+
+def test_a_linked_hosts_question_is_pushed_with_one_time_answers_and_answered_through_it() -> None:
+    """Issue 55, 3: the push covers a linked host's question as it covers this host's: its
+    one-time answers as the notification's actions, and the answer chosen there forwarded
+    to that host, by the device, from a notification; a standing option, an observer, and
+    a question no longer waiting are refused."""
+    import logging
+    from types import SimpleNamespace
+
+    from acpctl import protocol as acp
+    from acpctl.host.notify import LinkedPushed, Notifier, linked_push_payload
+    from acpctl.host.push_routes import _answer
+    from acpctl.host.registry import Caller
+    from acpctl.serve_config import ServeSettings
+
+    entry = {
+        "question": "demo/3",
+        "sessionId": "s-1",
+        "agent": "demo",
+        "cwd": "/work/proj",
+        "asked": "Edit x",
+        "waitingSince": 1.0,
+        "choices": [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "always", "name": "Always", "kind": "allow_always"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ],
+    }
+    said = linked_push_payload("q1", "build", entry)
+    assert said["title"] == "demo asks on build in proj" and said["body"] == "Edit x"
+    assert said["actions"] == [
+        {"action": "allow", "title": "Allow"},
+        {"action": "reject", "title": "Reject"},
+    ]
+    notifier = Notifier(ServeSettings(), logging.getLogger("test"))
+    waiting = {("build", "demo/3"): entry}
+    notifier.still_waiting = lambda host, question: waiting.get((host, question))
+    notifier.linked_pushed["q1"] = LinkedPushed("build", "demo/3")
+    forwarded: list[Any] = []
+
+    class Linked:
+        def forward(self, params: dict[str, Any], client: Any) -> dict[str, Any]:
+            forwarded.append((params, client.device, client.via))
+            return {"forwarded": params["host"]}
+
+    pool: Any = SimpleNamespace(linked=Linked(), agents={})
+    phone = Caller(acp.CONTROLLER, device="phone")
+    standing = _answer(pool, notifier, phone, {"question": "q1", "optionId": "always"})
+    assert standing is not None and standing.status == 400
+    watcher = Caller(acp.OBSERVER, device="tablet")
+    refused = _answer(pool, notifier, watcher, {"question": "q1", "optionId": "allow"})
+    assert refused is not None and refused.status == 403
+    assert _answer(pool, notifier, phone, {"question": "q1", "optionId": "allow"}) is None
+    chosen = {"host": "build", "question": "demo/3", "optionId": "allow"}
+    assert forwarded == [(chosen, "phone", "notification")]
+    waiting.clear()  # answered meanwhile
+    gone = _answer(pool, notifier, phone, {"question": "q1", "optionId": "allow"})
+    assert gone is not None and gone.status == 409

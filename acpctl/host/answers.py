@@ -72,7 +72,8 @@ def answered_here(pool: AgentPool, caller: Client | None, params: JsonObject) ->
     channel.close()
     by, through = (_name(params.get(key)) for key in ("by", "through"))
     device = by if params.get("device") is True else None
-    client = Client(channel, device=device, via="link", through=through)
+    via = "notification" if params.get("via") == "notification" else "link"
+    client = Client(channel, device=device, via=via, through=through)
     client.info = {"name": (by if device is None else None) or "a client"}
     answer_with(hosted, editor_id, request, option, client)
     return {"answered": option["optionId"]}

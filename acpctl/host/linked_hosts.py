@@ -42,15 +42,22 @@ class Watched:
     down_since: float | None = None  # time.time() of the first failure in a row
     problem: str = "not connected yet"
     stopped: bool = False  # it said it stops (acpctl host stop), rather than dropping
+    # Its questions told as asked (on_asked): one still waiting after a drop is not again.
+    announced: set[str] = field(default_factory=set)
 
 
 class LinkedHosts:
     def __init__(
-        self, links: list[HostLink], on_change: Callable[[str], None], log: logging.Logger
+        self,
+        links: list[HostLink],
+        on_change: Callable[[str], None],
+        log: logging.Logger,
+        on_asked: Callable[[str, JsonObject], None] = lambda host, entry: None,
     ) -> None:
         self.name = socket.gethostname().split(".")[0] or "a linked host"  # as they say us
         self._watched = {link.name: Watched(link) for link in links}
         self._on_change = on_change
+        self._on_asked = on_asked  # a linked host's question, new (the notifier's)
         self._log = log
         self._tasks: list[asyncio.Task[None]] = []
         self._ids = itertools.count(1)
@@ -97,6 +104,12 @@ class LinkedHosts:
             listed += [{**s, "host": w.link.name} for s in w.sessions if s.get("live") is True]
         return listed
 
+    def waiting_entry(self, host: str, question: str) -> JsonObject | None:
+        """`host`'s question `question` while it waits (the notifier's check)."""
+        watched = self._watched.get(host)
+        waiting = watched.waiting if watched is not None else []
+        return next((e for e in waiting if e.get("question") == question), None)
+
     def names(self) -> list[str]:
         """The hosts watched (`sessions list` takes them from here, not asking each)."""
         return list(self._watched)
@@ -113,6 +126,7 @@ class LinkedHosts:
             "optionId": params.get("optionId"),
             "by": client.device or client.info.get("name"),
             "device": client.device is not None,
+            "via": client.via,  # from a notification, or the page
             "through": self.name,
         }
         message = jsonrpc.request(f"answer-{next(self._ids)}", acp.HOST_ANSWER, answer)
@@ -189,6 +203,11 @@ class LinkedHosts:
         result = result if isinstance(result, dict) else {}
         if method == acp.WAITING_CHANGED or msg_id == "waiting":
             watched.waiting = _entries(result.get("waiting"))
+            asked = {str(e.get("question")) for e in watched.waiting}
+            for entry in watched.waiting:
+                if str(entry.get("question")) not in watched.announced:
+                    self._on_asked(watched.link.name, entry)
+            watched.announced = asked
             self._on_change(acp.WAITING_CHANGED)
         elif method == acp.SESSIONS_CHANGED or msg_id == "sessions":
             watched.sessions = _entries(result.get("sessions"))

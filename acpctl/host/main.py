@@ -328,7 +328,7 @@ async def _serve(options: HostOptions) -> None:
                 "(with --observer, one that can only watch)"
             )
         pool.start_reaping()
-        pool.linked = _linked_hosts(pool, log)
+        pool.linked = _linked_hosts(pool, notifier, log)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop_asked, sig.name)
         signalled = asyncio.ensure_future(stop.wait())
@@ -351,7 +351,7 @@ async def _serve(options: HostOptions) -> None:
                 socket_path.unlink()
 
 
-def _linked_hosts(pool: AgentPool, log: logging.Logger) -> LinkedHosts | None:
+def _linked_hosts(pool: AgentPool, notifier: Notifier, log: logging.Logger) -> LinkedHosts | None:
     """config.toml's linked hosts, watched (their questions and sessions join this host's
     lists); None when none is linked, or the file does not parse (said in the log)."""
     from acpctl.host_links import links_of
@@ -365,7 +365,8 @@ def _linked_hosts(pool: AgentPool, log: logging.Logger) -> LinkedHosts | None:
         return None
     from acpctl.host.linked_hosts import LinkedHosts
 
-    linked = LinkedHosts(links, pool.changed, log)
+    linked = LinkedHosts(links, pool.changed, log, notifier.linked_asked)
+    notifier.still_waiting = linked.waiting_entry
     linked.start()
     log.info("session host: watching linked hosts %s", ", ".join(link.name for link in links))
     return linked

@@ -21,6 +21,7 @@ import logging
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlencode
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from acpctl.host.push import Pusher
 
 MAX_SAID = 300  # characters of what the agent asks, in the summary
+# A linked host's question's summary: the keys of its entry (waiting_summary's there).
+SUMMARY_KEYS = ("sessionId", "title", "cwd", "agent", "kind", "asked", "waitingSince", "options")
 MAX_RUNNING = 4  # notifiers at once: past it, a question's notice is dropped, and logged
 # The options a notification may carry as its buttons: one-time answers only; a standing
 # permission ("always") is chosen on the page, where it is shown for what it is.
@@ -54,6 +57,14 @@ class Pushed(NamedTuple):
         return self.conn.ids.pending(self.editor_id)
 
 
+class LinkedPushed(NamedTuple):
+    """A linked host's question pushed to the devices (host/linked_hosts.py): which host,
+    and its id there."""
+
+    host: str
+    question: str
+
+
 class Notifier:
     def __init__(
         self, settings: ServeSettings, log: logging.Logger, pusher: Pusher | None = None
@@ -63,6 +74,10 @@ class Notifier:
         self.pusher = pusher
         self.running: set[asyncio.Task[Any]] = set()
         self.pushed: dict[str, Pushed] = {}
+        self.linked_pushed: dict[str, LinkedPushed] = {}
+        # A linked host's question as it waits now (host, its id there), else None: the
+        # linked hosts' watch says (host/main.py sets it when a host is linked).
+        self.still_waiting: Callable[[str, str], JsonObject | None] = lambda host, q: None
         # The host's page, where the question is answered: [serve] page_url, else the TCP
         # listener's address once it listens; None without a listener.
         self.page_url: str | None = settings.page_url
@@ -81,6 +96,41 @@ class Notifier:
             return None
         return pushed, request
 
+    def linked_question(self, question_id: Any) -> tuple[str, JsonObject] | None:
+        """A pushed question of a linked host's by its id, while it waits: the host, and
+        its entry there (HOST_WAITING's, with its `question` and `choices`)."""
+        pushed = self.linked_pushed.get(question_id) if isinstance(question_id, str) else None
+        entry = self.still_waiting(*pushed) if pushed is not None else None
+        return (pushed.host, entry) if pushed is not None and entry is not None else None
+
+    def linked_asked(self, host: str, entry: JsonObject) -> None:
+        """A linked host's question, new: told as this host's are, once it has waited."""
+        if self.settings.on_waiting or self.pusher is not None:
+            asyncio.get_running_loop().call_later(
+                self.settings.on_waiting_after_s,
+                self._linked_due,
+                host,
+                str(entry.get("question")),
+            )
+
+    def _linked_due(self, host: str, question: str) -> None:
+        entry = self.still_waiting(host, question)
+        if entry is None:
+            return  # answered (or gone) meanwhile
+        summary = {key: entry.get(key) for key in SUMMARY_KEYS if key in entry}
+        summary["host"] = host
+        if self.page_url is not None:
+            summary["url"] = f"{self.page_url}/"  # its card is on the page's overview
+        said = None
+        if self.pusher is not None and self.pusher.subscribed():
+            self.linked_pushed = {
+                k: p for k, p in self.linked_pushed.items() if self.still_waiting(*p) is not None
+            }
+            question_id = secrets.token_urlsafe(16)
+            self.linked_pushed[question_id] = LinkedPushed(host, question)
+            said = linked_push_payload(question_id, host, entry)
+        self._tell(summary, said)
+
     def _asked(self, conn: Connection, agent: str, editor_id: int) -> None:
         asked_at = time.time()
         asyncio.get_running_loop().call_later(
@@ -94,11 +144,18 @@ class Notifier:
         summary = waiting_summary(agent, request.session, request.message, asked_at)
         if self.page_url is not None:
             summary["url"] = session_address(self.page_url, agent, request.session.id)
+        said = None
         if self.pusher is not None and self.pusher.subscribed():
             self.pushed = {k: p for k, p in self.pushed.items() if p.request() is not None}
             question_id = secrets.token_urlsafe(16)
             self.pushed[question_id] = pushed = Pushed(conn, agent, editor_id, asked_at)
             said = push_payload(question_id, pushed, request)
+        self._tell(summary, said)
+
+    def _tell(self, summary: JsonObject, said: JsonObject | None) -> None:
+        """The push `said` to the subscribed devices (None: none), and the on_waiting
+        command run with `summary`."""
+        if said is not None and self.pusher is not None:
             if not self.settings.push_agent_text:  # the worker fetches the rest
                 said = {key: said[key] for key in ("question", "agent", "tag")}
             self._spawn(self.pusher.send(said))
@@ -183,6 +240,30 @@ def push_payload(question_id: str, pushed: Pushed, request: ReverseRequest) -> J
         "body": summary["asked"],
         "url": session_address("", pushed.agent, str(summary["sessionId"])),
         "waitingSince": pushed.asked_at,
+        "actions": actions,
+    }
+
+
+def linked_push_payload(question_id: str, host: str, entry: JsonObject) -> JsonObject:
+    """push_payload for a linked host's question, from its entry there: its one-time
+    answers as actions, the page's overview (where its card is) as its address."""
+    agent = str(entry.get("agent") or "an agent")
+    project = str(entry.get("cwd") or "").rstrip("/").rsplit("/", 1)[-1]
+    choices = [c for c in entry.get("choices") or [] if isinstance(c, dict)]
+    actions = []
+    for kind in ONE_TIME:  # the first one-time allow, then the first one-time reject
+        chosen = next((c for c in choices if c.get("kind") == kind), None)
+        if chosen is not None and isinstance(chosen.get("optionId"), str):
+            name = str(chosen.get("name") or chosen["optionId"])[:MAX_SAID]
+            actions.append({"action": chosen["optionId"], "title": name})
+    return {
+        "question": question_id,
+        "agent": agent,
+        "tag": f"{host}:{entry.get('sessionId')}",
+        "title": f"{agent} asks on {host}" + (f" in {project}" if project else ""),
+        "body": str(entry.get("asked") or "")[:MAX_SAID],
+        "url": "/",
+        "waitingSince": entry.get("waitingSince"),
         "actions": actions,
     }
 

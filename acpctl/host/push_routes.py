@@ -6,7 +6,8 @@ header): the question a push named, when the push carried no agent text (POST
 An answer is idempotent: a question already settled (answered elsewhere, or by the same
 tap sent twice) is told so with 409 and nothing changes. Only the one-time options the
 notification carried can be chosen there; the history records the device, "from a
-notification"."""
+notification". A linked host's question (host/linked_hosts.py) is pushed and answered the
+same way, the answer forwarded to that host."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from acpctl import protocol as acp
 from acpctl.host.agents import AgentPool
 from acpctl.host.answers import answer_with, option_of
 from acpctl.host.door import Door, refuse
-from acpctl.host.notify import ONE_TIME, Notifier, push_payload
+from acpctl.host.notify import ONE_TIME, Notifier, linked_push_payload, push_payload
 from acpctl.host.registry import Caller
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.channel import memory_pair
 from acpctl.runner.clients import Client
 
@@ -40,10 +42,15 @@ def add_routes(
             return caller
         sent = await _body(request, door)
         found = notifier.question(sent.get("question"))
-        if caller.device is None or found is None:
+        linked = notifier.linked_question(sent.get("question"))
+        if caller.device is None or (found is None and linked is None):
             return refuse(404, "nothing waits by that id any more")
-        pushed, waiting = found
-        return _private(web.json_response(push_payload(sent["question"], pushed, waiting)))
+        if linked is not None:
+            said = linked_push_payload(sent["question"], *linked)
+        else:
+            assert found is not None
+            said = push_payload(sent["question"], *found)
+        return _private(web.json_response(said))
 
     async def answer(request: web.Request) -> web.StreamResponse:
         caller = door.refusal(request)
@@ -67,6 +74,9 @@ def _answer(
     """The device's answer given to the agent, or why not."""
     if caller.device is None or caller.role != acp.CONTROLLER:
         return refuse(403, "only a paired controller device answers from a notification")
+    linked = notifier.linked_question(sent.get("question"))
+    if linked is not None:
+        return _answer_linked(pool, caller, sent, *linked)
     found = notifier.question(sent.get("question"))
     if found is None:
         return refuse(409, "this question was already answered, or no longer waits")
@@ -82,6 +92,28 @@ def _answer(
     client = Client(channel, device=caller.device, via="notification")
     client.info = {"name": "acpctl notification"}
     answer_with(hosted, pushed.editor_id, waiting, chosen, client)
+    return None
+
+
+def _answer_linked(
+    pool: AgentPool, caller: Caller, sent: dict[str, Any], host: str, entry: JsonObject
+) -> web.Response | None:
+    """A linked host's question answered from a notification: forwarded there, as the
+    page's answer is (host/linked_hosts.py)."""
+    choices = [c for c in entry.get("choices") or [] if isinstance(c, dict)]
+    chosen = next((c for c in choices if c.get("optionId") == sent.get("optionId")), None)
+    if chosen is None or chosen.get("kind") not in ONE_TIME:
+        return refuse(400, "a notification answers with a one-time allow or reject only")
+    if pool.linked is None:
+        return refuse(409, "the host that asked is no longer linked")
+    channel, _ = memory_pair()
+    channel.close()
+    client = Client(channel, device=caller.device, via="notification")
+    answer = {"host": host, "question": entry.get("question"), "optionId": chosen["optionId"]}
+    try:
+        pool.linked.forward(answer, client)
+    except RpcError as exc:
+        return refuse(409, exc.message)
     return None
 
 
