@@ -560,27 +560,31 @@ def test_a_linked_hosts_question_is_pushed_with_one_time_answers_and_answered_th
         {"action": "allow", "title": "Allow"},
         {"action": "reject", "title": "Reject"},
     ]
-    notifier = Notifier(ServeSettings(), logging.getLogger("test"))
-    waiting = {("build", "demo/3"): entry}
-    notifier.still_waiting = lambda host, question: waiting.get((host, question))
-    notifier.linked_pushed["q1"] = LinkedPushed("build", "demo/3")
-    forwarded: list[Any] = []
 
-    class Linked:
-        def forward(self, params: dict[str, Any], client: Any) -> dict[str, Any]:
-            forwarded.append((params, client.device, client.via))
-            return {"forwarded": params["host"]}
+    async def scenario() -> None:  # the channel a client has needs a running loop
+        notifier = Notifier(ServeSettings(), logging.getLogger("test"))
+        waiting = {("build", "demo/3"): entry}
+        notifier.still_waiting = lambda host, question: waiting.get((host, question))
+        notifier.linked_pushed["q1"] = LinkedPushed("build", "demo/3")
+        forwarded: list[Any] = []
 
-    pool: Any = SimpleNamespace(linked=Linked(), agents={})
-    phone = Caller(acp.CONTROLLER, device="phone")
-    standing = _answer(pool, notifier, phone, {"question": "q1", "optionId": "always"})
-    assert standing is not None and standing.status == 400
-    watcher = Caller(acp.OBSERVER, device="tablet")
-    refused = _answer(pool, notifier, watcher, {"question": "q1", "optionId": "allow"})
-    assert refused is not None and refused.status == 403
-    assert _answer(pool, notifier, phone, {"question": "q1", "optionId": "allow"}) is None
-    chosen = {"host": "build", "question": "demo/3", "optionId": "allow"}
-    assert forwarded == [(chosen, "phone", "notification")]
-    waiting.clear()  # answered meanwhile
-    gone = _answer(pool, notifier, phone, {"question": "q1", "optionId": "allow"})
-    assert gone is not None and gone.status == 409
+        class Linked:
+            def forward(self, params: dict[str, Any], client: Any) -> dict[str, Any]:
+                forwarded.append((params, client.device, client.via))
+                return {"forwarded": params["host"]}
+
+        pool: Any = SimpleNamespace(linked=Linked(), agents={})
+        phone = Caller(acp.CONTROLLER, device="phone")
+        standing = _answer(pool, notifier, phone, {"question": "q1", "optionId": "always"})
+        assert standing is not None and standing.status == 400
+        watcher = Caller(acp.OBSERVER, device="tablet")
+        refused = _answer(pool, notifier, watcher, {"question": "q1", "optionId": "allow"})
+        assert refused is not None and refused.status == 403
+        assert _answer(pool, notifier, phone, {"question": "q1", "optionId": "allow"}) is None
+        chosen = {"host": "build", "question": "demo/3", "optionId": "allow"}
+        assert forwarded == [(chosen, "phone", "notification")]
+        waiting.clear()  # answered meanwhile
+        gone = _answer(pool, notifier, phone, {"question": "q1", "optionId": "allow"})
+        assert gone is not None and gone.status == 409
+
+    asyncio.run(scenario())
