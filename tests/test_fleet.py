@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from acpctl.host_links import HostLink, link_from_table
@@ -427,6 +428,25 @@ def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
                 return str(session)
 
             session = asyncio.run(scenario())
+            # Through A to b's agent (what A's page does): an observer attaches as one, and
+            # its prompt is refused at A; an unknown linked host is none.
+            linked = Host(f"{a_url}/@b/demo", tokens[0], tokens[1], None)  # type: ignore[arg-type]
+
+            async def through_a() -> None:
+                async with raw_client(linked, linked.observer) as observer:
+                    attach = {"sessionId": session, "role": acp.CONTROLLER, "historyPolicy": "none"}
+                    attached = await observer.request(acp.SESSION_ATTACH, attach)
+                    assert attached["result"]["role"] == acp.OBSERVER, attached
+                    prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "no"}]}
+                    refused = await observer.request(acp.SESSION_PROMPT, prompt)
+                    assert refused["error"]["code"] == acp.NOT_AUTHORISED, refused
+                nowhere = Host(f"{a_url}/@nowhere/demo", tokens[0], tokens[1], None)  # type: ignore[arg-type]
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused_link:
+                    async with raw_client(nowhere):
+                        pass
+                assert refused_link.value.status == 404
+
+            asyncio.run(through_a())
             # A's on_waiting was told of b's question, as of its own (pushes likewise).
             until(lambda: told.exists() and told.read_text().strip() != "")
             summary = json.loads(told.read_text().splitlines()[0])
@@ -483,7 +503,7 @@ def test_a_permission_waiting_on_b_is_answered_from_as_page_in_a_browser(
 ) -> None:
     """Issue 55's check: an editor's permission waiting on host B is answered from host
     A's page (Debian's chromium). B's editor's turn goes on, and B's history names the
-    device and A."""
+    device and A. The session then opens on A's page, through A, and takes a prompt."""
     from tests.test_host import serving
     from tests.test_pairing import EditorsTurn, Page, paired_tab, shows
 
@@ -512,11 +532,19 @@ def test_a_permission_waiting_on_b_is_answered_from_as_page_in_a_browser(
                 turn.thread.join(60)
                 tab.wait_for_selector("#nothing-waits:not([hidden])")
                 shows(tab, "#sessions", "b · ")  # B's live session, marked, once told
+                # Opened from A's page, through A: its history, then a prompt of the page's.
+                tab.click("#sessions li")
+                shows(tab, "#session-where", "b · demo")
+                shows(tab, "#transcript", "answered: allow, by phone (a paired device), through")
+                tab.fill("#prompt", "hello from a")
+                tab.click("#send")
+                shows(tab, "#transcript", "You said: hello from a")
     assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
     (told,) = turn.seen["told"]
     assert told["resolvedBy"]["device"] == "phone" and told["resolvedBy"]["through"]
     shown = run_cli("sessions", "show", turn.seen["session"], env=b_env).stdout
     assert re.search(r"answered: allow, by phone \(a paired device\), through \S+", shown), shown
+    assert "> hello from a" in shown and "You said: hello from a" in shown, shown
 
 
 def test_who_answered_through_a_linked_host_is_said() -> None:

@@ -1,4 +1,5 @@
-"""ACP's remote transport on TCP, on `/acp` (the default agent) and `/acp/NAME`: a
+"""ACP's remote transport on TCP, on `/acp` (the default agent) and `/acp/NAME` (and a
+linked host's agent for the page, `/acp/@HOST/NAME`: host/linked_proxy.py): a
 WebSocket upgrade (host/websocket.py), or Streamable HTTP (host/streamable.py), each a
 transport of a logical connection (host/connection.py), once the door (host/door.py) has
 let the request in; and the host's page (host/page.py). A TCP connection is watched
@@ -16,7 +17,7 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from acpctl.errors import AcpctlError
-from acpctl.host import page, push_routes, streamable
+from acpctl.host import linked_proxy, page, push_routes, streamable
 from acpctl.host.agents import AgentChanged, AgentPool
 from acpctl.host.connection import LogicalConnection
 from acpctl.host.door import Door, refuse
@@ -83,6 +84,7 @@ def make_app(
     app = web.Application(client_max_size=MAX_MESSAGE_BYTES, middlewares=[next_headers_due])
     for path in (ENDPOINT, ENDPOINT + "/{agent}"):
         app.router.add_route("*", path, handle)
+    linked_proxy.add_routes(app, door, pool, MAX_MESSAGE_BYTES, KEEPALIVE_S, log)
     page.add_routes(app, door, log)
     push_routes.add_routes(app, door, pool, notifier, log)
     app.on_shutdown.append(closing)

@@ -110,6 +110,10 @@ class LinkedHosts:
         waiting = watched.waiting if watched is not None else []
         return next((e for e in waiting if e.get("question") == question), None)
 
+    def link(self, host: str) -> HostLink | None:
+        watched = self._watched.get(host)
+        return watched.link if watched is not None else None
+
     def names(self) -> list[str]:
         """The hosts watched (`sessions list` takes them from here, not asking each)."""
         return list(self._watched)

@@ -85,6 +85,8 @@ test("a session's address goes into the fragment and comes back out", () => {
   const address = addressOf("my agent", "s/1&2");
   assert.deepEqual(addressed(address), { agent: "my agent", sessionId: "s/1&2" });
   assert.equal(addressed("#agent=a"), null);
+  const linked = addressOf("demo", "s-1", "build");
+  assert.deepEqual(addressed(linked), { agent: "demo", sessionId: "s-1", host: "build" });
   assert.equal(addressed(""), null);
 });
 

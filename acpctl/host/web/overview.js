@@ -131,8 +131,8 @@ export function renderSessions(open) {
   const sessions = byId("sessions");
   sessions.replaceChildren();
   for (const entry of page.latest.sessions) {
-    if (entry.host) {
-      sessions.append(linkedSession(entry));
+    if (entry.host && entry.sessionId === undefined) {
+      sessions.append(unreachable(entry));
       continue;
     }
     // The whole card opens it; its button is what a keyboard or a screen reader reaches
@@ -147,7 +147,8 @@ export function renderSessions(open) {
     const state = entry.live ? entry.state : "recent";
     opener.append(title, element("span", `state ${state}`, state));
     card.append(opener);
-    card.append(element("div", "where", `${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`));
+    const where = `${at(entry)}${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`;
+    card.append(element("div", "where", where));
     if (entry.notRespondingSince) {
       const since = new Date(entry.notRespondingSince * 1000).toLocaleTimeString();
       card.append(element("div", "problem", `the agent is not responding since ${since}`));
@@ -157,23 +158,15 @@ export function renderSessions(open) {
   byId("no-sessions").hidden = page.latest.sessions.length > 0;
 }
 
-// A linked host's live session (opened on that host's own page), or that the host does not
-// answer: since when, and why.
-function linkedSession(entry) {
+// A linked host that does not answer: since when, and why (or that it stopped).
+function unreachable(entry) {
   const card = element("li", "session linked");
-  if (entry.sessionId === undefined) {
-    const since = entry.unreachableSince
-      ? new Date(entry.unreachableSince * 1000).toLocaleTimeString()
-      : "now";
-    const said = entry.problem === "stopped" ? "stopped" : `unreachable since ${since}`;
-    card.append(element("div", "title", `${entry.host}: ${said}`));
-    if (entry.problem !== "stopped") card.append(element("div", "where", entry.problem || ""));
-    return card;
-  }
-  const title = element("div", "", `${at(entry)}${sessionTitle(entry)}`);
-  title.append(element("span", `state ${entry.state}`, entry.state));
-  card.append(title);
-  card.append(element("div", "where", `${entry.agent} · ${entry.cwd} · ${age(entry.updatedAt)}`));
+  const since = entry.unreachableSince
+    ? new Date(entry.unreachableSince * 1000).toLocaleTimeString()
+    : "now";
+  const said = entry.problem === "stopped" ? "stopped" : `unreachable since ${since}`;
+  card.append(element("div", "title", `${entry.host}: ${said}`));
+  if (entry.problem !== "stopped") card.append(element("div", "where", entry.problem || ""));
   return card;
 }
 

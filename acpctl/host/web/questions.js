@@ -7,8 +7,10 @@ import { page } from "./state.js";
 
 const CANCEL_REQUEST = "$/cancel_request";
 
-export function agentAddress(agent) {
-  return socketAddress(window.location, `/acp/${encodeURIComponent(agent)}`);
+// An agent's connection: this host's, or a linked host's through this one (`host`).
+export function agentAddress(agent, host) {
+  const at = host ? `/acp/@${encodeURIComponent(host)}` : "/acp";
+  return socketAddress(window.location, `${at}/${encodeURIComponent(agent)}`);
 }
 
 // A connection's handler of the agent's requests: questions are kept and shown; anything

@@ -158,20 +158,23 @@ function answeredHere(result) {
 // The session a page address names (a notice's or a notification's link: docs/web.md),
 // as the lists know it.
 export function listedEntry(named) {
-  const { agent, sessionId } = named;
-  const listed = page.latest.sessions.find((s) => s.agent === agent && s.sessionId === sessionId);
-  return listed || { agent, sessionId, cwd: "", title: null };
+  const { agent, sessionId, host } = named;
+  const listed = page.latest.sessions.find(
+    (s) => s.agent === agent && s.sessionId === sessionId && s.host === host,
+  );
+  return listed || { agent, sessionId, host, cwd: "", title: null };
 }
 
 export async function openSession(entry) {
-  history.replaceState(null, "", addressOf(entry.agent, entry.sessionId));
+  history.replaceState(null, "", addressOf(entry.agent, entry.sessionId, entry.host));
   view.entry = { ...entry };
   view.leaving = false;
   view.firstPrompt = null;
   byId("overview").hidden = true;
   byId("session-view").hidden = false;
   retitle();
-  byId("session-where").textContent = `${entry.agent} · ${entry.cwd}`;
+  const where = entry.host ? `${entry.host} · ` : "";
+  byId("session-where").textContent = `${where}${entry.agent} · ${entry.cwd}`;
   await joinView();
 }
 
@@ -203,7 +206,7 @@ async function joinView() {
   byId("transcript").replaceChildren();
   view.last = null;
   view.tools = new Map();
-  const connection = new Connection(agentAddress(entry.agent));
+  const connection = new Connection(agentAddress(entry.agent, entry.host));
   view.connection = connection;
   connection.onRequest = askedHere(connection);
   connection.onNotification = (message) => viewNotification(entry, message);

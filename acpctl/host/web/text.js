@@ -88,15 +88,20 @@ export function sessionTitle(entry, firstPrompt) {
 }
 
 // The session a page address names in its fragment (#agent=A&session=S), or null.
+// A session's address on the page (its fragment): its agent, its id, and the linked host
+// it is on (none: this host).
 export function addressed(hash) {
   const wanted = new URLSearchParams(String(hash || "").replace(/^#/, ""));
   const agent = wanted.get("agent");
   const sessionId = wanted.get("session");
-  return agent && sessionId ? { agent, sessionId } : null;
+  const host = wanted.get("host");
+  if (!agent || !sessionId) return null;
+  return host ? { agent, sessionId, host } : { agent, sessionId };
 }
 
-export function addressOf(agent, sessionId) {
-  return `#${new URLSearchParams({ agent, session: sessionId })}`;
+export function addressOf(agent, sessionId, host) {
+  const named = host ? { agent, session: sessionId, host } : { agent, session: sessionId };
+  return `#${new URLSearchParams(named)}`;
 }
 
 // A pushed question as the service worker shows it: the agent, the project and what is
