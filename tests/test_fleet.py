@@ -503,7 +503,8 @@ def test_a_permission_waiting_on_b_is_answered_from_as_page_in_a_browser(
 ) -> None:
     """Issue 55's check: an editor's permission waiting on host B is answered from host
     A's page (Debian's chromium). B's editor's turn goes on, and B's history names the
-    device and A. The session then opens on A's page, through A, and takes a prompt."""
+    device and A. The session then opens on A's page, through A, and takes a prompt; and a
+    new session is started on B from A's page."""
     from tests.test_host import serving
     from tests.test_pairing import EditorsTurn, Page, paired_tab, shows
 
@@ -539,12 +540,25 @@ def test_a_permission_waiting_on_b_is_answered_from_as_page_in_a_browser(
                 tab.fill("#prompt", "hello from a")
                 tab.click("#send")
                 shows(tab, "#transcript", "You said: hello from a")
+                # A new session started on b from A's page, in a project b's history knows.
+                tab.click("#back")
+                tab.wait_for_selector("#new-host-label:not([hidden])")
+                tab.select_option("#new-host", "b")
+                tab.select_option("#new-agent", "demo")
+                tab.select_option("#new-project", "/tmp")
+                tab.click("#new-session button")
+                shows(tab, "#session-where", "b · demo · /tmp")
+                tab.fill("#prompt", "made on b")
+                tab.click("#send")
+                shows(tab, "#transcript", "You said: made on b")
     assert turn.seen["withdrawn"] and turn.seen["stop"] == "end_turn"
     (told,) = turn.seen["told"]
     assert told["resolvedBy"]["device"] == "phone" and told["resolvedBy"]["through"]
     shown = run_cli("sessions", "show", turn.seen["session"], env=b_env).stdout
     assert re.search(r"answered: allow, by phone \(a paired device\), through \S+", shown), shown
     assert "> hello from a" in shown and "You said: hello from a" in shown, shown
+    made = json.loads(run_cli("sessions", "list", "--json", env=b_env).stdout)
+    assert any(m["title"] == "made on b" for m in made), made  # B's history has it
 
 
 def test_who_answered_through_a_linked_host_is_said() -> None:

@@ -65,7 +65,7 @@ def host_methods(
         acp.HOST_WAITING: HostMethod(lambda c, p: pool.waiting(_own(c, p)), clients),
         acp.HOST_SESSIONS: HostMethod(lambda c, p: pool.sessions(_own(c, p)), both),
         acp.HOST_ANSWER: HostMethod(lambda c, params: answered(pool, c, params), both),
-        acp.HOST_PROJECTS: HostMethod(lambda c, params: pool.projects(), clients),
+        acp.HOST_PROJECTS: HostMethod(lambda c, p: _projects(pool, c, p), clients),
         acp.HOST_PUSH_KEY: HostMethod(pusher.push_key, clients),
         acp.HOST_PUSH_SUBSCRIBE: HostMethod(pusher.push_subscribe, clients),
     }
@@ -75,6 +75,14 @@ def _own(client: Client | None, params: JsonObject) -> bool:
     """This host's own questions and sessions only (asked by a linked host: links are not
     transitive), or the linked hosts' too."""
     return params.get("own") is True or (client is not None and client.linked)
+
+
+def _projects(pool: AgentPool, client: Client | None, params: JsonObject) -> JsonObject:
+    """HOST_PROJECTS, with each linked host's ("linked": {host: {agents, projects}})."""
+    known = pool.projects()
+    if pool.linked is not None and not _own(client, params):
+        known["linked"] = pool.linked.projects()
+    return known
 
 
 def answered(pool: AgentPool, client: Client | None, params: JsonObject) -> JsonObject:

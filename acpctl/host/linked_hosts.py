@@ -39,6 +39,7 @@ class Watched:
     transport: Transport | None = None
     waiting: list[JsonObject] = field(default_factory=list)
     sessions: list[JsonObject] = field(default_factory=list)
+    projects: JsonObject = field(default_factory=dict)  # its agents and projects
     down_since: float | None = None  # time.time() of the first failure in a row
     problem: str = "not connected yet"
     stopped: bool = False  # it said it stops (acpctl host stop), rather than dropping
@@ -110,6 +111,17 @@ class LinkedHosts:
         waiting = watched.waiting if watched is not None else []
         return next((e for e in waiting if e.get("question") == question), None)
 
+    def projects(self) -> JsonObject:
+        """Each linked host's agents and projects (a new session's choices), by host."""
+        return {
+            name: {
+                "agents": _strings(w.projects.get("agents")),
+                "projects": _strings(w.projects.get("projects")),
+            }
+            for name, w in self._watched.items()
+            if w.transport is not None and w.projects
+        }
+
     def link(self, host: str) -> HostLink | None:
         watched = self._watched.get(host)
         return watched.link if watched is not None else None
@@ -134,10 +146,13 @@ class LinkedHosts:
             "through": self.name,
         }
         message = jsonrpc.request(f"answer-{next(self._ids)}", acp.HOST_ANSWER, answer)
-        sending = asyncio.ensure_future(self._send(watched.transport, message))
+        self._spawn_send(watched.transport, message)
+        return {"forwarded": watched.link.name}
+
+    def _spawn_send(self, transport: Transport, message: JsonObject) -> None:
+        sending = asyncio.ensure_future(self._send(transport, message))
         self._sending.add(sending)
         sending.add_done_callback(self._sending.discard)
-        return {"forwarded": watched.link.name}
 
     # -- the connections ------------------------------------------------------------------
 
@@ -181,6 +196,7 @@ class LinkedHosts:
                 ("hello", acp.INITIALIZE, hello),
                 ("waiting", acp.HOST_WAITING, {"own": True}),
                 ("sessions", acp.HOST_SESSIONS, {"own": True}),
+                ("projects", acp.HOST_PROJECTS, {"own": True}),
             ):
                 await transport.send(json.dumps(jsonrpc.request(msg_id, method, params)))
             watched.transport, watched.stopped = transport, False
@@ -216,6 +232,14 @@ class LinkedHosts:
         elif method == acp.SESSIONS_CHANGED or msg_id == "sessions":
             watched.sessions = _entries(result.get("sessions"))
             self._on_change(acp.SESSIONS_CHANGED)
+            if method == acp.SESSIONS_CHANGED and watched.transport is not None:
+                # A new session may be in a new project: its choices asked again.
+                # (an id of its own: the host runs a request id it has seen once only)
+                asked = f"projects-{next(self._ids)}"
+                again = jsonrpc.request(asked, acp.HOST_PROJECTS, {"own": True})
+                self._spawn_send(watched.transport, again)
+        elif isinstance(msg_id, str) and msg_id.startswith("projects"):
+            watched.projects = result
         elif method == acp.HOST_STOPPING:
             watched.stopped = True
         elif isinstance(msg_id, str) and msg_id.startswith("answer-") and "error" in message:
@@ -233,6 +257,10 @@ class LinkedHosts:
     async def _send(self, transport: Transport, message: JsonObject) -> None:
         with contextlib.suppress(LinkDown):
             await transport.send(json.dumps(message))
+
+
+def _strings(listed: Any) -> list[str]:
+    return [v for v in listed if isinstance(v, str)] if isinstance(listed, list) else []
 
 
 def _entries(listed: Any) -> list[JsonObject]:

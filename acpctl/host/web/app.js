@@ -63,6 +63,11 @@ async function refreshSessions(told) {
   // at again.
   if (document.hidden) sessionsStale = true;
   else page.render();
+  // Nothing to start a session in yet (a new host): the first project offers it. A form
+  // already offered is left as it is, a person may be choosing in it.
+  if (byId("new-session").hidden && page.main.role !== "observer") {
+    offerNewSession().catch(() => {});
+  }
 }
 
 page.refresh = async () => {
@@ -159,6 +164,8 @@ byId("back").addEventListener("click", () => {
   leaveSession();
   page.refresh();
   showDevices().catch(() => {});
+  // The history (and the linked hosts') may know new projects since the page opened.
+  offerNewSession().catch(() => {});
 });
 byId("prompt-form").addEventListener("submit", (event) => {
   event.preventDefault();

@@ -190,29 +190,41 @@ export async function showDevices() {
   );
 }
 
-// A new session: an agent, in a project the history knows.
+// A new session: an agent, in a project the history knows; on this host, or on a linked
+// host (its agents and projects, as it told this host).
 export async function offerNewSession() {
   const known = await page.main.request("_acpctl/projects", {});
-  for (const [id, values] of [
-    ["new-agent", known.agents],
-    ["new-project", known.projects],
-  ]) {
-    byId(id).replaceChildren(
-      ...values.map((value) => {
-        const option = element("option", "", value);
-        option.value = value;
-        return option;
-      }),
-    );
-  }
+  const hosts = { "": known, ...(known.linked || {}) };
+  const choose = byId("new-host");
+  options(choose, Object.keys(hosts), (host) => host || "this host");
+  byId("new-host-label").hidden = Object.keys(hosts).length < 2;
+  const offer = () => {
+    const chosen = hosts[choose.value] || known;
+    options(byId("new-agent"), chosen.agents || []);
+    options(byId("new-project"), chosen.projects || []);
+  };
+  choose.onchange = offer;
+  offer();
   // An observer device starts nothing (the host would refuse it).
-  byId("new-session").hidden = known.projects.length === 0 || page.main.role === "observer";
+  const any = Object.values(hosts).some((h) => (h.projects || []).length > 0);
+  byId("new-session").hidden = !any || page.main.role === "observer";
+}
+
+function options(select, values, named = (value) => value) {
+  select.replaceChildren(
+    ...values.map((value) => {
+      const option = element("option", "", named(value));
+      option.value = value;
+      return option;
+    }),
+  );
 }
 
 export async function newSession(open) {
+  const host = byId("new-host").value || undefined;
   const agent = byId("new-agent").value;
   const cwd = byId("new-project").value;
-  const known = await agentConnection(agent);
+  const known = await agentConnection(agent, host);
   const made = await known.connection.request("session/new", { cwd, mcpServers: [] });
-  await open({ agent, sessionId: made.sessionId, cwd, title: null });
+  await open({ agent, sessionId: made.sessionId, cwd, title: null, host });
 }

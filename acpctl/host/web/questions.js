@@ -37,17 +37,18 @@ export function withdrawnBy(message) {
   return true;
 }
 
-export async function agentConnection(agent) {
-  let known = page.agents.get(agent);
+export async function agentConnection(agent, host) {
+  const key = host ? `${host}/${agent}` : agent;
+  let known = page.agents.get(key);
   if (known) return known;
-  const connection = new Connection(agentAddress(agent));
+  const connection = new Connection(agentAddress(agent, host));
   known = { connection, joined: new Set() };
-  page.agents.set(agent, known);
+  page.agents.set(key, known);
   connection.onRequest = askedHere(connection);
   connection.onNotification = withdrawnBy;
   connection.onClose = () => {
     connection.abandon();
-    page.agents.delete(agent);
+    page.agents.delete(key);
   };
   await connection.open();
   await connection.initialize();
