@@ -181,11 +181,15 @@ def a_host(env: dict[str, str], *args: str, until: bytes = rb"listening on (\S+)
             line = process.stderr.readline()
             assert line, f"the host ended: {seen.decode(errors='replace')}"
             seen += line
-        yield found.group(1).decode()
+        yield found.group(1 if found.re.groups else 0).decode()
     finally:
         if process.poll() is None:
             process.terminate()
-        process.wait(30)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:  # a turn held it past its stop grace
+            process.kill()
+            process.wait(30)
         shutil.rmtree(env["ACPCTL_STATE_DIR"], ignore_errors=True)
 
 
@@ -630,3 +634,73 @@ def test_a_linked_hosts_question_is_pushed_with_one_time_answers_and_answered_th
         assert gone is not None and gone.status == 409
 
     asyncio.run(scenario())
+
+
+@pytest.mark.e2e
+def test_a_question_waiting_on_b_goes_with_the_link_and_comes_back_with_it(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 55, 4: the link to B cut (a proxy between A and B refusing): A's lists say B
+    is unreachable since when, and B's question leaves A's waiting list; the link back, the
+    question is in it again, and answering it through A still reaches B's editor."""
+    from acpctl import protocol as acp
+    from tests.fault_proxy import FaultProxy
+    from tests.test_host import unix_client
+
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    b_env, a_env = host_env(tmp_path / "b"), host_env(home)
+    assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
+    ws = rb"listening on (ws://127\.0\.0\.1:(\d+)/acp)"
+
+    def b_gone(message: dict[str, Any]) -> bool:
+        if message.get("method") != acp.WAITING_CHANGED:
+            return False
+        return not any(e.get("host") == "b" for e in message["params"]["waiting"])
+
+    async def scenario(b_port: int, b_token: Path) -> None:
+        proxy = FaultProxy(b_port)
+        port = await proxy.start()
+        url = f"ws://127.0.0.1:{port}/acp"
+        assert (
+            cli("host", "link", "add", "b", "--url", url, "--token-file", str(b_token)).returncode
+            == 0
+        )
+        with a_host(a_env, until=rb"watching linked hosts b"):
+            monkeypatch.setenv("ACPCTL_STATE_DIR", b_env["ACPCTL_STATE_DIR"])
+            async with unix_client("demo") as editor:
+                await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+                new = await editor.request(
+                    acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []}
+                )
+                session = new["result"]["sessionId"]
+                await editor.send_prompt(session, "edit", msg_id=7)
+                await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+                monkeypatch.setenv("ACPCTL_STATE_DIR", a_env["ACPCTL_STATE_DIR"])
+                async with unix_client("demo") as viewer:
+                    changes = {"_meta": {acp.CHANGES_META: True}}
+                    await viewer.request(
+                        acp.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": changes}
+                    )
+                    await waiting_at(viewer, "b")
+                    proxy.refusing = True
+                    proxy.cut()
+                    await viewer.until(b_gone)
+                    listed = await viewer.request(acp.HOST_SESSIONS, {})
+                    down = [e for e in listed["result"]["sessions"] if e.get("host") == "b"]
+                    assert len(down) == 1 and down[0]["unreachableSince"] is not None, down
+                    proxy.refusing = False
+                    entry = await waiting_at(viewer, "b")  # back with the link
+                    assert entry["sessionId"] == session
+                    answer = {"host": "b", "question": entry["question"], "optionId": "allow"}
+                    forwarded = await viewer.request(acp.HOST_ANSWER, answer)
+                    assert forwarded["result"]["forwarded"] == "b", forwarded
+                done = await editor.until(lambda m: m.get("id") == 7 and "method" not in m, 30)
+                assert done["result"]["stopReason"] == "end_turn", done
+        await proxy.stop()
+
+    with a_host(b_env, "--listen", "127.0.0.1:0", until=ws) as b_url:
+        b_token = tmp_path / "b.token"
+        b_token.write_text(run_cli("host", "show-token", env=b_env).stdout)
+        b_token.chmod(0o600)
+        b_port = int(b_url.rsplit(":", 1)[1].split("/")[0])
+        asyncio.run(scenario(b_port, b_token))

@@ -233,10 +233,10 @@ class LinkedHosts:
             watched.sessions = _entries(result.get("sessions"))
             self._on_change(acp.SESSIONS_CHANGED)
             if method == acp.SESSIONS_CHANGED and watched.transport is not None:
-                # A new session may be in a new project: its choices asked again.
-                # (an id of its own: the host runs a request id it has seen once only)
-                asked = f"projects-{next(self._ids)}"
-                again = jsonrpc.request(asked, acp.HOST_PROJECTS, {"own": True})
+                # A new session may be in a new project: its choices asked again, under
+                # an id of its own (the host runs a request id it has seen once only).
+                again_id = f"projects-{next(self._ids)}"
+                again = jsonrpc.request(again_id, acp.HOST_PROJECTS, {"own": True})
                 self._spawn_send(watched.transport, again)
         elif isinstance(msg_id, str) and msg_id.startswith("projects"):
             watched.projects = result
