@@ -203,11 +203,19 @@ def a_session(env: dict[str, str], text: str, through_host: bool = True) -> str:
     return str(listed[0]["id"])  # the newest
 
 
-async def attached_sees(address: str, history: str, env: dict[str, str], session: str) -> None:
-    """`sessions attach ADDRESS --observe` shows the session's history, then a turn that a
-    client of the session's own host runs in it."""
+async def attached_sees(
+    address: str,
+    history: str,
+    env: dict[str, str],
+    session: str,
+    how: str = "attach",
+    then: str = "later",
+) -> None:
+    """`sessions attach ADDRESS --observe` (or `sessions watch ADDRESS`) shows the session's
+    history, then a turn that a client of the session's own host runs in it."""
+    observe = ["--observe"] if how == "attach" else []
     watching = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "acpctl", "sessions", "attach", address, "--observe",
+        sys.executable, "-m", "acpctl", "sessions", how, address, *observe,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert watching.stdout is not None
@@ -222,10 +230,10 @@ async def attached_sees(address: str, history: str, env: dict[str, str], session
 
     try:
         await until(f"You said: {history}")
-        prompt = ["run", "--through-host", "--agent", "demo", "--session", session, "later"]
+        prompt = ["run", "--through-host", "--agent", "demo", "--session", session, then]
         ran = await asyncio.to_thread(run_cli, *prompt, env=env, timeout=60)
         assert ran.returncode == 0, ran
-        await until("You said: later")
+        await until(f"You said: {then}")
     finally:
         watching.send_signal(signal.SIGINT)
         await watching.wait()
@@ -275,6 +283,11 @@ def test_three_hosts_one_list_and_a_host_gone_is_said_while_the_others_come(
         # history, then a turn B's (C's) own client runs in it.
         for env, session, name in ((b_env, b_session, "b"), (c_env, c_session, "c")):
             asyncio.run(attached_sees(f"{name}:{session[:12]}", f"on {name}", env, session))
+        watched = attached_sees(f"b:{b_session}", "later", b_env, b_session, "watch", "watched")
+        asyncio.run(watched)
+        shown_ps = run_cli("ps").stdout
+        assert re.search(rf"^ +b:  demo +{b_session[:12]}$", shown_ps, re.M), shown_ps
+        assert re.search(rf"^ +c:  demo +{c_session[:12]}$", shown_ps, re.M), shown_ps
 
     # B and C gone: each is said unreachable, and this machine's rows still come.
     gone = run_cli("sessions", "list")

@@ -127,7 +127,8 @@ def watch(
     agent: str = agent_option(None, "With --latest: this agent's newest session.", short=False),
 ) -> None:
     """Follow a session an editor or another shell is running: its last turn so far, then
-    every update as it happens, until the run that has it open ends (or Ctrl-C).
+    every update as it happens, until the run that has it open ends (or Ctrl-C). A linked
+    host's (HOST:ID) is followed through the link, as `sessions attach --observe`.
 
     Exit status: 0 when it followed a live run (or the host's), 1 when none has it open (the
     last turn is shown), 2 on usage errors.
@@ -142,6 +143,14 @@ def watch(
 
     if session and latest:
         raise UsageError("name a session or give --latest, not both")
+    if session and ":" in session:  # HOST:ID, a linked host's
+        from acpctl.cli.linked import session_at
+
+        linked = session_at(session)
+        if linked is not None:
+            from acpctl.terminal.attach import attach
+
+            raise typer.Exit(attach(linked[0], True, "text", remote=linked[1]))
     store = SessionStore()
     index = SessionIndex(store)
     try:
