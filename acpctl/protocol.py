@@ -193,6 +193,9 @@ LINKED_META = "acpctl/linked"
 # linked host's page. With "host", the host forwards it to that linked host, which
 # records it "by DEVICE, through THIS HOST". A controller's only.
 HOST_ANSWER = "_acpctl/answer"
+# {"words", "agent"?, "cwd"?, "since"?, "limit"?}: {"matches": [...]}, the host's history
+# searched as `sessions search --json` prints it (a linked host's `sessions search --host`).
+HOST_SEARCH = "_acpctl/search"
 HOST_PUSH_SUBSCRIBE = "_acpctl/push_subscribe"
 # In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
 ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"

@@ -285,6 +285,17 @@ def test_three_hosts_one_list_and_a_host_gone_is_said_while_the_others_come(
             asyncio.run(attached_sees(f"{name}:{session[:12]}", f"on {name}", env, session))
         watched = attached_sees(f"b:{b_session}", "later", b_env, b_session, "watch", "watched")
         asyncio.run(watched)
+        # The histories are searched where they are: B's over wss, C's over ssh.
+        for name, session in (("b", b_session), ("c", c_session)):
+            found = run_cli("sessions", "search", f"on {name}", "--host", name, "--json")
+            hits = json.loads(found.stdout)
+            assert {(h["host"], h["session"]) for h in hits} == {(name, session)}, found
+        everywhere = run_cli("sessions", "search", "on", "--host", "all", "--json").stdout
+        assert {h["host"] for h in json.loads(everywhere)} == {None, "b", "c"}, everywhere
+        shown = run_cli("sessions", "search", "on b", "--host", "b").stdout
+        assert f"b:{b_session[:14]}" in shown and "on b" in shown, shown
+        nowhere = run_cli("sessions", "search", "x", "--host", "nowhere")
+        assert nowhere.returncode == 2 and "no linked host 'nowhere'" in nowhere.stderr
         shown_ps = run_cli("ps").stdout
         assert re.search(rf"^ +b:  demo +{b_session[:12]}$", shown_ps, re.M), shown_ps
         assert re.search(rf"^ +c:  demo +{c_session[:12]}$", shown_ps, re.M), shown_ps

@@ -26,78 +26,73 @@ def search(
     since: str = typer.Option(None, "--since", help="Since a date (2026-11-01) or 7d, 12h."),
     cwd: Path = typer.Option(None, "--cwd", help="Only sessions in this directory."),
     limit: int = typer.Option(20, "--limit", help="At most N matches."),
+    hosts: list[str] = typer.Option(
+        [], "--host", help="A linked host's history instead (repeat; `all`: here and all)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
 ) -> None:
-    """Search all history (prompts, answers, tool call titles), best matches first.
+    """Search all history (prompts, answers, tool call titles), best matches first; a
+    linked host's is searched there (--host).
 
     Exit status: 0 with matches, 1 without, 2 on usage errors.
     """
     import json
 
-    from acpctl.store.history_index import MARK_END, MARK_START, HistoryIndex, fts_query
-    from acpctl.store.index import SessionIndex
+    from acpctl.store.history_index import fts_query
+    from acpctl.store.search import search as searched
     from acpctl.store.sessions import SessionStore
     from acpctl.terminal.render import status
 
-    text = fts_query(" ".join(query))
-    if not text:
+    words = " ".join(query)
+    if not fts_query(words):
         raise UsageError("give some words to search for")
     if limit < 1:
         raise UsageError("--limit must be 1 or more")
     moment = parse_since(since) if since else None
-    store = SessionStore()
-    listing = SessionIndex(store)
-    wanted = None
-    if agent or cwd:
-        wanted = set(listing.models(agent, str(cwd.resolve()) if cwd else None))
-    history = HistoryIndex(store)
-    with status("indexing the history..."), history.connected(listing) as connection:
-        hits = history.search(connection, text, wanted, moment, limit)
-    metas = {sid: s.meta for sid, s in listing.rows(h.session for h in hits).items()}
-    hits = [hit for hit in hits if hit.session in metas]  # deleted meanwhile
+    where = str(cwd.resolve()) if cwd else None
+    found: list[dict[str, Any]] = []
+    if not hosts or "all" in hosts:
+        with status("indexing the history..."):
+            found = searched(SessionStore(), words, agent, where, moment, limit)
+    if hosts:
+        found = [{"host": None, **hit} for hit in found]
+        asked = {"words": words, "agent": agent, "cwd": where, "since": moment, "limit": limit}
+        found += _searched_at(hosts, asked)
     if as_json:
-        found = []
-        for hit in hits:
-            meta = metas[hit.session]
-            plain, marks = _marks(hit.snippet, MARK_START, MARK_END)
-            found.append(
-                {
-                    "session": hit.session,
-                    "agent": meta.agent,
-                    "name": meta.name,
-                    "title": meta.title,
-                    "cwd": meta.cwd,
-                    "turn": hit.turn + 1,
-                    "kind": hit.kind,
-                    "time": _iso(hit.ts),
-                    "snippet": plain,
-                    "matches": marks,
-                }
-            )
         typer.echo(json.dumps(found, indent=2, ensure_ascii=False))
     else:
-        _print_hits(hits, metas, MARK_START, MARK_END)
-    raise typer.Exit(0 if hits else 1)
+        _print_hits(found)
+    raise typer.Exit(0 if found else 1)
 
 
-def _marks(snippet: str, start: str, end: str) -> tuple[str, list[list[int]]]:
-    """The snippet without its markers, and where the matches are in it."""
-    plain, marks, opened = "", [], 0
-    for char in snippet:
-        if char == start:
-            opened = len(plain)
-        elif char == end:
-            marks.append([opened, len(plain)])
-        else:
-            plain += char
-    return plain, marks
+def _searched_at(hosts: list[str], asked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The linked hosts' matches (`all`: every linked host's), each marked with its host;
+    a host that does not answer is said on stderr."""
+    import asyncio
+
+    from acpctl import config
+    from acpctl import protocol as acp
+    from acpctl.host_links import links_of
+    from acpctl.remote.fleet import ask_all, unreachable_said
+
+    links = links_of(config.load())
+    unknown = [h for h in hosts if h != "all" and h not in links]
+    if unknown:
+        raise UsageError(f"no linked host {unknown[0]!r} (`acpctl host link list`)")
+    chosen = [link for name, link in links.items() if "all" in hosts or name in hosts]
+    found = []
+    for answer in asyncio.run(ask_all(chosen, acp.HOST_SEARCH, asked)):
+        if answer.result is None:
+            typer.echo(f"acpctl: {unreachable_said(answer)}", err=True)
+            continue
+        hits = answer.result.get("matches") if isinstance(answer.result, dict) else None
+        for hit in hits if isinstance(hits, list) else []:
+            if isinstance(hit, dict) and isinstance(hit.get("session"), str):
+                found.append({**hit, "host": answer.link.name})
+    return found
 
 
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
-
-
-def _print_hits(hits: list[Any], metas: dict[str, Any], start: str, end: str) -> None:
+def _print_hits(hits: list[dict[str, Any]]) -> None:
     from rich.markup import escape
 
     from acpctl.terminal.render import rich_console
@@ -107,14 +102,36 @@ def _print_hits(hits: list[Any], metas: dict[str, Any], start: str, end: str) ->
         console.print("no matches", style="dim")
         return
     for hit in hits:
-        meta = metas[hit.session]
-        label = meta.name or meta.title or ""
+        label = str(hit.get("name") or hit.get("title") or "")
+        at = f"{hit['host']}:" if hit.get("host") else ""
+        said = [escape(str(hit.get(key))) for key in ("agent", "time", "kind")]
         console.print(
-            f"[bold]{escape(hit.session[:14])}[/] {escape(meta.agent)} · {_iso(hit.ts)} · "
-            f"turn {hit.turn + 1} · {hit.kind} [dim]{escape(label[:50])}[/]"
+            f"[bold]{escape(at + str(hit['session'])[:14])}[/] {said[0]} · {said[1]} · "
+            f"turn {hit.get('turn')} · {said[2]} [dim]{escape(label[:50])}[/]"
         )
-        snippet = escape(" ".join(hit.snippet.split()))
-        console.print("  " + snippet.replace(start, "[reverse]").replace(end, "[/reverse]"))
+        console.print("  " + _highlighted(str(hit.get("snippet") or ""), hit.get("matches") or []))
+
+
+def _highlighted(snippet: str, marks: list[Any]) -> str:
+    """The snippet on one line, its matches reversed: rich markup, the agent's text made
+    printable and escaped."""
+    from rich.markup import escape
+
+    from acpctl.terminal.screen import printable
+
+    def text(part: str) -> str:
+        return escape(printable(part).replace("\n", " ").replace("\t", " "))
+
+    shown, at = "", 0
+    for mark in marks:
+        if not isinstance(mark, list) or len(mark) != 2:
+            continue
+        if not all(isinstance(i, int) for i in mark):
+            continue
+        start, end = max(mark[0], at), mark[1]
+        shown += text(snippet[at:start]) + "[reverse]" + text(snippet[start:end]) + "[/reverse]"
+        at = max(at, end)
+    return shown + text(snippet[at:])
 
 
 def watch(

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.processes import is_stopped, tree_rss
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.connection import wire
-from acpctl.runner.context import Connection
+from acpctl.runner.context import Connection, HostAnswer
 from acpctl.runner.idmap import ReverseRequest
 from acpctl.runner.main import Resolved, resolve
 from acpctl.runner.runlog import open_log
@@ -149,7 +148,7 @@ class AgentPool:
         self._empty_since = time.monotonic()
         # The host's methods any client may ask (host/control.py's CLIENTS), on every
         # agent's connection.
-        self.client_methods: dict[str, Callable[[Client, Any], JsonObject]] = {}
+        self.client_methods: dict[str, HostAnswer] = {}
         # The linked hosts' questions and sessions (host/fleet_watch.py), when any is linked.
         self.linked: LinkedHosts | None = None
         self._changes_due: set[str] = set()  # the changes the clients are yet to be told

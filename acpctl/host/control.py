@@ -8,9 +8,11 @@ over ssh as the socket's first line). docs/web.md and docs/remote.md say what ea
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from acpctl import __version__, paths
 from acpctl import protocol as acp
@@ -27,7 +29,8 @@ LOCAL, CLIENTS = "local", "clients"
 @dataclass(frozen=True)
 class HostMethod:
     # The answer to params, asked by a client (None on the unix socket's first line).
-    answer: Callable[[Client | None, JsonObject], JsonObject]
+    # (Awaitable: answered once it is done, the client's other requests meanwhile.)
+    answer: Callable[[Client | None, JsonObject], JsonObject | Awaitable[JsonObject]]
     reach: frozenset[str]
 
 
@@ -65,6 +68,7 @@ def host_methods(
         acp.HOST_WAITING: HostMethod(lambda c, p: pool.waiting(_own(c, p)), clients),
         acp.HOST_SESSIONS: HostMethod(lambda c, p: pool.sessions(_own(c, p)), both),
         acp.HOST_ANSWER: HostMethod(lambda c, params: answered(pool, c, params), both),
+        acp.HOST_SEARCH: HostMethod(lambda c, params: searched(pool, params), both),
         acp.HOST_PROJECTS: HostMethod(lambda c, p: _projects(pool, c, p), clients),
         acp.HOST_PUSH_KEY: HostMethod(pusher.push_key, clients),
         acp.HOST_PUSH_SUBSCRIBE: HostMethod(pusher.push_subscribe, clients),
@@ -83,6 +87,26 @@ def _projects(pool: AgentPool, client: Client | None, params: JsonObject) -> Jso
     if pool.linked is not None and not _own(client, params):
         known["linked"] = pool.linked.projects()
     return known
+
+
+async def searched(pool: AgentPool, params: JsonObject) -> JsonObject:
+    """HOST_SEARCH: this host's history searched, in a thread (an index to bring up to
+    date may take a while: the host's other clients are not kept waiting)."""
+    from acpctl.store.search import search
+
+    def given(key: str, kind: type) -> Any:
+        value = params.get(key)
+        return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+    words = given("words", str)
+    if not words:
+        raise RpcError(acp.INVALID_PARAMS, "give some words to search for")
+    limit = min(max(given("limit", int) or 20, 1), 200)
+    since = given("since", (int, float))  # type: ignore[arg-type]
+    matches = await asyncio.to_thread(
+        search, pool.store, words, given("agent", str), given("cwd", str), since, limit
+    )
+    return {"matches": matches}
 
 
 def answered(pool: AgentPool, client: Client | None, params: JsonObject) -> JsonObject:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -53,7 +54,7 @@ FIRST_LINE_TIMEOUT_S = 30.0
 # The host's methods asked as the socket's first line (host/control.py's LOCAL ones: `acpctl
 # host status`, `pair`, `stop`...; the socket's permissions are their check): params ->
 # result.
-Control = Callable[[JsonObject], JsonObject]
+Control = Callable[[JsonObject], JsonObject | Awaitable[JsonObject]]
 
 
 async def listen(
@@ -119,7 +120,10 @@ async def _client(
     control = controls.get(str(method))
     if control is not None:
         try:
-            _answer(writer, jsonrpc.result(msg_id, control(params)))
+            answered = control(params)
+            if inspect.isawaitable(answered):
+                answered = await answered
+            _answer(writer, jsonrpc.result(msg_id, answered))
         except AcpctlError as exc:
             _answer(writer, jsonrpc.error(msg_id, acp.INVALID_PARAMS, exc.message))
         except RpcError as exc:

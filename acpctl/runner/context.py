@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acpctl import protocol as acp
@@ -25,6 +25,9 @@ from acpctl.runner.runs import RunRecord
 from acpctl.runner.session import SessionTable
 from acpctl.sandbox import Policy
 from acpctl.store.sessions import SessionStore
+
+# A method the session host answers itself (HOST_WAITING...): at once, or once awaited.
+HostAnswer = Callable[[Client, Any], JsonObject | Awaitable[JsonObject]]
 
 
 class Connection:
@@ -69,7 +72,7 @@ class Connection:
         # Methods the session host answers itself, on any agent's connection (HOST_WAITING,
         # HOST_SESSIONS): its state across all its agents, asked by a client with params.
         # Empty for `run --acp`.
-        self.host_methods: dict[str, Callable[[Client, Any], JsonObject]] = {}
+        self.host_methods: dict[str, HostAnswer] = {}
 
     def waiting_changed(self) -> None:
         if self.on_waiting_changed is not None:

@@ -5,13 +5,14 @@ every reply. What a message means is the router's business (`runner.server.AcpSe
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from acpctl import jsonrpc
 from acpctl import protocol as acp
-from acpctl.jsonrpc import JsonObject
+from acpctl.jsonrpc import JsonObject, RpcError
 from acpctl.jsonrpc.channel import Channel
 
 # Batch members, and messages of one read, routed between two turns of the event loop.
@@ -217,3 +218,25 @@ def _invalid(message: Any) -> JsonObject | None:
             msg_id, acp.INVALID_REQUEST, "invalid request: params must be an object or an array"
         )
     return None
+
+
+def host_answer(msg_id: Any, answer: Callable[[], Any]) -> Answer:
+    """A host method's answer: at once, or (awaitable) once it is done."""
+
+    def failed(exc: RpcError) -> JsonObject:
+        return {"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()}
+
+    try:
+        answered = answer()
+    except RpcError as exc:
+        return failed(exc)
+    if not inspect.isawaitable(answered):
+        return jsonrpc.result(msg_id, answered)
+
+    async def later() -> JsonObject:
+        try:
+            return jsonrpc.result(msg_id, await answered)
+        except RpcError as exc:
+            return failed(exc)
+
+    return later()

@@ -29,7 +29,7 @@ from acpctl.runner import listing
 from acpctl.runner.attach import Attacher
 from acpctl.runner.clients import Client, tell
 from acpctl.runner.context import Connection
-from acpctl.runner.endpoint import Answer, EditorEndpoint
+from acpctl.runner.endpoint import Answer, EditorEndpoint, host_answer
 from acpctl.runner.from_agent import FromAgent
 from acpctl.runner.handshaking import Handshaking
 from acpctl.runner.lifecycle import SessionLifecycle
@@ -179,10 +179,7 @@ class AcpServer:
                 msg_id, acp.INVALID_REQUEST, f"initialize failed on this connection: no {method}"
             )
         if answered_by_host is not None:
-            try:
-                return jsonrpc.result(msg_id, answered_by_host(client, params))
-            except RpcError as exc:
-                return {"jsonrpc": "2.0", "id": msg_id, "error": exc.to_error()}
+            return host_answer(msg_id, lambda: answered_by_host(client, params))
         reply = None if in_order else ReadLoopReply(client, msg_id, method, self.conn.incidents)
         if (
             reply is not None
