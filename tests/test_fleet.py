@@ -292,8 +292,8 @@ def test_three_hosts_one_list_and_a_host_gone_is_said_while_the_others_come(
             assert {(h["host"], h["session"]) for h in hits} == {(name, session)}, found
         everywhere = run_cli("sessions", "search", "on", "--host", "all", "--json").stdout
         assert {h["host"] for h in json.loads(everywhere)} == {None, "b", "c"}, everywhere
-        shown = run_cli("sessions", "search", "on b", "--host", "b").stdout
-        assert f"b:{b_session[:14]}" in shown and "on b" in shown, shown
+        printed = run_cli("sessions", "search", "on b", "--host", "b").stdout
+        assert f"b:{b_session[:14]}" in printed and "on b" in printed, printed
         nowhere = run_cli("sessions", "search", "x", "--host", "nowhere")
         assert nowhere.returncode == 2 and "no linked host 'nowhere'" in nowhere.stderr
         shown_ps = run_cli("ps").stdout
