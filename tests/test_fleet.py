@@ -728,3 +728,46 @@ def test_a_question_waiting_on_b_goes_with_the_link_and_comes_back_with_it(
         b_token.chmod(0o600)
         b_port = int(b_url.rsplit(":", 1)[1].split("/")[0])
         asyncio.run(scenario(b_port, b_token))
+
+
+@pytest.mark.e2e
+def test_two_hosts_watching_each_other_list_each_session_once(home: Path, tmp_path: Path) -> None:
+    """Issue 55, 4: A links to B and B to A, both watching: each lists the other's own
+    sessions once, marked, and its own once, unmarked; nothing comes back round (links
+    are not transitive), and each host's token stays its own (never in what A lists)."""
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    a_env, b_env = host_env(home), host_env(tmp_path / "b")
+    assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
+    from tests.test_remote import free_port
+
+    ws = rb"listening on (ws://127\.0\.0\.1:\d+/acp)"
+    ports = {name: f"127.0.0.1:{free_port()}" for name in ("a", "b")}
+    tokens = {}
+    with (
+        a_host(a_env, "--listen", ports["a"], until=ws) as a_url,
+        a_host(b_env, "--listen", ports["b"], until=ws) as b_url,
+    ):
+        for name, env in (("a", a_env), ("b", b_env)):
+            tokens[name] = tmp_path / f"{name}.token"
+            tokens[name].write_text(run_cli("host", "show-token", env=env).stdout)
+            tokens[name].chmod(0o600)
+        for env, name, url in ((a_env, "b", b_url), (b_env, "a", a_url)):
+            link = ["host", "link", "add", name, "--url", url, "--token-file", str(tokens[name])]
+            assert run_cli(*link, env=env).returncode == 0
+    # Started again, both watch: each session made at its own host.
+    with (
+        a_host(a_env, "--listen", ports["a"], until=rb"watching linked hosts (b)"),
+        a_host(b_env, "--listen", ports["b"], until=rb"watching linked hosts (a)"),
+    ):
+        mine = a_session(a_env, "on a")
+        theirs = a_session(b_env, "on b")
+
+        def listed(env: dict[str, str]) -> list[tuple[Any, str]]:
+            shown = json.loads(run_cli("sessions", "list", "--json", env=env).stdout)
+            return sorted((e.get("host") or "", e["id"]) for e in shown)
+
+        until(lambda: listed(a_env) == [("", mine), ("b", theirs)])
+        until(lambda: listed(b_env) == [("", theirs), ("a", mine)])
+        shown = run_cli("sessions", "list", "--json", env=a_env).stdout
+        for token in tokens.values():
+            assert token.read_text().strip() not in shown
