@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 ENDPOINT = "/acp"  # where a host's remote transport listens (host/http.py)
+DEADLINE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class HostLink:
     url: str | None = None  # wss://HOST:PORT[/acp]
     token_file: str | None = None
     ca_file: str | None = None
+    # Its answer to a list: past it, the list says what did arrive (a host across the world
+    # may want more, one on the LAN less).
+    deadline_s: float = DEADLINE_S
 
     @property
     def remote(self) -> Remote:
@@ -116,16 +120,18 @@ def link_from_table(path: Path | None, name: str, table: object) -> HostLink:
         raise UsageError(f"{where}unknown key(s): {', '.join(sorted(unknown))}")
     if ("url" in table) == ("ssh" in table):
         raise UsageError(f"{where or ''}a linked host takes one of --ssh and --url")
-    for key in ("remote_state",):
-        value = table.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise UsageError(f"{where}{key} must be a non-empty string")
+    value = table.get("remote_state")
+    if value is not None and (not isinstance(value, str) or not value):
+        raise UsageError(f"{where}remote_state must be a non-empty string")
+    deadline = table.get("deadline_s", DEADLINE_S)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
+        raise UsageError(f"{where or '--'}deadline_s must be a number of seconds above 0")
     if "url" not in table and ("token_file" in table or "ca_file" in table):
         raise UsageError(f"{where}token_file and ca_file go with url")
     if "ssh" not in table and ("remote_state" in table or "remote_acpctl" in table):
         raise UsageError(f"{where}remote_state and remote_acpctl go with ssh")
     # The keys a remote agent shares are checked as a remote agent's are (config.py).
-    shared = {k: v for k, v in table.items() if k != "remote_state"}
+    shared = {k: v for k, v in table.items() if k not in ("remote_state", "deadline_s")}
     remote = remote_from_table(path, name, shared, "links")
     if remote.url is not None and (problem := clear_text_problem(remote.url)):
         raise UsageError(f"{where}{problem}")
@@ -138,6 +144,7 @@ def link_from_table(path: Path | None, name: str, table: object) -> HostLink:
         url=remote.url,
         token_file=remote.token_file,
         ca_file=remote.ca_file,
+        deadline_s=float(deadline),
     )
 
 

@@ -19,7 +19,6 @@ from acpctl.files import atomic_write, read_json_state
 from acpctl.host_links import HostLink
 from acpctl.remote.transport import LinkDown, LinkRefused, NoSuchHost
 
-DEADLINE_S = 5.0  # a host's answer to a list; past it the list says what did arrive
 STATE_FILE = "links-state.json"
 
 
@@ -31,21 +30,18 @@ class Answer:
     unreachable_since: float | None = None  # time.time() of the first failure in a row
 
 
-async def ask_all(
-    links: list[HostLink], method: str, params: dict[str, Any], deadline_s: float = DEADLINE_S
-) -> list[Answer]:
-    """`method` asked of every link at once; each answer, in the links' order."""
-    asked = await asyncio.gather(*(_ask_within(link, method, params, deadline_s) for link in links))
+async def ask_all(links: list[HostLink], method: str, params: dict[str, Any]) -> list[Answer]:
+    """`method` asked of every link at once, each within its own deadline; each answer, in
+    the links' order."""
+    asked = await asyncio.gather(*(_ask_within(link, method, params) for link in links))
     return _remembered(list(asked))
 
 
-async def _ask_within(
-    link: HostLink, method: str, params: dict[str, Any], deadline_s: float
-) -> Answer:
+async def _ask_within(link: HostLink, method: str, params: dict[str, Any]) -> Answer:
     try:
-        return Answer(link, await asyncio.wait_for(ask(link, method, params), deadline_s))
+        return Answer(link, await asyncio.wait_for(ask(link, method, params), link.deadline_s))
     except asyncio.TimeoutError:
-        return Answer(link, None, f"no answer within {deadline_s:g} s")
+        return Answer(link, None, f"no answer within {link.deadline_s:g} s")
     except (LinkDown, LinkRefused, NoSuchHost, OSError, ValueError) as exc:
         return Answer(link, None, str(exc) or type(exc).__name__)
 

@@ -43,6 +43,9 @@ def add(
     ca_file: Path = typer.Option(
         None, "--ca-file", help="With --url: the CA its certificate is checked against."
     ),
+    deadline: float = typer.Option(
+        None, "--deadline", metavar="S", help="Its answer to a list within S seconds (5)."
+    ),
 ) -> None:
     """Link a host: its live sessions join `sessions list`. Kept in config.toml."""
     from acpctl import config
@@ -67,9 +70,10 @@ def add(
         "remote_acpctl": remote_acpctl,
         "ssh_args": list(ssh_arg) or None,
         "url": url,
+        "deadline_s": deadline,
         **files,
     }
-    link = link_from_table(None, name, {k: v for k, v in table.items() if v})
+    link = link_from_table(None, name, {k: v for k, v in table.items() if v not in (None, [])})
     cfg = config.load()
     replaced = name in links_of(cfg)
     set_link(cfg, link)
