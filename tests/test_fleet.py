@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -387,7 +387,7 @@ def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
     observer at A cannot answer it; A's controller answers it through A, B's editor's turn
     goes on, and B's history says who answered, through which host."""
     from acpctl import protocol as acp
-    from tests.test_host import Host, raw_client, unix_client
+    from tests.test_host import Host, raw_client
 
     assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
     told = tmp_path / "told.jsonl"
@@ -418,41 +418,31 @@ def test_a_question_waiting_on_b_is_listed_at_a_and_answered_through_it(
             a_host_ws = Host(f"{a_url}/demo", tokens[0], tokens[1], None)  # type: ignore[arg-type]
 
             async def scenario() -> str:
-                monkeypatch.setenv("ACPCTL_STATE_DIR", b_env["ACPCTL_STATE_DIR"])
-                async with unix_client("demo") as editor:
-                    await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
-                    new = await editor.request(
-                        acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []}
-                    )
-                    session = new["result"]["sessionId"]
-                    await editor.send_prompt(session, "edit", msg_id=7)
-                    await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
-                    monkeypatch.setenv("ACPCTL_STATE_DIR", a_env["ACPCTL_STATE_DIR"])
-                    async with unix_client("demo") as viewer:
-                        changes = {"_meta": {acp.CHANGES_META: True}}
-                        hello = {"protocolVersion": 1, "clientCapabilities": changes}
-                        await viewer.request(acp.INITIALIZE, hello)
-                        entry = await waiting_at(viewer, "b")
-                        assert entry["sessionId"] == session and entry["agent"] == "demo"
-                        allow = next(c for c in entry["choices"] if c["kind"] == "allow_once")
-                        answer = {
-                            "host": "b",
-                            "question": entry["question"],
-                            "optionId": allow["optionId"],
-                        }
-                        async with raw_client(a_host_ws, a_host_ws.observer) as observer:
-                            refused = await observer.request(acp.HOST_ANSWER, answer)
-                            assert refused["error"]["code"] == acp.NOT_AUTHORISED, refused
-                        forwarded = await viewer.request(acp.HOST_ANSWER, answer)
-                        assert forwarded["result"]["forwarded"] == "b", forwarded
-                        done = await editor.until(lambda m: m.get("id") == 7 and "method" not in m)
-                        assert done["result"]["stopReason"] == "end_turn", done
-                        await viewer.until(
-                            lambda m: (
-                                m.get("method") == acp.WAITING_CHANGED
-                                and not m["params"]["waiting"]
-                            )
+                async with asked_on_b(b_env, a_env, monkeypatch, tmp_path) as (
+                    editor,
+                    viewer,
+                    session,
+                ):
+                    entry = await waiting_at(viewer, "b")
+                    assert entry["sessionId"] == session and entry["agent"] == "demo"
+                    allow = next(c for c in entry["choices"] if c["kind"] == "allow_once")
+                    answer = {
+                        "host": "b",
+                        "question": entry["question"],
+                        "optionId": allow["optionId"],
+                    }
+                    async with raw_client(a_host_ws, a_host_ws.observer) as observer:
+                        refused = await observer.request(acp.HOST_ANSWER, answer)
+                        assert refused["error"]["code"] == acp.NOT_AUTHORISED, refused
+                    forwarded = await viewer.request(acp.HOST_ANSWER, answer)
+                    assert forwarded["result"]["forwarded"] == "b", forwarded
+                    done = await editor.until(lambda m: m.get("id") == 7 and "method" not in m)
+                    assert done["result"]["stopReason"] == "end_turn", done
+                    await viewer.until(
+                        lambda m: (
+                            m.get("method") == acp.WAITING_CHANGED and not m["params"]["waiting"]
                         )
+                    )
                 return str(session)
 
             session = asyncio.run(scenario())
@@ -669,7 +659,6 @@ def test_a_question_waiting_on_b_goes_with_the_link_and_comes_back_with_it(
     question is in it again, and answering it through A still reaches B's editor."""
     from acpctl import protocol as acp
     from tests.fault_proxy import FaultProxy
-    from tests.test_host import unix_client
 
     assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
     b_env, a_env = host_env(tmp_path / "b"), host_env(home)
@@ -690,34 +679,20 @@ def test_a_question_waiting_on_b_goes_with_the_link_and_comes_back_with_it(
             == 0
         )
         with a_host(a_env, until=rb"watching linked hosts b"):
-            monkeypatch.setenv("ACPCTL_STATE_DIR", b_env["ACPCTL_STATE_DIR"])
-            async with unix_client("demo") as editor:
-                await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
-                new = await editor.request(
-                    acp.SESSION_NEW, {"cwd": str(tmp_path), "mcpServers": []}
-                )
-                session = new["result"]["sessionId"]
-                await editor.send_prompt(session, "edit", msg_id=7)
-                await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
-                monkeypatch.setenv("ACPCTL_STATE_DIR", a_env["ACPCTL_STATE_DIR"])
-                async with unix_client("demo") as viewer:
-                    changes = {"_meta": {acp.CHANGES_META: True}}
-                    await viewer.request(
-                        acp.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": changes}
-                    )
-                    await waiting_at(viewer, "b")
-                    proxy.refusing = True
-                    proxy.cut()
-                    await viewer.until(b_gone)
-                    listed = await viewer.request(acp.HOST_SESSIONS, {})
-                    down = [e for e in listed["result"]["sessions"] if e.get("host") == "b"]
-                    assert len(down) == 1 and down[0]["unreachableSince"] is not None, down
-                    proxy.refusing = False
-                    entry = await waiting_at(viewer, "b")  # back with the link
-                    assert entry["sessionId"] == session
-                    answer = {"host": "b", "question": entry["question"], "optionId": "allow"}
-                    forwarded = await viewer.request(acp.HOST_ANSWER, answer)
-                    assert forwarded["result"]["forwarded"] == "b", forwarded
+            async with asked_on_b(b_env, a_env, monkeypatch, tmp_path) as (editor, viewer, session):
+                await waiting_at(viewer, "b")
+                proxy.refusing = True
+                proxy.cut()
+                await viewer.until(b_gone)
+                listed = await viewer.request(acp.HOST_SESSIONS, {})
+                down = [e for e in listed["result"]["sessions"] if e.get("host") == "b"]
+                assert len(down) == 1 and down[0]["unreachableSince"] is not None, down
+                proxy.refusing = False
+                entry = await waiting_at(viewer, "b")  # back with the link
+                assert entry["sessionId"] == session
+                answer = {"host": "b", "question": entry["question"], "optionId": "allow"}
+                forwarded = await viewer.request(acp.HOST_ANSWER, answer)
+                assert forwarded["result"]["forwarded"] == "b", forwarded
                 done = await editor.until(lambda m: m.get("id") == 7 and "method" not in m, 30)
                 assert done["result"]["stopReason"] == "end_turn", done
         await proxy.stop()
@@ -771,3 +746,28 @@ def test_two_hosts_watching_each_other_list_each_session_once(home: Path, tmp_pa
         shown = run_cli("sessions", "list", "--json", env=a_env).stdout
         for token in tokens.values():
             assert token.read_text().strip() not in shown
+
+
+@contextlib.asynccontextmanager
+async def asked_on_b(
+    b_env: dict[str, str], a_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, cwd: Path
+) -> AsyncIterator[tuple[Any, Any, str]]:
+    """An editor of B's whose turn waits on a permission (its prompt's id: 7), a client of
+    A's told of changes, as the page is, and the editor's session."""
+    from acpctl import protocol as acp
+    from tests.test_host import unix_client
+
+    monkeypatch.setenv("ACPCTL_STATE_DIR", b_env["ACPCTL_STATE_DIR"])
+    async with unix_client("demo") as editor:
+        await editor.request(acp.INITIALIZE, {"protocolVersion": 1})
+        new = await editor.request(acp.SESSION_NEW, {"cwd": str(cwd), "mcpServers": []})
+        session = new["result"]["sessionId"]
+        await editor.send_prompt(session, "edit", msg_id=7)
+        await editor.until(lambda m: m.get("method") == acp.REQUEST_PERMISSION)
+        monkeypatch.setenv("ACPCTL_STATE_DIR", a_env["ACPCTL_STATE_DIR"])
+        async with unix_client("demo") as viewer:
+            changes = {"_meta": {acp.CHANGES_META: True}}
+            await viewer.request(
+                acp.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": changes}
+            )
+            yield editor, viewer, session
