@@ -196,6 +196,12 @@ HOST_ANSWER = "_acpctl/answer"
 # {"words", "agent"?, "cwd"?, "since"?, "limit"?}: {"matches": [...]}, the host's history
 # searched as `sessions search --json` prints it (a linked host's `sessions search --host`).
 HOST_SEARCH = "_acpctl/search"
+# The unix socket's first line from `acpctl host link add|remove`: config.toml's links read
+# again, and watched as they are now; {"watching": [names]}.
+HOST_RELINK = "_acpctl/relink"
+# A linked host the watch has not reached yet (its `problem` in HOST_SESSIONS): a list asks
+# that one itself, within its own deadline, rather than say nothing of it.
+NOT_CONNECTED_YET = "not connected yet"
 HOST_PUSH_SUBSCRIBE = "_acpctl/push_subscribe"
 # In a prompt's answer acpctl gave for an agent that did not end a cancelled turn: why.
 ENDED_BY_ACPCTL_META = "acpctl/endedByAcpctl"

@@ -331,7 +331,9 @@ def test_a_slow_host_does_not_hold_the_list_and_a_loop_lists_each_session_once(
         port = server.sockets[0].getsockname()[1]
         try:
             slow = ["host", "link", "add", "slow", "--url", f"ws://127.0.0.1:{port}"]
-            assert cli(*slow, "--deadline", "1").returncode == 0  # its own: 1 s, not 5
+            # (in a thread: the command asks a running host in an event loop of its own)
+            added = await asyncio.to_thread(cli, *slow, "--deadline", "1")  # its own: 1 s
+            assert added.returncode == 0, added
             listing = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -674,10 +676,8 @@ def test_a_question_waiting_on_b_goes_with_the_link_and_comes_back_with_it(
         proxy = FaultProxy(b_port)
         port = await proxy.start()
         url = f"ws://127.0.0.1:{port}/acp"
-        assert (
-            cli("host", "link", "add", "b", "--url", url, "--token-file", str(b_token)).returncode
-            == 0
-        )
+        link = ["host", "link", "add", "b", "--url", url, "--token-file", str(b_token)]
+        assert (await asyncio.to_thread(cli, *link)).returncode == 0  # its own event loop
         with a_host(a_env, until=rb"watching linked hosts b"):
             async with asked_on_b(b_env, a_env, monkeypatch, tmp_path) as (editor, viewer, session):
                 await waiting_at(viewer, "b")
@@ -771,3 +771,32 @@ async def asked_on_b(
                 acp.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": changes}
             )
             yield editor, viewer, session
+
+
+@pytest.mark.e2e
+def test_a_link_added_or_removed_while_the_host_runs_is_watched_at_once(
+    home: Path, tmp_path: Path
+) -> None:
+    """`host link add` and `remove` tell this machine's running host, which watches the
+    link (or stops) at once, and say so."""
+    assert cli("agents", "add", "demo", "--", *DEMO).returncode == 0
+    a_env, b_env = host_env(home), host_env(tmp_path / "b")
+    assert run_cli("agents", "add", "demo", "--", *DEMO, env=b_env).returncode == 0
+    ws = rb"listening on (ws://127\.0\.0\.1:\d+/acp)"
+    with a_host(b_env, "--listen", "127.0.0.1:0", until=ws) as b_url, a_host(a_env):
+        token = tmp_path / "b.token"
+        token.write_text(run_cli("host", "show-token", env=b_env).stdout)
+        token.chmod(0o600)
+        theirs = a_session(b_env, "on b")
+        link = ["host", "link", "add", "b", "--url", b_url, "--token-file", str(token)]
+        added = run_cli(*link, env=a_env)
+        assert "the running session host watches it now" in added.stdout, added
+
+        def hosts_listed() -> list[Any]:
+            listed = json.loads(run_cli("sessions", "list", "--json", env=a_env).stdout)
+            return [(e.get("host"), e["id"]) for e in listed]
+
+        until(lambda: hosts_listed() == [("b", theirs)])
+        removed = run_cli("host", "link", "remove", "b", env=a_env)
+        assert "the running session host no longer watches it" in removed.stdout, removed
+        assert hosts_listed() == []

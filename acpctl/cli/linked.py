@@ -39,7 +39,13 @@ def asked() -> list[Answer]:
     from acpctl import protocol as acp
     from acpctl.remote.fleet import ask_all
 
-    return _watched(links) or asyncio.run(ask_all(links, acp.HOST_SESSIONS, {}))
+    watched = _watched(links)
+    if watched is None:
+        return asyncio.run(ask_all(links, acp.HOST_SESSIONS, {}))
+    # The hosts the watch has not reached yet are asked here, each within its deadline.
+    pending = [a.link for a in watched if a.problem == acp.NOT_CONNECTED_YET]
+    asked = {a.link.name: a for a in asyncio.run(ask_all(pending, acp.HOST_SESSIONS, {}))}
+    return [asked.get(a.link.name, a) for a in watched]
 
 
 def _watched(links: list[HostLink]) -> list[Answer] | None:

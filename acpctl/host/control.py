@@ -40,8 +40,10 @@ def host_methods(
     pusher: Pusher,
     listening: list[JsonObject],
     stop: Callable[[bool], None],
+    relink: Callable[[], JsonObject],
 ) -> dict[str, HostMethod]:
-    """The table. `stop(now)`: the host's graceful stop (now: running turns cancelled)."""
+    """The table. `stop(now)`: the host's graceful stop (now: running turns cancelled);
+    `relink()`: config.toml's linked hosts watched as they are now."""
 
     def status(client: Client | None, params: JsonObject) -> JsonObject:
         return {
@@ -61,6 +63,7 @@ def host_methods(
     return {
         acp.HOST_STATUS: HostMethod(status, local),
         acp.HOST_STOP: HostMethod(stopping, local),
+        acp.HOST_RELINK: HostMethod(lambda c, params: relink(), local),
         acp.HOST_ROTATE_TOKEN: HostMethod(lambda c, params: tcp.rotate(params), local),
         acp.HOST_PAIR: HostMethod(lambda c, params: tcp.pair(params), local),
         acp.HOST_REVOKE: HostMethod(lambda c, params: tcp.revoke(params), local),

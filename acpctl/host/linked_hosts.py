@@ -41,7 +41,7 @@ class Watched:
     sessions: list[JsonObject] = field(default_factory=list)
     projects: JsonObject = field(default_factory=dict)  # its agents and projects
     down_since: float | None = None  # time.time() of the first failure in a row
-    problem: str = "not connected yet"
+    problem: str = acp.NOT_CONNECTED_YET
     stopped: bool = False  # it said it stops (acpctl host stop), rather than dropping
     # Its questions told as asked (on_asked): one still waiting after a drop is not again.
     announced: set[str] = field(default_factory=set)
@@ -50,28 +50,40 @@ class Watched:
 class LinkedHosts:
     def __init__(
         self,
-        links: list[HostLink],
         on_change: Callable[[str], None],
         log: logging.Logger,
         on_asked: Callable[[str, JsonObject], None] = lambda host, entry: None,
     ) -> None:
         self.name = socket.gethostname().split(".")[0] or "a linked host"  # as they say us
-        self._watched = {link.name: Watched(link) for link in links}
+        self._watched: dict[str, Watched] = {}  # relink() says which
         self._on_change = on_change
         self._on_asked = on_asked  # a linked host's question, new (the notifier's)
         self._log = log
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._ids = itertools.count(1)
         self._http: Any = None
         self._sending: set[asyncio.Task[None]] = set()
 
-    def start(self) -> None:
-        self._tasks = [asyncio.ensure_future(self._watch(w)) for w in self._watched.values()]
+    def relink(self, links: list[HostLink]) -> list[str]:
+        """config.toml's links as they are now (`host link add` or `remove` says so while
+        the host runs): one removed is no longer watched, one added or changed is watched
+        afresh; the names watched."""
+        wanted = {link.name: link for link in links}
+        for name in [n for n, w in self._watched.items() if wanted.get(n) != w.link]:
+            self._tasks.pop(name).cancel()  # its connection closes as its task ends
+            del self._watched[name]
+        for name, link in wanted.items():
+            if name not in self._watched:
+                self._watched[name] = watched = Watched(link)
+                self._tasks[name] = asyncio.ensure_future(self._watch(watched))
+        self._on_change(acp.WAITING_CHANGED)
+        self._on_change(acp.SESSIONS_CHANGED)
+        return list(self._watched)
 
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in self._tasks.values():
             task.cancel()
-        for task in self._tasks:
+        for task in self._tasks.values():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self._http is not None:

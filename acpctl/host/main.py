@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -37,9 +37,6 @@ from acpctl.jsonrpc import JsonObject
 from acpctl.remote.host_socket import read_status
 from acpctl.runner.runlog import open_log
 from acpctl.store.sessions import SessionStore
-
-if TYPE_CHECKING:
-    from acpctl.host.linked_hosts import LinkedHosts
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 HOST_LOCK, HOST_PID = "host.lock", "host.pid"  # beside the socket
@@ -264,7 +261,12 @@ async def _serve(options: HostOptions) -> None:
         listening: list[JsonObject] = []  # what `host status` and doctor show
         tcp = TcpDoor(pool, log, devices)
         table = control.host_methods(
-            pool, tcp, pusher, listening, lambda now: stop_asked("acpctl host stop", now)
+            pool,
+            tcp,
+            pusher,
+            listening,
+            lambda now: stop_asked("acpctl host stop", now),
+            lambda: _relinked(pool, notifier, log),
         )
         pool.client_methods = {
             method: entry.answer
@@ -328,7 +330,7 @@ async def _serve(options: HostOptions) -> None:
                 "(with --observer, one that can only watch)"
             )
         pool.start_reaping()
-        pool.linked = _linked_hosts(pool, notifier, log)
+        _linked_at_start(pool, notifier, log)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop_asked, sig.name)
         signalled = asyncio.ensure_future(stop.wait())
@@ -351,25 +353,29 @@ async def _serve(options: HostOptions) -> None:
                 socket_path.unlink()
 
 
-def _linked_hosts(pool: AgentPool, notifier: Notifier, log: logging.Logger) -> LinkedHosts | None:
-    """config.toml's linked hosts, watched (their questions and sessions join this host's
-    lists); None when none is linked, or the file does not parse (said in the log)."""
+def _linked_at_start(pool: AgentPool, notifier: Notifier, log: logging.Logger) -> None:
+    try:
+        _relinked(pool, notifier, log)
+    except AcpctlError as exc:  # the host runs on: its lists are its own
+        log.warning("session host: linked hosts not watched: %s", exc.message)
+
+
+def _relinked(pool: AgentPool, notifier: Notifier, log: logging.Logger) -> JsonObject:
+    """config.toml's linked hosts watched as they are now (their questions and sessions
+    join this host's lists): at the start, and on HOST_RELINK (`host link add|remove`).
+    Raises what is wrong with the file: nothing changes then."""
+    from acpctl.host.linked_hosts import LinkedHosts
     from acpctl.host_links import links_of
 
-    try:
-        links = list(links_of(config.load()).values())
-    except AcpctlError as exc:
-        log.warning("session host: linked hosts not watched: %s", exc.message)
-        return None
-    if not links:
-        return None
-    from acpctl.host.linked_hosts import LinkedHosts
-
-    linked = LinkedHosts(links, pool.changed, log, notifier.linked_asked)
-    notifier.still_waiting = linked.waiting_entry
-    linked.start()
-    log.info("session host: watching linked hosts %s", ", ".join(link.name for link in links))
-    return linked
+    links = list(links_of(config.load()).values())
+    if pool.linked is None and links:
+        pool.linked = LinkedHosts(pool.changed, log, notifier.linked_asked)
+        notifier.still_waiting = pool.linked.waiting_entry
+    if pool.linked is None:
+        return {"watching": []}
+    watching = pool.linked.relink(links)
+    log.info("session host: watching linked hosts %s", ", ".join(watching) or "(none)")
+    return {"watching": watching}
 
 
 async def _let_turns_finish(

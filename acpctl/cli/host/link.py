@@ -79,6 +79,7 @@ def add(
     set_link(cfg, link)
     config.save(cfg)
     typer.echo(f"{'updated' if replaced else 'linked'} host {name} ({link.address}) in {cfg.path}")
+    _told_the_host(name, watched=True)
 
 
 @link_app.command("list")
@@ -113,6 +114,22 @@ def remove(name: str = typer.Argument(..., help="A linked host.")) -> None:
     remove_link(cfg, name)
     config.save(cfg)
     typer.echo(f"unlinked host {name}")
+    _told_the_host(name, watched=False)
+
+
+def _told_the_host(name: str, watched: bool) -> None:
+    """This machine's running host told to read the links again: it watches (or stops
+    watching) `name` at once; said when it does."""
+    import asyncio
+
+    from acpctl import protocol as acp
+    from acpctl.remote.host_socket import ask_host
+
+    answer = asyncio.run(ask_host(acp.HOST_RELINK, {}, timeout=5))
+    result = answer.get("result") if isinstance(answer, dict) else None
+    if isinstance(result, dict) and (name in (result.get("watching") or [])) == watched:
+        said = "watches it now" if watched else "no longer watches it"
+        typer.echo(f"the running session host {said}")
 
 
 @link_app.command("show")
