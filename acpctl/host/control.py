@@ -3,8 +3,8 @@ it is asked. LOCAL methods are asked on the unix socket, as its first line (the 
 permissions are their check: `acpctl host status`, `pair`, `stop`...); CLIENTS methods are
 asked by any client of an agent's connection, on the unix socket, WebSocket or Streamable
 HTTP alike (the page's lists, its push subscription). A method may be both
-(`_acpctl/devices`; `_acpctl/sessions` and `_acpctl/answer`, which a linked host asks
-over ssh as the socket's first line). docs/web.md and docs/remote.md say what each returns."""
+(`_acpctl/devices`; `_acpctl/sessions`, `_acpctl/answer` and `_acpctl/search`, which
+another machine asks over ssh as the socket's first line). docs/web.md and docs/remote.md say what each returns."""
 
 from __future__ import annotations
 

@@ -12,8 +12,10 @@ with open(log_path, "ab") as log:
     child = subprocess.Popen(command, stdout=subprocess.PIPE)
     assert child.stdout is not None
     for line in child.stdout:
-        sys.stdout.buffer.write(line)
-        sys.stdout.buffer.flush()
+        # The log first: a line is in it before anyone can have been given it (a test that
+        # reads the log once the editor has a line finds the line there, however loaded).
         log.write(line)
         log.flush()
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
     sys.exit(child.wait())
