@@ -4,7 +4,8 @@ permissions are their check: `acpctl host status`, `pair`, `stop`...); CLIENTS m
 asked by any client of an agent's connection, on the unix socket, WebSocket or Streamable
 HTTP alike (the page's lists, its push subscription). A method may be both
 (`_acpctl/devices`; `_acpctl/sessions`, `_acpctl/answer` and `_acpctl/search`, which
-another machine asks over ssh as the socket's first line). docs/web.md and docs/remote.md say what each returns."""
+another machine asks over ssh as the socket's first line). docs/web.md and docs/remote.md
+say what each returns."""
 
 from __future__ import annotations
 
