@@ -743,6 +743,16 @@ def test_two_hosts_watching_each_other_list_each_session_once(home: Path, tmp_pa
 
         until(lambda: listed(a_env) == [("", mine), ("b", theirs)])
         until(lambda: listed(b_env) == [("", theirs), ("a", mine)])
+        # Asked directly (no host of its own watching, as `sessions list` asks then), B
+        # answers with its own sessions too, not A's that it watches.
+        from acpctl import protocol as acp
+        from acpctl.host_links import links_of
+        from acpctl.remote.fleet import ask_all
+
+        b_link = links_of(config_of(a_env))["b"]
+        [answer] = asyncio.run(ask_all([b_link], acp.HOST_SESSIONS, {}))
+        listed_there = [s["sessionId"] for s in (answer.result or {})["sessions"] if s.get("live")]
+        assert listed_there == [theirs], answer.result
         shown = run_cli("sessions", "list", "--json", env=a_env).stdout
         for token in tokens.values():
             assert token.read_text().strip() not in shown
@@ -800,3 +810,10 @@ def test_a_link_added_or_removed_while_the_host_runs_is_watched_at_once(
         removed = run_cli("host", "link", "remove", "b", env=a_env)
         assert "the running session host no longer watches it" in removed.stdout, removed
         assert hosts_listed() == []
+
+
+def config_of(env: dict[str, str]) -> Any:
+    """config.toml of the host whose directories `env` names."""
+    from acpctl import config
+
+    return config.load(Path(env["ACPCTL_CONFIG_DIR"]) / "config.toml")

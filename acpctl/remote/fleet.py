@@ -47,7 +47,9 @@ async def _ask_within(link: HostLink, method: str, params: dict[str, Any]) -> An
 
 
 async def ask(link: HostLink, method: str, params: dict[str, Any]) -> Any:
-    """The result of `method` at the linked host; raises what says why there is none."""
+    """The result of `method` at the linked host, of its own (`own`: never what it sees
+    through its own links, which are not transitive); raises what says why there is none."""
+    params = {**params, "own": True}
     if link.ssh is not None:
         answer = await _ask_over_ssh(link, method, params)
     else:
