@@ -45,6 +45,16 @@ def option_of(message: JsonObject, option_id: Any) -> JsonObject | None:
     return None
 
 
+def detached_client(device: str | None, via: str, name: str, through: str | None = None) -> Client:
+    """A client that answers without a connection (a notification's choice, another host's
+    page): named as who answered, and how; what it would be told goes nowhere."""
+    channel, _ = memory_pair()
+    channel.close()
+    client = Client(channel, device=device, via=via, through=through)
+    client.info = {"name": name}
+    return client
+
+
 def answer_with(
     hosted: HostedAgent, editor_id: int, request: ReverseRequest, option: JsonObject, client: Client
 ) -> None:
@@ -68,14 +78,11 @@ def answered_here(pool: AgentPool, caller: Client | None, params: JsonObject) ->
     option = option_of(request.message, params.get("optionId"))
     if request.method != acp.REQUEST_PERMISSION or option is None:
         raise RpcError(acp.INVALID_PARAMS, "answer a permission with one of its options")
-    channel, _ = memory_pair()
-    channel.close()
     by, through = (_name(params.get(key)) for key in ("by", "through"))
     device = by if params.get("device") is True else None
     via = "notification" if params.get("via") == "notification" else "link"
-    client = Client(channel, device=device, via=via, through=through)
-    client.info = {"name": (by if device is None else None) or "a client"}
-    answer_with(hosted, editor_id, request, option, client)
+    name = (by if device is None else None) or "a client"
+    answer_with(hosted, editor_id, request, option, detached_client(device, via, name, through))
     return {"answered": option["optionId"]}
 
 

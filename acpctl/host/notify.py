@@ -217,12 +217,45 @@ def push_payload(question_id: str, pushed: Pushed, request: ReverseRequest) -> J
     project = str(summary["cwd"] or "").rstrip("/").rsplit("/", 1)[-1]
     params = request.message.get("params")
     options = params.get("options") if isinstance(params, dict) else None
+    return {
+        "question": question_id,
+        "agent": pushed.agent,
+        "tag": f"{summary['sessionId']}",
+        "title": f"{pushed.agent} asks" + (f" in {project}" if project else ""),
+        "body": summary["asked"],
+        "url": session_address("", pushed.agent, str(summary["sessionId"])),
+        "waitingSince": pushed.asked_at,
+        "actions": one_time_actions(options),
+    }
+
+
+def linked_push_payload(question_id: str, host: str, entry: JsonObject) -> JsonObject:
+    """push_payload for a linked host's question, from its entry there: its one-time
+    answers as actions, the page's overview (where its card is) as its address."""
+    agent = str(entry.get("agent") or "an agent")
+    project = str(entry.get("cwd") or "").rstrip("/").rsplit("/", 1)[-1]
+    return {
+        "question": question_id,
+        "agent": agent,
+        "tag": f"{host}:{entry.get('sessionId')}",
+        "title": f"{agent} asks on {host}" + (f" in {project}" if project else ""),
+        "body": str(entry.get("asked") or "")[:MAX_SAID],
+        "url": "/",
+        "waitingSince": entry.get("waitingSince"),
+        "actions": one_time_actions(entry.get("choices")),
+    }
+
+
+def one_time_actions(options: Any) -> list[JsonObject]:
+    """A notification's buttons: a permission's first one-time allow, then its first
+    one-time reject (a standing one is chosen on the page)."""
+    listed = options if isinstance(options, list) else []
     actions = []
-    for kind in ONE_TIME:  # the first one-time allow, then the first one-time reject
+    for kind in ONE_TIME:
         chosen = next(
             (
                 option
-                for option in options or []
+                for option in listed
                 if isinstance(option, dict)
                 and option.get("kind") == kind
                 and isinstance(option.get("optionId"), str)
@@ -232,40 +265,7 @@ def push_payload(question_id: str, pushed: Pushed, request: ReverseRequest) -> J
         if chosen is not None:
             name = str(chosen.get("name") or chosen["optionId"])[:MAX_SAID]
             actions.append({"action": chosen["optionId"], "title": name})
-    return {
-        "question": question_id,
-        "agent": pushed.agent,
-        "tag": f"{summary['sessionId']}",
-        "title": f"{pushed.agent} asks" + (f" in {project}" if project else ""),
-        "body": summary["asked"],
-        "url": session_address("", pushed.agent, str(summary["sessionId"])),
-        "waitingSince": pushed.asked_at,
-        "actions": actions,
-    }
-
-
-def linked_push_payload(question_id: str, host: str, entry: JsonObject) -> JsonObject:
-    """push_payload for a linked host's question, from its entry there: its one-time
-    answers as actions, the page's overview (where its card is) as its address."""
-    agent = str(entry.get("agent") or "an agent")
-    project = str(entry.get("cwd") or "").rstrip("/").rsplit("/", 1)[-1]
-    choices = [c for c in entry.get("choices") or [] if isinstance(c, dict)]
-    actions = []
-    for kind in ONE_TIME:  # the first one-time allow, then the first one-time reject
-        chosen = next((c for c in choices if c.get("kind") == kind), None)
-        if chosen is not None and isinstance(chosen.get("optionId"), str):
-            name = str(chosen.get("name") or chosen["optionId"])[:MAX_SAID]
-            actions.append({"action": chosen["optionId"], "title": name})
-    return {
-        "question": question_id,
-        "agent": agent,
-        "tag": f"{host}:{entry.get('sessionId')}",
-        "title": f"{agent} asks on {host}" + (f" in {project}" if project else ""),
-        "body": str(entry.get("asked") or "")[:MAX_SAID],
-        "url": "/",
-        "waitingSince": entry.get("waitingSince"),
-        "actions": actions,
-    }
+    return actions
 
 
 def session_address(page_url: str, agent: str, session_id: str) -> str:

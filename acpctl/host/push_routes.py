@@ -20,13 +20,11 @@ from aiohttp import web
 
 from acpctl import protocol as acp
 from acpctl.host.agents import AgentPool
-from acpctl.host.answers import answer_with, option_of
+from acpctl.host.answers import answer_with, detached_client, option_of
 from acpctl.host.door import Door, refuse
 from acpctl.host.notify import ONE_TIME, Notifier, linked_push_payload, push_payload
 from acpctl.host.registry import Caller
 from acpctl.jsonrpc import JsonObject, RpcError
-from acpctl.jsonrpc.channel import memory_pair
-from acpctl.runner.clients import Client
 
 QUESTION_PATH = "/push/question"
 ANSWER_PATH = "/push/answer"
@@ -87,10 +85,7 @@ def _answer(
     hosted = next((h for h in pool.agents.values() if h.conn is pushed.conn), None)
     if hosted is None:
         return refuse(409, "the agent that asked has stopped")
-    channel, _ = memory_pair()
-    channel.close()
-    client = Client(channel, device=caller.device, via="notification")
-    client.info = {"name": "acpctl notification"}
+    client = detached_client(caller.device, "notification", "acpctl notification")
     answer_with(hosted, pushed.editor_id, waiting, chosen, client)
     return None
 
@@ -106,9 +101,7 @@ def _answer_linked(
         return refuse(400, "a notification answers with a one-time allow or reject only")
     if pool.linked is None:
         return refuse(409, "the host that asked is no longer linked")
-    channel, _ = memory_pair()
-    channel.close()
-    client = Client(channel, device=caller.device, via="notification")
+    client = detached_client(caller.device, "notification", "acpctl notification")
     answer = {"host": host, "question": entry.get("question"), "optionId": chosen["optionId"]}
     try:
         pool.linked.forward(answer, client)
