@@ -117,10 +117,10 @@ def _highlighted(snippet: str, marks: list[Any]) -> str:
     printable and escaped."""
     from rich.markup import escape
 
-    from acpctl.terminal.screen import printable
+    from acpctl.terminal.screen import one_line
 
     def text(part: str) -> str:
-        return escape(printable(part).replace("\n", " ").replace("\t", " "))
+        return escape(one_line(part))
 
     shown, at = "", 0
     for mark in marks:

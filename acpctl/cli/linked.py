@@ -8,7 +8,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from acpctl.remote.fleet import Answer, unreachable_said
-from acpctl.terminal.screen import printable
+from acpctl.terminal.screen import one_line, printable
 
 if TYPE_CHECKING:
     from acpctl.config import Remote
@@ -137,7 +137,7 @@ def rows(answers: list[Answer], cells: Any, relative: Any) -> list[str]:
 
 
 def _text(value: Any) -> str:
-    return printable(str(value or "")).replace("\n", " ").replace("\t", " ")
+    return one_line(str(value or ""))
 
 
 def session_at(text: str) -> tuple[SessionMeta, Remote] | None:

@@ -31,6 +31,12 @@ _UNSEEN = {
 } | {0xFEFF: "⟨U+FEFF⟩"}
 
 
+def one_line(text: str) -> str:
+    """Agent text printable, on one line: its line breaks and tabs as spaces (a table's
+    cell, a search's snippet)."""
+    return printable(text).replace("\n", " ").replace("\t", " ")
+
+
 def approvable(text: str) -> str:
     """Text a person approves (a command, a path, a title) as it will act: printable, and
     every character that turns or hides text in plain sight."""
