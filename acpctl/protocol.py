@@ -183,7 +183,7 @@ SESSIONS_CHANGED = "_acpctl/sessions_changed"
 # The page's Web Push subscription (host/push.py): the host's VAPID public key, and the
 # device's subscription set ({"subscription": PushSubscription.toJSON()}) or dropped (null).
 HOST_PUSH_KEY = "_acpctl/push_key"
-# A linked host's connection (host/fleet_watch.py) says so in its initialize
+# A linked host's connection (host/linked_hosts.py) says so in its initialize
 # (clientCapabilities._meta["acpctl/linked"]): what it is told of waiting questions and
 # sessions is the host's own, never what the host sees through its own links (links are
 # not transitive). Its asks of HOST_WAITING and HOST_SESSIONS say {"own": true} too.

@@ -149,7 +149,7 @@ class AgentPool:
         # The host's methods any client may ask (host/control.py's CLIENTS), on every
         # agent's connection.
         self.client_methods: dict[str, HostAnswer] = {}
-        # The linked hosts' questions and sessions (host/fleet_watch.py), when any is linked.
+        # The linked hosts' questions and sessions (host/linked_hosts.py), when any is linked.
         self.linked: LinkedHosts | None = None
         self._changes_due: set[str] = set()  # the changes the clients are yet to be told
         self._sessions_told = 0.0  # when SESSIONS_CHANGED was last told (monotonic)
