@@ -149,6 +149,10 @@ def test_a_linked_hosts_rows_are_agent_text_and_what_is_no_session_is_left_out()
     assert len(rows) == 1 and "\x1b" not in rows[0] and "\x07" not in rows[0]
     assert "running at b (1 client(s))" in rows[0]
     assert [e["id"] for e in linked.as_json(answer)] == ["s-1"]
+    # Why a host did not answer is often its own words (a refusal, ssh's last line).
+    refused = Answer(HostLink("b", ssh="b"), None, "refused: \x1b]0;owned\x07\x1b[2J", 0.0)
+    said = linked.unreachable(refused)
+    assert said.startswith("b: unreachable since ") and "\x1b" not in said and "\x07" not in said
 
 
 # -- three hosts ----------------------------------------------------------------------------

@@ -72,8 +72,9 @@ def _searched_at(hosts: list[str], asked: dict[str, Any]) -> list[dict[str, Any]
 
     from acpctl import config
     from acpctl import protocol as acp
+    from acpctl.cli.linked import unreachable
     from acpctl.host_links import links_of
-    from acpctl.remote.fleet import ask_all, unreachable_said
+    from acpctl.remote.fleet import ask_all
 
     links = links_of(config.load())
     unknown = [h for h in hosts if h != "all" and h not in links]
@@ -83,7 +84,7 @@ def _searched_at(hosts: list[str], asked: dict[str, Any]) -> list[dict[str, Any]
     found = []
     for answer in asyncio.run(ask_all(chosen, acp.HOST_SEARCH, asked)):
         if answer.result is None:
-            typer.echo(f"acpctl: {unreachable_said(answer)}", err=True)
+            typer.echo(f"acpctl: {unreachable(answer)}", err=True)
             continue
         hits = answer.result.get("matches") if isinstance(answer.result, dict) else None
         for hit in hits if isinstance(hits, list) else []:

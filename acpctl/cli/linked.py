@@ -8,14 +8,20 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from acpctl.remote.fleet import Answer, unreachable_said
-from acpctl.terminal.screen import one_line, printable
+from acpctl.terminal.screen import one_line
 
 if TYPE_CHECKING:
     from acpctl.config import Remote
     from acpctl.host_links import HostLink
     from acpctl.store.sessions import SessionMeta
 
-__all__ = ["Answer", "as_json", "asked", "rows", "session_at", "this_machine", "unreachable_said"]
+__all__ = ["Answer", "as_json", "asked", "rows", "session_at", "this_machine", "unreachable"]
+
+
+def unreachable(answer: Answer) -> str:
+    """`build: unreachable since 14:02 (why)` as a terminal may show it: the why is often
+    the other machine's words (its refusal, ssh's last line), so made printable."""
+    return one_line(unreachable_said(answer))
 
 
 def asked() -> list[Answer]:
@@ -115,7 +121,7 @@ def rows(answers: list[Answer], cells: Any, relative: Any) -> list[str]:
     lines = []
     for answer in answers:
         if answer.result is None:
-            lines.append(printable(unreachable_said(answer)).replace("\n", " "))
+            lines.append(unreachable(answer))
             continue
         for s in live_sessions(answer):
             state = str(s.get("state") or "open")
@@ -162,7 +168,7 @@ def session_at(text: str) -> tuple[SessionMeta, Remote] | None:
 
     [answer] = asyncio.run(ask_all([link], acp.HOST_SESSIONS, {}))
     if answer.result is None:
-        raise UsageError(unreachable_said(answer))
+        raise UsageError(unreachable(answer))
     live = live_sessions(answer)
     found = [s for s in live if s["sessionId"] == wanted] or [
         s for s in live if s["sessionId"].startswith(wanted)

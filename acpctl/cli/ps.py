@@ -51,7 +51,7 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
         typer.echo(json.dumps(live, indent=2))
         for answer in answers:
             if answer.result is None:
-                typer.echo(f"acpctl: {linked.unreachable_said(answer)}", err=True)
+                typer.echo(f"acpctl: {linked.unreachable(answer)}", err=True)
         return
     if not live and not answers:
         typer.echo("no acpctl runs are live, and no session host runs agents")
@@ -61,7 +61,7 @@ def ps(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")
         typer.echo(_row(run))
     for answer in answers:
         if answer.result is None:
-            typer.echo(linked.unreachable_said(answer))
+            typer.echo(linked.unreachable(answer))
 
 
 def _linked_runs(answers: list[Answer]) -> list[dict[str, Any]]:

@@ -179,7 +179,7 @@ def _list_json(found: list[Any], held: dict[str, Any], answers: list[Answer]) ->
     typer.echo(json.dumps(here + there, indent=2))
     for answer in answers:
         if answer.result is None:
-            typer.echo(f"acpctl: {linked.unreachable_said(answer)}", err=True)
+            typer.echo(f"acpctl: {linked.unreachable(answer)}", err=True)
 
 
 def _list_table(found: list[Any], total: int, held: dict[str, Any], answers: list[Answer]) -> None:

@@ -143,8 +143,9 @@ def show(
 
     from acpctl import config
     from acpctl import protocol as acp
+    from acpctl.cli.linked import unreachable
     from acpctl.host_links import links_of
-    from acpctl.remote.fleet import ask_all, unreachable_said
+    from acpctl.remote.fleet import ask_all
 
     link = links_of(config.load()).get(name)
     if link is None:
@@ -161,6 +162,6 @@ def show(
         return
     typer.echo(f"{name}: {link.address}")
     if answer.result is None:
-        typer.echo(unreachable_said(answer))
+        typer.echo(unreachable(answer))
         raise typer.Exit(1)
     typer.echo(f"{name}: answers; {len(live)} live session(s)")
